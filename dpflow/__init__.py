@@ -1,0 +1,45 @@
+"""dpflow: differentially private statistics as certified, auditable estimation plans.
+
+>>> import numpy as np
+>>> import dpflow as dp
+>>> from dpflow import nodes as N
+>>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="replace")
+>>> X = b.source("X", dp.Vectors(d=3), n=1000)
+>>> plan = b.build(mean=N.GaussianMech()(N.Mean()(N.Clip(radius=2.0)(X))))
+>>> ledger = plan.check()                     # static: no data read
+>>> res = plan.run({"X": np.zeros((1000, 3))}, noise=dp.SeededNoise(7))
+>>> res.released["mean"].shape
+(3,)
+"""
+
+__version__ = "0.1.0"
+
+from dpflow import nodes
+from dpflow.domains import BooleanCube, Ordinal, Reals, Sym, SymmetricMatrices, Vectors
+from dpflow.errors import (
+    BudgetError,
+    DataError,
+    DomainError,
+    DpflowError,
+    PlanError,
+    PlanReferenceError,
+    PlanTypeError,
+    PostProcessingError,
+    SerializationError,
+    UnboundedSensitivityError,
+    UnknownSourceError,
+)
+from dpflow.handles import Released, Sensitive
+from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
+from dpflow.plan import Plan, PlanBuilder
+from dpflow.planner import Ledger, certify
+from dpflow.privacy import ApproxDP, ApproxZCDP, PureDP, ZCDP
+from dpflow.report import Report, Result, run
+
+__all__ = [
+    "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "DataError", "DomainError", "DpflowError",
+    "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
+    "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "Report", "Result", "SecureNoise",
+    "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",
+    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "nodes", "run",
+]

@@ -1,0 +1,7 @@
+"""``python -m dpflow``: the command-line interface."""
+
+import sys
+
+from dpflow.cli import main
+
+sys.exit(main())

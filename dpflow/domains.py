@@ -1,0 +1,317 @@
+"""Data domains and the symbolic bounds that sensitivities are computed from.
+
+A *domain* says what one record (one row) can be.  Its bounds are what the planner
+turns into sensitivities: ``Clip(radius=4.0)`` maps ``Vectors(d)`` to
+``Vectors(d, l2_bound=4.0)`` and a mean of such rows moves by at most ``2*4/n`` when
+one row is replaced.
+
+A bound is a :class:`Sym`: a public constant times a product of *released* or
+public run-time scalars (a radius computed from an earlier private release, the
+public size of a dataset).  The planner only needs the shape of the bound to
+certify a plan: the privacy cost of a mechanism is fixed by the budget, and its
+noise scale is the sensitivity (evaluated when the released factors are known)
+divided by that cost.
+
+>>> from dpflow.domains import Vectors, Sym
+>>> Vectors(d=3, l2_bound=Sym.const(2.0)).diameter_l2().text()
+'4'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Union
+
+import attrs
+
+from dpflow.privacy.rounding import up
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+@attrs.frozen
+class Sym:
+    """A non-negative scalar ``coef * prod(value(ref) ** power)``.
+
+    ``refs`` name run-time public values: ``"n:<node>"`` is the public row count of a
+    dataset node, any other name is a released scalar of the plan.
+
+    >>> r = Sym.ref("radius", 1)
+    >>> (r * 2.0 / Sym.ref("n:X", 1)).text()
+    '2*radius/n:X'
+    >>> (r * 2.0).value({"radius": 1.5})
+    3.0000000000030003
+    """
+
+    coef: float
+    factors: tuple[tuple[str, int], ...] = ()
+
+    @staticmethod
+    def const(x: float) -> Sym:
+        """A public constant."""
+        if not math.isfinite(x) or x < 0:
+            raise ValueError(f"a bound must be finite and non-negative, got {x!r}")
+        return Sym(float(x))
+
+    @staticmethod
+    def ref(name: str, power: int = 1) -> Sym:
+        """The run-time public value called ``name`` raised to ``power``."""
+        return Sym(1.0, ((name, power),))
+
+    def _combine(self, other: Sym, sign: int) -> Sym:
+        powers: dict[str, int] = dict(self.factors)
+        for name, p in other.factors:
+            powers[name] = powers.get(name, 0) + sign * p
+        facs = tuple(sorted((k, v) for k, v in powers.items() if v != 0))
+        coef = self.coef * other.coef if sign > 0 else self.coef / other.coef
+        return Sym(coef, facs)
+
+    def __mul__(self, other: Sym | float) -> Sym:
+        return self._combine(other if isinstance(other, Sym) else Sym.const(other), 1)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Sym | float) -> Sym:
+        return self._combine(other if isinstance(other, Sym) else Sym.const(other), -1)
+
+    def pow(self, k: int) -> Sym:
+        """``self ** k`` for a positive integer k."""
+        return Sym(self.coef**k, tuple((name, p * k) for name, p in self.factors))
+
+    @property
+    def is_const(self) -> bool:
+        """True when the bound has no run-time factor."""
+        return not self.factors
+
+    def refs(self) -> tuple[str, ...]:
+        """Names of the run-time values the bound depends on."""
+        return tuple(name for name, _ in self.factors)
+
+    def value(self, env: Mapping[str, float] | None = None) -> float:
+        """Evaluate, rounding up so that a sensitivity is never under-stated.
+
+        A released factor that is not finite makes the bound infinite (the
+        mechanism then releases noise of infinite scale, which is private);
+        a negative one counts as zero.
+        """
+        out = self.coef
+        for name, p in self.factors:
+            if env is None or name not in env:
+                raise KeyError(f"bound {self.text()} needs the run-time value {name!r}")
+            v = float(env[name])
+            if math.isnan(v):
+                return math.inf
+            v = max(v, 0.0)
+            if v == 0.0 and p < 0:
+                return math.inf
+            out *= v**p
+        return up(out) if math.isfinite(out) and out > 0 else out
+
+    def text(self) -> str:
+        """A readable formula such as ``2*radius/n:X``."""
+        num = [name if p == 1 else f"{name}^{p}" for name, p in self.factors if p > 0]
+        den = [name if p == -1 else f"{name}^{-p}" for name, p in self.factors if p < 0]
+        head = _fmt(self.coef)
+        if num:
+            head = "*".join(num) if self.coef == 1.0 else head + "*" + "*".join(num)
+        if den:
+            head += "/" + "/".join(den)
+        return head
+
+
+Bound = Union[Sym, None]
+
+
+def _min_bound(a: Bound, b: Bound) -> Bound:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a.is_const and b.is_const:
+        return a if a.coef <= b.coef else b
+    return a
+
+
+@attrs.frozen(kw_only=True)
+class Vectors:
+    """Rows in R^d, optionally inside an l2 ball and/or a coordinate box.
+
+    ``center`` names the released or public vector the l2 ball is centred on
+    (``None``: the origin).  ``box`` is the same interval for every coordinate.
+
+    >>> Vectors(d=2, box=(0.0, 1.0)).diameter_l1().text()
+    '2'
+    """
+
+    d: int
+    l2_bound: Sym | None = None
+    box: tuple[float, float] | None = None
+    center: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.d < 1:
+            raise ValueError(f"Vectors needs d >= 1, got d={self.d}")
+        if self.box is not None:
+            lo, hi = self.box
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise ValueError(f"box must be finite with lower <= upper, got {self.box}")
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        parts = [f"d={self.d}"]
+        if self.l2_bound is not None:
+            around = "" if self.center is None else f" around {self.center}"
+            parts.append(f"l2<={self.l2_bound.text()}{around}")
+        if self.box is not None:
+            parts.append(f"box=[{_fmt(self.box[0])}, {_fmt(self.box[1])}]")
+        return f"Vectors({', '.join(parts)})"
+
+    def _box_width(self) -> float | None:
+        return None if self.box is None else self.box[1] - self.box[0]
+
+    def _box_radius(self) -> float | None:
+        return None if self.box is None else max(abs(self.box[0]), abs(self.box[1]))
+
+    def diameter_l2(self) -> Bound:
+        """Largest l2 distance between two rows."""
+        w = self._box_width()
+        from_box = None if w is None else Sym.const(w * math.sqrt(self.d))
+        from_ball = None if self.l2_bound is None else self.l2_bound * 2.0
+        return _min_bound(from_ball, from_box)
+
+    def diameter_l1(self) -> Bound:
+        """Largest l1 distance between two rows."""
+        w = self._box_width()
+        from_box = None if w is None else Sym.const(w * self.d)
+        from_ball = None if self.l2_bound is None else self.l2_bound * (2.0 * math.sqrt(self.d))
+        return _min_bound(from_ball, from_box)
+
+    def diameter_linf(self) -> Bound:
+        """Largest coordinate-wise distance between two rows."""
+        w = self._box_width()
+        from_box = None if w is None else Sym.const(w)
+        from_ball = None if self.l2_bound is None else self.l2_bound * 2.0
+        return _min_bound(from_ball, from_box)
+
+    def norm_l2(self) -> Bound:
+        """Largest l2 norm of a row (distance from the origin)."""
+        r = self._box_radius()
+        from_box = None if r is None else Sym.const(r * math.sqrt(self.d))
+        from_ball = self.l2_bound if self.center is None else None
+        return _min_bound(from_ball, from_box)
+
+    def norm_l1(self) -> Bound:
+        """Largest l1 norm of a row."""
+        r = self._box_radius()
+        from_box = None if r is None else Sym.const(r * self.d)
+        from_ball = None
+        if self.center is None and self.l2_bound is not None:
+            from_ball = self.l2_bound * math.sqrt(self.d)
+        return _min_bound(from_ball, from_box)
+
+    def norm_linf(self) -> Bound:
+        """Largest absolute coordinate of a row."""
+        r = self._box_radius()
+        from_box = None if r is None else Sym.const(r)
+        from_ball = self.l2_bound if self.center is None else None
+        return _min_bound(from_ball, from_box)
+
+
+@attrs.frozen(kw_only=True)
+class Reals:
+    """Scalar records, optionally inside ``[lower, upper]``.
+
+    >>> Reals(lower=0.0, upper=1.0).as_vectors().describe()
+    'Vectors(d=1, box=[0, 1])'
+    """
+
+    lower: float | None = None
+    upper: float | None = None
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        return f"Reals([{self.lower}, {self.upper}])"
+
+    def as_vectors(self) -> Vectors:
+        """The same records seen as one-dimensional vectors."""
+        if self.lower is None or self.upper is None:
+            return Vectors(d=1)
+        return Vectors(d=1, box=(self.lower, self.upper))
+
+
+@attrs.frozen(kw_only=True)
+class BooleanCube:
+    """Records in {0, 1}^d.
+
+    >>> BooleanCube(d=4).as_vectors().diameter_l2().text()
+    '2'
+    """
+
+    d: int
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        return f"BooleanCube(d={self.d})"
+
+    def as_vectors(self) -> Vectors:
+        """The cube as a box in R^d."""
+        return Vectors(d=self.d, box=(0.0, 1.0))
+
+
+@attrs.frozen(kw_only=True)
+class Ordinal:
+    """Integer records in ``[0, N)``; N up to 2**62 is held exactly in int64.
+
+    >>> Ordinal(N=10).describe()
+    'Ordinal(N=10)'
+    """
+
+    N: int
+
+    def __attrs_post_init__(self) -> None:
+        if not 1 <= self.N <= 2**62:
+            raise ValueError(f"Ordinal needs 1 <= N <= 2**62, got N={self.N}")
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        return f"Ordinal(N={self.N})"
+
+    def as_vectors(self) -> Vectors:
+        """The values as one-dimensional vectors in ``[0, N-1]``."""
+        return Vectors(d=1, box=(0.0, float(self.N - 1)))
+
+
+@attrs.frozen(kw_only=True)
+class SymmetricMatrices:
+    """Symmetric d x d matrices (the values of second-moment statistics).
+
+    >>> SymmetricMatrices(d=3).describe()
+    'SymmetricMatrices(d=3)'
+    """
+
+    d: int
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        return f"SymmetricMatrices(d={self.d})"
+
+
+RowDomain = Union[Vectors, Reals, BooleanCube, Ordinal]
+"""Domains a data source can declare."""
+
+
+def as_vectors(domain: RowDomain) -> Vectors:
+    """View any row domain as vectors (the form every query works on).
+
+    >>> as_vectors(BooleanCube(d=2)).box
+    (0.0, 1.0)
+    """
+    return domain if isinstance(domain, Vectors) else domain.as_vectors()
+
+
+def row_dim(domain: RowDomain) -> int:
+    """Number of columns a row of ``domain`` has."""
+    return as_vectors(domain).d

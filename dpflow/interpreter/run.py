@@ -1,0 +1,154 @@
+"""The interpreter: a short loop over a certified plan's nodes in topological order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpflow.domains import Sym
+from dpflow.errors import DataError, UnknownSourceError
+from dpflow.handles import Ref
+from dpflow.interpreter.noise import NoiseSource
+from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
+from dpflow.nodes.base import Allocation, Backend, StatT
+from dpflow.nodes.control import Input, Round, State
+from dpflow.planner.certify import Certified, _Space
+
+
+@attrs.frozen(eq=False)
+class Execution:
+    """What a run produced: the released outputs and run-time facts (noise scales)."""
+
+    released: dict[str, Any]
+    facts: dict[str, list[dict[str, Any]]]
+    noise: str
+    seeded: bool
+    backend: str
+
+
+class _Ctx:
+    """The evaluation context handed to nodes (see ``dpflow.nodes.base.EvalContext``)."""
+
+    def __init__(self, run: _Run, space: _Space, env: dict[str, Any], mult: Fraction) -> None:
+        self.run = run
+        self.space = space
+        self.env = env
+        self.mult = mult
+        self.node_id = ""
+        self.backend: Backend = run.backend
+        self.noise = run.noise
+        self._rec: NodeRecord | None = None
+
+    def value(self, ref: Ref) -> Any:
+        return self.env[ref.id]
+
+    def bound(self, sym: Sym) -> float:
+        vals: dict[str, float] = {}
+        for name in sym.refs():
+            if name.startswith("n:"):
+                vals[name] = float(self.backend.nrows(self.env[name[2:]]))
+            else:
+                vals[name] = float(np.asarray(self.env[name], dtype=float))
+        return sym.value(vals)
+
+    def allocation(self) -> Allocation:
+        assert self._rec is not None and isinstance(self._rec.node, Mechanism)
+        base = self.run.cert.allocations[self.space.path + self._rec.id]
+        if self._rec.node.fixed_share(base.mode) is not None or self.mult == 1:
+            return base
+        return attrs.evolve(base, share=base.share * self.mult)
+
+    def stat(self) -> StatT:
+        assert self._rec is not None
+        t = self.space.types[self._rec.inputs[0]]
+        assert isinstance(t, StatT)
+        return t
+
+    def record(self, key: str, value: Any) -> None:
+        self.run.facts[self.node_id].append({key: value})
+
+    def data(self, name: str) -> Any:
+        return self.run.data[name]
+
+
+class _Run:
+    def __init__(self, cert: Certified, data: Mapping[str, np.ndarray], noise: NoiseSource, backend: Backend):
+        self.cert = cert
+        self.data = data
+        self.noise = noise
+        self.backend = backend
+        self.facts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+    def space_values(self, space: _Space, env: dict[str, Any], mult: Fraction) -> dict[str, Any]:
+        ctx = _Ctx(self, space, env, mult)
+        for rec in space.order:
+            node = rec.node
+            ctx.node_id = space.path + rec.id
+            ctx._rec = rec
+            if isinstance(node, Source):
+                env[rec.id] = self.data[node.name]
+            elif isinstance(node, (Input, State, Round)):
+                continue  # bound by the caller
+            elif isinstance(node, Recurse):
+                env[rec.id] = self.recurse(space, rec, env, mult)
+            else:
+                env[rec.id] = node.evaluate([env[i] for i in rec.inputs], ctx)
+        return env
+
+    def recurse(self, space: _Space, rec: NodeRecord, env: dict[str, Any], mult: Fraction) -> Any:
+        node = rec.node
+        assert isinstance(node, Recurse)
+        body = space.bodies[rec.id]
+        ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
+        state = env[rec.inputs[1]]
+        for k in range(node.times):
+            inner = {ids[Input]: env[rec.inputs[0]], ids[State]: state, ids.get(Round, "_round"): float(k)}
+            state = self.space_values(body, inner, mult * Fraction(node.weight_of_round(k)))[node.body.output]
+        return state
+
+
+def prepare_data(cert: Certified, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Check the data against the public schema of every source (before any value is used)."""
+    sources = {r.node.name: r for r in cert.space.order if isinstance(r.node, Source)}
+    extra = sorted(set(data) - set(sources))
+    if extra:
+        raise UnknownSourceError(extra[0], f"data was given for {extra}, which the plan does not declare",
+                                 f"the plan's sources are {sorted(sources)}")
+    missing = sorted(set(sources) - set(data))
+    if missing:
+        raise UnknownSourceError(missing[0], "the plan's source got no data", f"pass data for {missing}")
+    out: dict[str, np.ndarray] = {}
+    for name, rec in sources.items():
+        node = rec.node
+        assert isinstance(node, Source)
+        out[name] = node.prepare(data[name], rec.id)
+    return out
+
+
+def execute(cert: Certified, data: Mapping[str, Any], noise: NoiseSource, backend: Backend) -> Execution:
+    """Run a certified plan on ``data`` (source name -> rows).
+
+    >>> import numpy as np, dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> from dpflow.planner.certify import certify
+    >>> from dpflow.interpreter.numpy_backend import NumpyBackend
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> cert = certify(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))))
+    >>> ex = execute(cert, {"X": np.zeros((100, 2))}, dp.SeededNoise(0), NumpyBackend())
+    >>> ex.released["m"].shape
+    (2,)
+    """
+    prepared = prepare_data(cert, data)
+    run = _Run(cert, prepared, noise, backend)
+    env = run.space_values(cert.space, {}, Fraction(1))
+    released = {name: env[nid] for name, nid in cert.plan.outputs}
+    for name, v in released.items():
+        if v is None:
+            raise DataError(f"output {name} was not computed")
+    return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name)

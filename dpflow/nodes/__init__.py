@@ -1,0 +1,59 @@
+"""Node families of the plan DSL: sources and transforms, queries, mechanisms,
+post-processing and control.
+
+>>> import dpflow as dp
+>>> from dpflow import nodes as N
+>>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+>>> X = b.source("X", dp.Vectors(d=3), n=1000)
+>>> mean = N.GaussianMech()(N.Mean()(N.Clip(radius=2.0)(X)))
+"""
+
+from dpflow.nodes.base import (
+    Allocation,
+    Mechanism,
+    Node,
+    NodeRecord,
+    PiecesT,
+    PostProcess,
+    Query,
+    ReleasedT,
+    RowsT,
+    StatT,
+    SubPlan,
+    Transform,
+)
+from dpflow.nodes.control import Input, Recurse, Round, State, recurse
+from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
+from dpflow.nodes.postprocess import Apply, Eigh, Get, Pack, PSDProject, Public
+from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
+from dpflow.nodes.transforms import (
+    Clip,
+    PairDifferences,
+    PartitionByBall,
+    Piece,
+    Precondition,
+    Source,
+    SplitByIndex,
+    project_ball,
+    split,
+)
+
+NODE_KINDS: dict[str, type[Node]] = {
+    cls.kind: cls
+    for cls in (
+        Source, Clip, Precondition, PairDifferences, SplitByIndex, PartitionByBall, Piece,
+        Sum, Mean, Count, SecondMoment, Histogram,
+        GaussianMech, LaplaceMech, Peel,
+        Public, Apply, PSDProject, Eigh, Get, Pack,
+        Recurse, Input, State, Round,
+    )
+}
+"""Every node class by its ``kind`` (used to read plans back from JSON)."""
+
+__all__ = [
+    "NODE_KINDS", "Allocation", "Apply", "Clip", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
+    "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "PSDProject", "Pack",
+    "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
+    "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
+    "State", "StatT", "SubPlan", "Sum", "Transform", "project_ball", "recurse", "split",
+]

@@ -1,0 +1,454 @@
+"""Node base classes and the static types the planner infers for node outputs.
+
+A node is a frozen attrs class holding only public parameters.  Each family
+(transform, query, mechanism, post-processing) knows three things about itself,
+kept next to each other so a reviewer can check them together:
+
+* ``infer``: from the static types of its inputs, the static type of its output
+  (domain, public size, sensitivity) and a derivation a reviewer can check;
+* ``evaluate``: the computation on backend values (vectorised numpy);
+* for mechanisms, ``cost``: the privacy cost of a given budget share, with the
+  result it rests on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any, ClassVar, Literal, Protocol, Union
+
+import attrs
+import numpy as np
+
+from dpflow.domains import Bound, Sym, Vectors
+from dpflow.errors import PlanTypeError, PostProcessingError
+from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value
+from dpflow.privacy import Cost
+
+Relation = Literal["replace", "add_remove"]
+Mode = Literal["zcdp", "pure"]
+
+
+# --------------------------------------------------------------------------- static types
+
+
+@attrs.frozen
+class Size:
+    """The row count of a dataset node: public or private, known at plan time or not.
+
+    ``token`` names it in sensitivity formulas (``n:<node>``); when ``known`` is set
+    the formulas use the number instead.
+    """
+
+    public: bool
+    known: int | None
+    token: str
+
+    def sym(self) -> Sym:
+        """The count as a bound (constant when known)."""
+        return Sym.const(float(self.known)) if self.known is not None else Sym.ref(self.token)
+
+    def text(self) -> str:
+        """Readable form."""
+        if not self.public:
+            return "private"
+        return str(self.known) if self.known is not None else self.token
+
+
+@attrs.frozen
+class RowsT:
+    """Static type of a sensitive dataset.
+
+    ``stability``: how many of its rows change when one record of ``source`` changes.
+    ``changes``: how a row of it can change (``replace`` one row keeping the count,
+    ``add_remove`` one row).
+    """
+
+    domain: Vectors
+    source: str
+    size: Size
+    stability: int
+    changes: frozenset[str]
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        ch = "/".join(sorted(self.changes))
+        stab = "" if self.stability == 1 else f", stability {self.stability}"
+        return f"{self.domain.describe()}, n={self.size.text()}, {ch}{stab}, source {self.source}"
+
+
+@attrs.frozen
+class PiecesT:
+    """Static type of a dataset split into disjoint pieces."""
+
+    rows: RowsT
+    count: int
+    rule: Literal["index", "value"]
+
+
+@attrs.frozen
+class StatT:
+    """Static type of a sensitive aggregate with its sensitivities (``None``: unbounded)."""
+
+    shape: tuple[int, ...]
+    source: str
+    l1: Bound
+    l2: Bound
+    linf: Bound
+    symmetric: bool = False
+
+
+@attrs.frozen
+class ReleasedT:
+    """Static type of a released value (``shape`` ``None`` when not known statically)."""
+
+    shape: tuple[int, ...] | None = None
+
+
+VType = Union[RowsT, PiecesT, StatT, ReleasedT]
+
+
+@attrs.frozen
+class Inferred:
+    """What ``infer`` returns: the output type and how it was derived."""
+
+    out: VType
+    derivation: str = ""
+
+
+# --------------------------------------------------------------------------- contexts
+
+
+class InferContext(Protocol):
+    """What a node may ask the planner while inferring."""
+
+    relation: Relation
+    node_id: str
+
+    def type_of(self, ref: Ref) -> VType:
+        """The static type of a referenced node."""
+        ...
+
+
+class Backend(Protocol):
+    """The operations on rows that an execution engine provides.
+
+    Everything a node does to the rows is a row map (vectorised over all rows),
+    a sum over rows (a tree reduction in a distributed engine), a Gram matrix
+    or a histogram over public bins.  Noise is added once, on the driver, to the
+    reduced statistic.
+    """
+
+    name: str
+
+    def row_map(self, X: Any, fn: Any) -> Any:
+        """Apply a vectorised function to every row of ``X``."""
+        ...
+
+    def tree_sum(self, X: Any) -> np.ndarray:
+        """Sum of the rows of ``X``."""
+        ...
+
+    def gram(self, X: Any) -> np.ndarray:
+        """``X.T @ X``."""
+        ...
+
+    def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
+        """Counts of ``values`` over the public bin ``edges`` (out-of-range clipped to end bins)."""
+        ...
+
+    def nrows(self, X: Any) -> int:
+        """Number of rows (public wherever it is asked)."""
+        ...
+
+
+class NoiseLike(Protocol):
+    """The noise draws a mechanism may make."""
+
+    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
+        """Gaussian noise with standard deviation ``sigma``."""
+        ...
+
+    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+        """Laplace noise with scale ``scale``."""
+        ...
+
+
+@attrs.frozen
+class Allocation:
+    """A mechanism's share of the budget, and its certified cost."""
+
+    mode: Mode
+    share: Fraction
+    cost: Cost
+
+
+class EvalContext(Protocol):
+    """What a node may ask the interpreter while evaluating."""
+
+    node_id: str
+    backend: Backend
+    noise: NoiseLike
+
+    def value(self, ref: Ref) -> Any:
+        """The run-time value of a referenced released node."""
+        ...
+
+    def bound(self, sym: Sym) -> float:
+        """Evaluate a bound with the run-time released values and public sizes."""
+        ...
+
+    def allocation(self) -> Allocation:
+        """The budget share of the mechanism being evaluated."""
+        ...
+
+    def stat(self) -> StatT:
+        """The static type (with sensitivities) of the mechanism's input."""
+        ...
+
+    def data(self, name: str) -> Any:
+        """The raw data bound to a source."""
+        ...
+
+    def record(self, key: str, value: Any) -> None:
+        """Record a run-time fact (a realised noise scale) for the report."""
+        ...
+
+
+# --------------------------------------------------------------------------- node families
+
+
+def _ref_fields(node: Any) -> tuple[Ref, ...]:
+    refs: list[Ref] = []
+    for f in attrs.fields(type(node)):
+        v = getattr(node, f.name)
+        if isinstance(v, Ref):
+            refs.append(v)
+    return tuple(refs)
+
+
+@attrs.frozen(kw_only=True)
+class Node:
+    """Base of every node: public parameters only."""
+
+    kind: ClassVar[str] = "Node"
+    reference: ClassVar[str] = ""
+
+    def refs(self) -> tuple[Ref, ...]:
+        """Released values this node reads as parameters."""
+        return _ref_fields(self)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        """Static type of the output given the static types of the positional inputs."""
+        raise PlanTypeError(ctx.node_id, f"{self.kind} has no type rule", "report this as a dpflow bug")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        """Compute the output on backend values."""
+        raise PlanTypeError(ctx.node_id, f"{self.kind} cannot be evaluated", "report this as a dpflow bug")
+
+
+def need(ins: Sequence[VType], cls: type, ctx: InferContext, what: str) -> Any:
+    """The single positional input, checked to be of static type ``cls``."""
+    if len(ins) != 1:
+        raise PlanTypeError(ctx.node_id, f"expects one input, got {len(ins)}", "pass exactly one handle")
+    x = ins[0]
+    if not isinstance(x, cls):
+        got = type(x).__name__.removesuffix("T")
+        if cls is ReleasedT:
+            raise PostProcessingError(
+                ctx.node_id,
+                f"post-processing needs a released value but got a sensitive {got}",
+                "release the value through a mechanism (GaussianMech, LaplaceMech, ...) first",
+            )
+        raise PlanTypeError(ctx.node_id, f"expects {what}, got {got}", f"pass {what}")
+    return x
+
+
+def released_type(ref: Ref, ctx: InferContext, slot: str) -> ReleasedT:
+    """The static type of a parameter reference, which must be released."""
+    t = ctx.type_of(ref)
+    if not isinstance(t, ReleasedT):
+        raise PostProcessingError(
+            ctx.node_id,
+            f"parameter {slot!r} refers to {ref.id}, which is not released",
+            "pass the output of a mechanism or of public()",
+        )
+    return t
+
+
+class Transform(Node):
+    """Sensitive rows in, sensitive rows out (row-wise, with a known stability)."""
+
+    def __call__(self, x: Sensitive[Rows]) -> Sensitive[Rows]:
+        return Sensitive(x.builder.add(self, (x.id,)), x.builder)
+
+
+class Query(Node):
+    """Sensitive rows in, a sensitive aggregate with a sensitivity out."""
+
+    def __call__(self, x: Sensitive[Rows]) -> Sensitive[Stat]:
+        return Sensitive(x.builder.add(self, (x.id,)), x.builder)
+
+
+class Mechanism(Node):
+    """A sensitive aggregate in, a released value out, at a privacy cost.
+
+    ``weight`` is the node's relative share of the plan's budget.
+    """
+
+    weight: float
+
+    def __call__(self, x: Sensitive[Stat]) -> Released[Value]:
+        return Released(x.builder.add(self, (x.id,)), x.builder)
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        """Refuse statically unusable inputs; return the sensitivity text for the ledger."""
+        raise PlanTypeError(ctx.node_id, "abstract mechanism", "report this as a dpflow bug")
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        """A fixed budget share in ``mode`` units, when the node declares its own cost."""
+        return None
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        """The certified cost of running with budget ``share`` (rho in zcdp mode, eps in pure mode)."""
+        raise PlanTypeError(self.kind, "abstract mechanism has no cost", "report this as a dpflow bug")
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        """The noise distribution and scale, as the ledger shows it."""
+        return ""
+
+
+class PostProcess(Node):
+    """Released values in, a released value out; free."""
+
+    def __call__(self, *xs: Released[Any]) -> Released[Value]:
+        if not xs:
+            raise PlanTypeError(self.kind, "post-processing needs at least one input", "pass a released handle")
+        for x in xs:
+            if isinstance(x, Sensitive):
+                raise PostProcessingError(
+                    x.id,
+                    f"{self.kind} is post-processing and was handed a sensitive value",
+                    "release it through a mechanism first",
+                )
+        b = xs[0].builder
+        return Released(b.add(self, tuple(x.id for x in xs)), b)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        for x in ins:
+            if not isinstance(x, ReleasedT):
+                raise PostProcessingError(
+                    ctx.node_id,
+                    f"{self.kind} is post-processing and was handed a sensitive {type(x).__name__}",
+                    "release the value through a mechanism first",
+                )
+        return Inferred(ReleasedT(self.out_shape([t for t in ins if isinstance(t, ReleasedT)])))
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        """Static output shape, when known."""
+        return None
+
+
+# --------------------------------------------------------------------------- helpers for rules
+
+
+def sym_max(a: Bound, b: Bound) -> Bound:
+    """An upper bound on max(a, b); ``None`` (unbounded) wins.
+
+    Two bounds with the same run-time factors compare by coefficient; bounds with
+    different factors cannot be compared statically and are refused.
+    """
+    if a is None or b is None:
+        return None
+    if a.coef == 0.0:
+        return b
+    if b.coef == 0.0:
+        return a
+    if a.factors == b.factors:
+        return a if a.coef >= b.coef else b
+    raise PlanTypeError(
+        "bound",
+        f"cannot compare the bounds {a.text()} and {b.text()} statically",
+        "declare constant bounds, or bounds with the same released factors",
+    )
+
+
+def change_bound(rows: RowsT, diameter: Bound, norm: Bound) -> Bound:
+    """How far one record's change can move a sum of row features.
+
+    A replaced row moves it by at most the diameter; an added or removed row by the
+    norm.  Multiplied by the stability (that many rows change).
+    """
+    out: Bound = Sym.const(0.0)
+    if "replace" in rows.changes:
+        out = diameter if out is None or diameter is None else sym_max(out, diameter)
+    if "add_remove" in rows.changes:
+        out = None if out is None or norm is None else sym_max(out, norm)
+    if out is None:
+        return None
+    return out * float(rows.stability)
+
+
+def as_array(x: Any) -> np.ndarray:
+    """A released value as a float array."""
+    return np.asarray(x, dtype=float)
+
+
+def finite_tuple(values: Any, name: str) -> tuple[float, ...]:
+    """A public array parameter as a tuple of finite floats."""
+    arr = np.asarray(values, dtype=float).ravel()
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return tuple(float(v) for v in arr)
+
+
+def text_of(b: Bound) -> str:
+    """Readable bound, 'unbounded' for None."""
+    return "unbounded" if b is None else b.text()
+
+
+def is_pos_int(x: float) -> bool:
+    """True for a positive integer value."""
+    return float(x).is_integer() and x >= 1 and math.isfinite(x)
+
+
+__all__ = [
+    "Allocation",
+    "Backend",
+    "EvalContext",
+    "InferContext",
+    "Inferred",
+    "Mapping",
+    "Mechanism",
+    "Mode",
+    "Node",
+    "Pieces",
+    "PiecesT",
+    "PostProcess",
+    "Query",
+    "Relation",
+    "ReleasedT",
+    "RowsT",
+    "Size",
+    "StatT",
+    "Transform",
+    "VType",
+]
+
+
+@attrs.frozen
+class NodeRecord:
+    """One node of a plan graph: its id, the node, and its positional inputs (ids)."""
+
+    id: str
+    node: Node
+    inputs: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class SubPlan:
+    """A traced sub-graph (the body of ``Recurse``) and the id of its output."""
+
+    records: tuple[NodeRecord, ...]
+    output: str

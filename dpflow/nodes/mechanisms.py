@@ -1,0 +1,279 @@
+"""Mechanisms: a sensitive aggregate in, a released value out, at a certified cost.
+
+The planner gives each mechanism a *share* of the budget: rho (zCDP mode) or
+epsilon (pure mode).  The mechanism's noise scale is its sensitivity divided by
+that share's noise multiplier, computed when the sensitivity's released factors
+are known; the realised cost never exceeds the share (scales are rounded up).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Inferred,
+    Mechanism,
+    Mode,
+    ReleasedT,
+    StatT,
+    VType,
+    need,
+    text_of,
+)
+from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale
+from dpflow.privacy.rounding import down
+
+
+def _weight(x: Any) -> float:
+    w = float(x)
+    if not (math.isfinite(w) and w > 0):
+        raise ValueError(f"a mechanism weight must be finite and positive, got {x!r}")
+    return w
+
+
+def _opt_exact(x: Any) -> Fraction | None:
+    return None if x is None else exact(x)
+
+
+def _pure_eps_from_rho(rho: Fraction) -> Fraction:
+    """The largest float epsilon with eps^2/2 <= rho (exactly)."""
+    eps = Fraction(down(math.sqrt(2.0 * float(rho))))
+    while eps * eps / 2 > rho:
+        eps = Fraction(math.nextafter(float(eps), 0.0))
+    return eps
+
+
+def _sym_noise(noise: np.ndarray) -> np.ndarray:
+    upper = np.triu(noise)
+    return upper + upper.T - np.diag(np.diag(upper))
+
+
+def _need_stat(m: Mechanism, ins: Sequence[VType], ctx: InferContext) -> StatT:
+    stat: StatT = need(ins, StatT, ctx, "a sensitive aggregate (a query such as Mean or Sum)")
+    return stat
+
+
+def _unbounded(ctx: InferContext, norm: str) -> UnboundedSensitivityError:
+    return UnboundedSensitivityError(
+        ctx.node_id,
+        f"its input has unbounded {norm} sensitivity (the rows it aggregates are not bounded)",
+        "insert Clip (an l2 ball or a box) before the query",
+    )
+
+
+def gaussian_cost(rho: Fraction) -> Cost:
+    """The cost of a Gaussian mechanism calibrated to ``rho``-zCDP: mu = sqrt(2 rho)-GDP."""
+    return Cost(rho=rho, delta0=Fraction(0), pure_eps=None, gdp_mu2=2 * rho, pure_count=0, pure_max=Fraction(0))
+
+
+@attrs.frozen(kw_only=True)
+class GaussianMech(Mechanism):
+    """Add N(0, sigma^2) to every entry, sigma = Delta_2 / sqrt(2 rho).
+
+    Symmetric matrices get noise on the upper triangle (diagonal included),
+    mirrored: the l2 norm of the upper triangle is at most the Frobenius norm.
+    ``rho`` fixes the cost; otherwise the node gets ``weight`` of the budget.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=10)
+    >>> m = dp.nodes.GaussianMech()(dp.nodes.Mean()(dp.nodes.Clip(radius=1.0)(X)))
+    """
+
+    kind: ClassVar[str] = "GaussianMech"
+    reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
+    weight: float = attrs.field(default=1.0, converter=_weight)
+    rho: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        stat = _need_stat(self, ins, ctx)
+        return Inferred(ReleasedT(stat.shape), "")
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        if stat.l2 is None:
+            raise _unbounded(ctx, "l2")
+        return f"l2 = {stat.l2.text()}"
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        return self.rho
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        if mode == "pure":
+            raise PlanTypeError(self.kind, "a Gaussian mechanism is not pure DP",
+                                "use LaplaceMech, or a zCDP or (epsilon, delta) budget")
+        return gaussian_cost(share)
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        formula = f"sigma = {text_of(stat.l2)} / sqrt(2*{float(share):.6g})"
+        if stat.l2 is not None and stat.l2.is_const:
+            formula += f" = {gaussian_sigma_for_zcdp(stat.l2.coef, share):.6g}"
+        return f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        stat = ctx.stat()
+        alloc = ctx.allocation()
+        assert stat.l2 is not None
+        sigma = gaussian_sigma_for_zcdp(ctx.bound(stat.l2), alloc.share)
+        ctx.record("sigma", sigma)
+        value = np.asarray(ins[0], dtype=float)
+        noise = ctx.noise.normal(sigma, value.shape)
+        if stat.symmetric:
+            noise = _sym_noise(noise)
+        return value + noise
+
+
+@attrs.frozen(kw_only=True)
+class LaplaceMech(Mechanism):
+    """Add Laplace(b) to every entry, b = Delta_1 / epsilon.
+
+    Under a zCDP budget a share rho becomes epsilon = sqrt(2 rho) (pure DP implies
+    eps^2/2-zCDP, Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+    >>> h = dp.nodes.Histogram(edges=[0, 1, 2])(b.source("X", dp.Ordinal(N=2), n=10))
+    >>> r = dp.nodes.LaplaceMech()(h)
+    """
+
+    kind: ClassVar[str] = "LaplaceMech"
+    reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
+    weight: float = attrs.field(default=1.0, converter=_weight)
+    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        stat = _need_stat(self, ins, ctx)
+        return Inferred(ReleasedT(stat.shape), "")
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        if stat.l1 is None:
+            if stat.symmetric:
+                raise UnboundedSensitivityError(ctx.node_id, "a matrix statistic has no l1 sensitivity rule",
+                                                "use GaussianMech for second moments")
+            raise _unbounded(ctx, "l1")
+        return f"l1 = {stat.l1.text()}"
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        if self.epsilon is None:
+            return None
+        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
+
+    def _eps(self, share: Fraction, mode: Mode) -> Fraction:
+        return share if mode == "pure" else _pure_eps_from_rho(share)
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        return Cost.pure(self._eps(share, mode))
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        eps = self._eps(share, mode)
+        formula = f"b = {text_of(stat.l1)} / {float(eps):.6g}"
+        if stat.l1 is not None and stat.l1.is_const:
+            formula += f" = {laplace_scale(stat.l1.coef, eps):.6g}"
+        return f"Laplace, {formula}"
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        stat = ctx.stat()
+        alloc = ctx.allocation()
+        assert stat.l1 is not None
+        b = laplace_scale(ctx.bound(stat.l1), self._eps(alloc.share, alloc.mode))
+        ctx.record("scale", b)
+        value = np.asarray(ins[0], dtype=float)
+        return value + ctx.noise.laplace(b, value.shape)
+
+
+@attrs.frozen(kw_only=True)
+class Peel(Mechanism):
+    """Private top-``s`` selection with noisy values (Peeling, Cai-Wang-Zhang 2021 Alg. 3.2,
+    Dwork-Su-Zhang 2018).
+
+    ``s`` rounds of report-noisy-max over ``|v_j| + Laplace(b)`` (fresh noise each
+    round, non-monotone scores: ``2 lambda / b``-DP each), then the ``s`` selected
+    coordinates released with fresh Laplace(b) noise (``lambda / b``-DP each), where
+    lambda is the l-infinity sensitivity of v.  Output: a vector that is zero off
+    the selected support.  The 2s pure steps compose by basic composition (pure
+    budget, b = 3 s lambda / epsilon) or in zCDP via eps^2/2 each
+    (b = lambda sqrt(5 s / (2 rho))).  ``epsilon`` fixes the (pure) cost.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=20), n=100)
+    >>> top = dp.nodes.Peel(s=3)(dp.nodes.Mean()(dp.nodes.Clip(box=(-1, 1))(X)))
+    """
+
+    kind: ClassVar[str] = "Peel"
+    reference: ClassVar[str] = (
+        "Cai-Wang-Zhang 2021 Alg. 3.2; report-noisy-max with Laplace(2 Delta/eps) is eps-DP (Dwork-Roth 2014 "
+        "Sec. 3.3); composition: basic (pure) or Bun-Steinke 2016 Prop. 1.4 + Lemma 1.7 (zCDP)"
+    )
+    s: int
+    weight: float = attrs.field(default=1.0, converter=_weight)
+    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+
+    def __attrs_post_init__(self) -> None:
+        if self.s < 1:
+            raise ValueError(f"Peel needs s >= 1, got {self.s}")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        stat = _need_stat(self, ins, ctx)
+        if len(stat.shape) != 1:
+            raise DomainError(ctx.node_id, f"Peel selects from a vector, got shape {stat.shape}",
+                              "apply Peel to a vector statistic such as Mean")
+        if self.s > stat.shape[0]:
+            raise DomainError(ctx.node_id, f"s={self.s} exceeds the dimension {stat.shape[0]}",
+                              "choose s <= d")
+        return Inferred(ReleasedT(stat.shape), "")
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        if stat.linf is None:
+            raise _unbounded(ctx, "l-infinity")
+        return f"linf (lambda) = {stat.linf.text()}"
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        if self.epsilon is None:
+            return None
+        if mode == "pure":
+            return self.epsilon
+        u = self.epsilon / (3 * self.s)
+        return Fraction(5, 2) * self.s * u * u
+
+    def unit(self, share: Fraction, mode: Mode) -> Fraction:
+        """lambda / b: the privacy loss of one released coordinate."""
+        if mode == "pure":
+            return share / (3 * self.s)
+        return _pure_eps_from_rho(share / (5 * self.s))
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        u = self.unit(share, mode)
+        return Cost.pure(2 * u).scaled(self.s).then(Cost.pure(u).scaled(self.s))
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        u = self.unit(share, mode)
+        return f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        stat = ctx.stat()
+        alloc = ctx.allocation()
+        assert stat.linf is not None
+        lam = ctx.bound(stat.linf)
+        u = self.unit(alloc.share, alloc.mode)
+        b = lam / float(u) if lam > 0 else 0.0
+        b = math.nextafter(b, math.inf) if b > 0 else b
+        ctx.record("scale", b)
+        v = np.asarray(ins[0], dtype=float)
+        d = v.shape[0]
+        scores = np.abs(v)[None, :] + ctx.noise.laplace(b, (self.s, d))
+        chosen = np.zeros(d, dtype=bool)
+        for i in range(self.s):  # s rounds over whole vectors, not a loop over rows
+            row = np.where(chosen, -np.inf, scores[i])
+            chosen[int(np.argmax(row))] = True
+        out = np.zeros(d)
+        out[chosen] = v[chosen] + ctx.noise.laplace(b, (int(chosen.sum()),))
+        return out

@@ -1,0 +1,159 @@
+"""Post-processing of released values (free: Dwork-Roth 2014 Prop. 2.1) and public constants."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.errors import PlanTypeError, SerializationError
+from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, PostProcess, ReleasedT, VType
+
+
+def function_path(fn: Callable[..., Any]) -> str:
+    """``module:qualname`` of a function, the form a plan's JSON stores it in.
+
+    >>> function_path(np.sqrt)
+    'numpy:sqrt'
+    """
+    module = getattr(fn, "__module__", None) or "builtins"
+    return f"{module}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def load_function(path: str) -> Callable[..., Any]:
+    """Import the function named by :func:`function_path`."""
+    module, _, qual = path.partition(":")
+    if "<" in qual:
+        raise SerializationError(f"{path} is a lambda or local function; use a module-level function")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise SerializationError(f"cannot import post-processing function {path}: {e}") from e
+    if not callable(obj):
+        raise SerializationError(f"{path} is not callable")
+    fn: Callable[..., Any] = obj
+    return fn
+
+
+@attrs.frozen(kw_only=True)
+class Public(Node):
+    """A public constant (an array), released by definition.  Made by ``PlanBuilder.public``.
+
+    >>> import dpflow as dp
+    >>> c = dp.PlanBuilder(budget=dp.ZCDP(0.5)).public([1.0, 2.0])
+    """
+
+    kind: ClassVar[str] = "Public"
+    values: tuple[float, ...] = attrs.field(converter=lambda v: tuple(float(x) for x in np.ravel(v)))
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        if ins:
+            raise PlanTypeError(ctx.node_id, "a public constant has no inputs", "remove the inputs")
+        if int(np.prod(self.shape, dtype=np.int64)) != len(self.values):
+            raise PlanTypeError(ctx.node_id, f"{len(self.values)} values do not fill shape {self.shape}",
+                                "pass a rectangular array")
+        return Inferred(ReleasedT(self.shape), "public constant")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        arr = np.asarray(self.values, dtype=float).reshape(self.shape)
+        return arr if arr.ndim else float(arr)
+
+
+@attrs.frozen(kw_only=True)
+class Apply(PostProcess):
+    """Apply a user function to released values.
+
+    For a plan to round-trip through JSON the function must be importable
+    (``module:qualname``); lambdas work in memory only.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> y = dp.nodes.Apply(fn=np.abs)(b.public([-1.0]))
+    """
+
+    kind: ClassVar[str] = "Apply"
+    fn: Callable[..., Any] = attrs.field(eq=False)
+    shape: tuple[int, ...] | None = attrs.field(default=None, converter=lambda s: None if s is None else tuple(s))
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        return self.shape
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return self.fn(*ins)
+
+
+@attrs.frozen(kw_only=True)
+class PSDProject(PostProcess):
+    """Project a symmetric matrix onto the PSD cone (eigenvalues clipped at ``floor``).
+
+    This is the true Frobenius projection (not the matrix absolute value).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> P = dp.nodes.PSDProject()(b.public([[1.0, 0.0], [0.0, -1.0]]))
+    """
+
+    kind: ClassVar[str] = "PSDProject"
+    floor: float = 0.0
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        return ins[0].shape
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        S = np.asarray(ins[0], dtype=float)
+        w, V = np.linalg.eigh((S + S.T) / 2.0)
+        return (V * np.maximum(w, self.floor)) @ V.T
+
+
+@attrs.frozen(kw_only=True)
+class Eigh(PostProcess):
+    """Eigendecomposition of a symmetric matrix: ``(eigenvalues ascending, eigenvectors)``.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> wV = dp.nodes.Eigh()(b.public([[2.0, 0.0], [0.0, 1.0]]))
+    """
+
+    kind: ClassVar[str] = "Eigh"
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        S = np.asarray(ins[0], dtype=float)
+        w, V = np.linalg.eigh((S + S.T) / 2.0)
+        return (w, V)
+
+
+@attrs.frozen(kw_only=True)
+class Get(PostProcess):
+    """Item ``index`` of a released tuple or array.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> x0 = dp.nodes.Get(index=0)(b.public([3.0, 4.0]))
+    """
+
+    kind: ClassVar[str] = "Get"
+    index: int
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return ins[0][self.index]
+
+
+@attrs.frozen(kw_only=True)
+class Pack(PostProcess):
+    """Several released values as one tuple (e.g. the state of a ``Recurse``).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> st = dp.nodes.Pack()(b.public([0.0]), b.public(1.0))
+    """
+
+    kind: ClassVar[str] = "Pack"
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return tuple(ins)

@@ -1,0 +1,221 @@
+"""Queries: sensitive rows in, a sensitive aggregate with derived sensitivities out.
+
+Sensitivities are with respect to one change of one record of the source: a
+replaced row moves a sum of row features by at most the domain's diameter, an
+added or removed row by its norm, and ``stability`` rows may change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.domains import Sym
+from dpflow.errors import DomainError
+from dpflow.handles import Ref, param
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Inferred,
+    Query,
+    RowsT,
+    StatT,
+    VType,
+    change_bound,
+    finite_tuple,
+    need,
+    released_type,
+    text_of,
+)
+
+
+def _public_n(rows: RowsT, ctx: InferContext, what: str) -> Sym:
+    if not rows.size.public or rows.changes != frozenset({"replace"}):
+        raise DomainError(
+            ctx.node_id,
+            f"{what} divides by the row count, which is private here ({'/'.join(sorted(rows.changes))})",
+            "release a Sum and a Count separately, or use replace-one neighbours without value partitions",
+        )
+    return rows.size.sym()
+
+
+def _div(b: Sym | None, n: Sym) -> Sym | None:
+    return None if b is None else b / n
+
+
+def _changes(rows: RowsT) -> str:
+    return "/".join(sorted(rows.changes)) + (f" x stability {rows.stability}" if rows.stability != 1 else "")
+
+
+@attrs.frozen(kw_only=True)
+class Sum(Query):
+    """Sum of the rows.  Sensitivity: diameter (replace) or norm (add/remove) of a row.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> s = dp.nodes.Sum()(dp.nodes.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=10)))
+    """
+
+    kind: ClassVar[str] = "Sum"
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        dom = rows.domain
+        l2 = change_bound(rows, dom.diameter_l2(), dom.norm_l2())
+        l1 = change_bound(rows, dom.diameter_l1(), dom.norm_l1())
+        linf = change_bound(rows, dom.diameter_linf(), dom.norm_linf())
+        stat = StatT((dom.d,), rows.source, l1, l2, linf)
+        return Inferred(stat, f"Sum over {dom.describe()}, {_changes(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return ctx.backend.tree_sum(ins[0])
+
+
+@attrs.frozen(kw_only=True)
+class Mean(Query):
+    """Mean of the rows over a public row count.
+
+    Replace-one: l2 sensitivity ``stability * diameter / n`` (e.g. ``2r/n`` for rows
+    in a ball of radius r).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> m = dp.nodes.Mean()(dp.nodes.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=10)))
+    """
+
+    kind: ClassVar[str] = "Mean"
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        n = _public_n(rows, ctx, "Mean")
+        dom = rows.domain
+        l2 = _div(change_bound(rows, dom.diameter_l2(), None), n)
+        l1 = _div(change_bound(rows, dom.diameter_l1(), None), n)
+        linf = _div(change_bound(rows, dom.diameter_linf(), None), n)
+        stat = StatT((dom.d,), rows.source, l1, l2, linf)
+        return Inferred(
+            stat,
+            f"Mean over {dom.describe()}, n={rows.size.text()}, {_changes(rows)}: "
+            f"l2 = stability*diameter/n = {text_of(l2)}",
+        )
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = ins[0]
+        return ctx.backend.tree_sum(X) / ctx.backend.nrows(X)
+
+
+@attrs.frozen(kw_only=True)
+class Count(Query):
+    """Number of rows: sensitivity 0 under replace-one (n is public), 1 per add/remove.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
+    >>> c = dp.nodes.Count()(b.source("X", dp.Vectors(d=2)))
+    """
+
+    kind: ClassVar[str] = "Count"
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        one = Sym.const(1.0)
+        s = change_bound(rows, Sym.const(0.0), one)
+        return Inferred(StatT((), rows.source, s, s, s), f"Count, {_changes(rows)}: sensitivity {text_of(s)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return np.float64(ctx.backend.nrows(ins[0]))
+
+
+@attrs.frozen(kw_only=True)
+class SecondMoment(Query):
+    """``(1/n) sum (x - c)(x - c)^T`` about the origin or a public/released centre.
+
+    Replace-one Frobenius sensitivity ``stability * sqrt(2) * r^2 / n`` for rows with
+    ``||x - c|| <= r``: ``||ww^T - vv^T||_F^2 = ||w||^4 + ||v||^4 - 2 (w.v)^2 <= 2 r^4``
+    (gaussian.md 0.4).  Clip around the same centre first.  With a released mean as
+    the centre this is a covariance.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> S = dp.nodes.SecondMoment()(dp.nodes.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=10)))
+    """
+
+    kind: ClassVar[str] = "SecondMoment"
+    reference: ClassVar[str] = "KLSU 2019 Alg. 1 (NaivePCE) sensitivity; tight constant sqrt(2) (gaussian.md 0.4)"
+    center: Ref | None = attrs.field(default=None, converter=param)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        n = _public_n(rows, ctx, "SecondMoment")
+        dom = rows.domain
+        r: Sym | None
+        if self.center is None:
+            r = dom.norm_l2()
+        else:
+            released_type(self.center, ctx, "center")
+            r = dom.l2_bound if dom.center == self.center.id else None
+        fro = None if r is None else r.pow(2) * (math.sqrt(2.0) * rows.stability) / n
+        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True)
+        around = "origin" if self.center is None else self.center.id
+        return Inferred(
+            stat,
+            f"SecondMoment about {around} over {dom.describe()}, n={rows.size.text()}: "
+            f"Frobenius = stability*sqrt(2)*r^2/n = {text_of(fro)}",
+        )
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        if self.center is not None:
+            c = np.asarray(ctx.value(self.center), dtype=float)
+            X = ctx.backend.row_map(X, lambda Z: Z - c)
+        return ctx.backend.gram(X) / ctx.backend.nrows(X)
+
+
+@attrs.frozen(kw_only=True)
+class Histogram(Query):
+    """Counts over public bins ``edges`` (K = len(edges) - 1 bins) of one-dimensional rows.
+
+    Values below the first edge count in the first bin, above the last in the last
+    bin, NaN in the first bin (declared policy).  Replace-one: l1 2, l2 sqrt(2),
+    linf 1 (times the stability); add/remove: 1.  ``normalize=True`` divides by the
+    public n.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> h = dp.nodes.Histogram(edges=[0, 1, 2, 3])(b.source("X", dp.Ordinal(N=3), n=10))
+    """
+
+    kind: ClassVar[str] = "Histogram"
+    reference: ClassVar[str] = "DHS 2015 Thm 3 (Laplace histogram); a replaced record moves one unit between two bins"
+    edges: tuple[float, ...] = attrs.field(converter=lambda e: finite_tuple(e, "edges"))
+    normalize: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        e = np.asarray(self.edges)
+        if e.size < 2 or not np.all(np.diff(e) > 0):
+            raise ValueError("Histogram edges must be at least two strictly increasing numbers")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        if rows.domain.d != 1:
+            raise DomainError(ctx.node_id, f"Histogram needs one-dimensional rows, got d={rows.domain.d}",
+                              "select one column first")
+        l1 = change_bound(rows, Sym.const(2.0), Sym.const(1.0))
+        l2 = change_bound(rows, Sym.const(math.sqrt(2.0)), Sym.const(1.0))
+        linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
+        if self.normalize:
+            n = _public_n(rows, ctx, "a normalised Histogram")
+            l1, l2, linf = _div(l1, n), _div(l2, n), _div(linf, n)
+        k = len(self.edges) - 1
+        return Inferred(
+            StatT((k,), rows.source, l1, l2, linf),
+            f"Histogram, {k} public bins, {_changes(rows)}: l1 {text_of(l1)}, l2 {text_of(l2)}",
+        )
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0])
+        counts = ctx.backend.histogram(X[:, 0], np.asarray(self.edges, dtype=float))
+        return counts / ctx.backend.nrows(X) if self.normalize else counts

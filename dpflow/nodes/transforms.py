@@ -1,0 +1,418 @@
+"""Sources and transformations: sensitive rows in, sensitive rows out.
+
+Every transformation is row-wise (one record's change moves at most ``stability``
+rows of the output) or a split of the rows into disjoint pieces.  Nothing here
+raises on private values: non-finite entries are handled by a declared policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.domains import RowDomain, Sym, Vectors, as_vectors
+from dpflow.errors import DataError, DomainError, PlanTypeError
+from dpflow.handles import Ref, Rows, Sensitive, param
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Inferred,
+    Node,
+    PiecesT,
+    RowsT,
+    Size,
+    Transform,
+    VType,
+    finite_tuple,
+    need,
+    released_type,
+    text_of,
+)
+
+
+def _vec_param(x: Any) -> Any:
+    x = param(x)
+    if x is None or isinstance(x, Ref):
+        return x
+    return finite_tuple(x, "a public vector parameter")
+
+
+def _num_param(x: Any) -> Any:
+    x = param(x)
+    if isinstance(x, Ref):
+        return x
+    x = float(x)
+    if not (math.isfinite(x) and x >= 0):
+        raise ValueError(f"expected a finite non-negative number, got {x}")
+    return x
+
+
+def _center_name(c: Ref | tuple[float, ...] | None) -> str | None:
+    if c is None:
+        return None
+    if isinstance(c, Ref):
+        return c.id
+    return "public(" + ",".join(f"{v:.6g}" for v in c[:4]) + (",..." if len(c) > 4 else "") + ")"
+
+
+def _value(ctx: EvalContext, p: Ref | tuple[float, ...] | float | None, d: int | None = None) -> Any:
+    if p is None:
+        return None
+    v = np.asarray(ctx.value(p) if isinstance(p, Ref) else p, dtype=float)
+    if d is not None and v.shape != (d,):
+        raise DataError(f"{ctx.node_id}: released vector parameter has shape {v.shape}, expected ({d},)")
+    return v
+
+
+@attrs.frozen(kw_only=True)
+class Source(Node):
+    """A private dataset of ``n`` rows in ``domain``.
+
+    Under ``replace`` neighbours ``n`` is public (``None``: read from the data's
+    shape, which is public).  Declared bounds of the domain are enforced by
+    clipping, never by raising; ``BooleanCube`` maps non-zero entries to 1 and
+    ``Ordinal`` clips into ``[0, N)``.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=3), n=10)
+    """
+
+    kind: ClassVar[str] = "Source"
+    name: str
+    domain: RowDomain
+    n: int | None = None
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        if ins:
+            raise PlanTypeError(ctx.node_id, "a source has no inputs", "remove the inputs")
+        if self.n is not None and self.n < 1:
+            raise DomainError(ctx.node_id, f"source {self.name} declares n={self.n}", "declare n >= 1")
+        if ctx.relation == "add_remove" and self.n is not None:
+            raise DomainError(
+                ctx.node_id,
+                f"source {self.name} declares n={self.n}, but n is private under add_remove neighbours",
+                "drop n, or declare neighbors='replace'",
+            )
+        public = ctx.relation == "replace"
+        size = Size(public=public, known=self.n if public else None, token=f"n:{ctx.node_id}")
+        rows = RowsT(as_vectors(self.domain), self.name, size, 1, frozenset({ctx.relation}))
+        return Inferred(rows, f"source {self.name}: {self.domain.describe()}, n={size.text()}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        raise PlanTypeError(ctx.node_id, "sources are bound by the interpreter", "report this as a dpflow bug")
+
+    def prepare(self, raw: Any, node_id: str) -> np.ndarray:
+        """Check the public schema of ``raw`` and apply the domain's declared policy."""
+        from dpflow.domains import BooleanCube, Ordinal, Reals
+
+        arr = np.asarray(raw)
+        if arr.dtype.kind not in "biuf":
+            raise DataError(f"{node_id}: source {self.name} needs numeric data, got dtype {arr.dtype}")
+        d = as_vectors(self.domain).d
+        if arr.ndim == 1 and d == 1:
+            arr = arr.reshape(-1, 1)
+        if arr.ndim != 2 or arr.shape[1] != d:
+            raise DataError(f"{node_id}: source {self.name} expects an (n, {d}) array, got shape {arr.shape}")
+        if self.n is not None and arr.shape[0] != self.n:
+            raise DataError(f"{node_id}: source {self.name} declares n={self.n} but the data has {arr.shape[0]} rows")
+        if arr.shape[0] < 1:
+            raise DataError(f"{node_id}: source {self.name} is empty")
+        if isinstance(self.domain, Ordinal):
+            if arr.dtype.kind == "f":
+                arr = np.nan_to_num(arr, nan=0.0, posinf=self.domain.N - 1, neginf=0.0)
+                arr = np.clip(np.floor(arr), 0, self.domain.N - 1)
+            return np.clip(arr.astype(np.int64), 0, self.domain.N - 1)
+        if isinstance(self.domain, BooleanCube):
+            return (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
+        arr = arr.astype(float, copy=False)
+        box = as_vectors(self.domain).box if isinstance(self.domain, (Reals, Vectors)) else None
+        if box is not None:
+            arr = np.clip(np.nan_to_num(arr, nan=0.0), box[0], box[1])
+        return arr
+
+
+@attrs.frozen(kw_only=True)
+class Clip(Transform):
+    """Project every row into an l2 ball (around the origin, a public or a released
+    centre) and/or a coordinate box.
+
+    Non-finite rows are mapped to the centre (the origin when there is none); the
+    output bound is then guaranteed exactly, including floating-point error.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> Y = dp.nodes.Clip(radius=3.0)(b.source("X", dp.Vectors(d=2), n=10))
+    """
+
+    kind: ClassVar[str] = "Clip"
+    reference: ClassVar[str] = "row-wise projection onto a convex set (stability 1)"
+    radius: float | Ref | None = attrs.field(default=None, converter=lambda x: None if x is None else _num_param(x))
+    center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
+    box: tuple[float, float] | None = attrs.field(
+        default=None, converter=lambda b: None if b is None else (float(b[0]), float(b[1]))
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.radius is None and self.box is None:
+            raise ValueError("Clip needs a radius, a box, or both")
+        if self.box is not None and not (self.box[0] <= self.box[1]):
+            raise ValueError(f"Clip box must have lower <= upper, got {self.box}")
+        if self.center is not None and self.radius is None:
+            raise ValueError("Clip center needs a radius")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        dom = rows.domain
+        if isinstance(self.center, Ref):
+            released_type(self.center, ctx, "center")
+        elif self.center is not None and len(self.center) != dom.d:
+            raise DomainError(ctx.node_id, f"center has {len(self.center)} entries, rows have d={dom.d}",
+                              "pass a centre of the rows' dimension")
+        if isinstance(self.radius, Ref):
+            released_type(self.radius, ctx, "radius")
+        l2: Sym | None = None
+        center = dom.center
+        box = dom.box
+        if self.radius is not None:
+            l2 = Sym.ref(self.radius.id) if isinstance(self.radius, Ref) else Sym.const(self.radius)
+            center = _center_name(self.center)
+            origin_in_box = box is not None and box[0] <= 0.0 <= box[1]
+            if not (center is None and origin_in_box):
+                box = None
+        if self.box is not None:
+            lo, hi = self.box
+            box = self.box if box is None else (max(lo, box[0]), max(min(hi, box[1]), max(lo, box[0])))
+            if self.radius is None and not (dom.center is None and lo <= 0.0 <= hi):
+                l2, center = None, None
+            elif self.radius is None:
+                l2 = dom.l2_bound
+        out = Vectors(d=dom.d, l2_bound=l2, box=box, center=center)
+        return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        d = X.shape[1]
+        c = _value(ctx, self.center, d)
+        if self.radius is not None:
+            r = max(float(ctx.value(self.radius)) if isinstance(self.radius, Ref) else self.radius, 0.0)
+            if not math.isfinite(r):
+                r = float(np.finfo(float).max) ** 0.5
+            X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
+        if self.box is not None:
+            lo, hi = self.box
+            X = ctx.backend.row_map(X, lambda A: np.clip(np.nan_to_num(A, nan=0.0), lo, hi))
+        return X
+
+
+def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
+    """Rows of ``X`` projected into the closed l2 ball B(c, r), exactly.
+
+    Non-finite rows go to the centre.  After scaling, a row whose computed norm
+    still exceeds ``r`` by floating-point error is shrunk once more, and any that
+    still does (never observed) is sent to the centre: the bound holds exactly.
+
+    >>> project_ball(np.array([[3.0, 4.0]]), None, 1.0)
+    array([[0.6, 0.8]])
+    """
+    D = X if c is None else X - c
+    bad = ~np.all(np.isfinite(D), axis=1)
+    if bad.any():
+        D = np.where(bad[:, None], 0.0, D)
+    norms = np.linalg.norm(D, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(norms > r, r / norms, 1.0)
+    Y = D * scale[:, None]
+    over = np.linalg.norm(Y, axis=1) > r
+    if over.any():
+        Y[over] *= 1.0 - 4.0 * np.finfo(float).eps
+        still = np.linalg.norm(Y, axis=1) > r
+        Y[still] = 0.0
+    return Y if c is None else Y + c
+
+
+@attrs.frozen(kw_only=True)
+class Precondition(Transform):
+    """Row-wise affine map ``x -> A (x - c)`` by a released (or public) matrix and centre.
+
+    The output is unbounded: follow it with ``Clip``.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> A = b.public([[2.0, 0.0], [0.0, 1.0]])
+    >>> Y = dp.nodes.Precondition(matrix=A)(b.source("X", dp.Vectors(d=2), n=10))
+    """
+
+    kind: ClassVar[str] = "Precondition"
+    reference: ClassVar[str] = "row-wise map by released parameters (stability 1)"
+    matrix: Ref = attrs.field(converter=param)
+    center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
+    d_out: int | None = None
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        if not isinstance(self.matrix, Ref):
+            raise PlanTypeError(ctx.node_id, "matrix must be a released handle", "wrap it with public()")
+        mt = released_type(self.matrix, ctx, "matrix")
+        d_out = self.d_out
+        if mt.shape is not None:
+            if len(mt.shape) != 2 or mt.shape[1] != rows.domain.d:
+                raise DomainError(ctx.node_id, f"matrix shape {mt.shape} does not map d={rows.domain.d}",
+                                  f"pass a (k, {rows.domain.d}) matrix")
+            d_out = mt.shape[0] if d_out is None else d_out
+        if isinstance(self.center, Ref):
+            released_type(self.center, ctx, "center")
+        out = Vectors(d=d_out if d_out is not None else rows.domain.d)
+        return Inferred(attrs.evolve(rows, domain=out), f"affine map by {self.matrix.id} -> {out.describe()}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        A = np.asarray(ctx.value(self.matrix), dtype=float)
+        c = _value(ctx, self.center, X.shape[1])
+        if A.ndim != 2 or A.shape[1] != X.shape[1]:
+            raise DataError(f"{ctx.node_id}: released matrix has shape {A.shape}, rows have d={X.shape[1]}")
+        return ctx.backend.row_map(X, lambda Z: (Z if c is None else Z - c) @ A.T)
+
+
+@attrs.frozen(kw_only=True)
+class PairDifferences(Transform):
+    """Rows ``(x[2i] - x[2i+1]) / sqrt(2)`` for i < n // 2: mean-zero rows with the same
+    covariance, for estimating a covariance when the mean is unknown.
+
+    Each record is in one pair, so the stability stays 1 (replace neighbours only:
+    under add/remove a deletion would shift every later pair).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> Y = dp.nodes.PairDifferences()(b.source("X", dp.Vectors(d=2), n=10))
+    """
+
+    kind: ClassVar[str] = "PairDifferences"
+    reference: ClassVar[str] = "KLSU 2019 / Karwa-Vadhan 2018: pairing for unknown means (gaussian.md 0.4)"
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        if rows.changes != frozenset({"replace"}) or not rows.size.public:
+            raise DomainError(ctx.node_id, "pairing by position needs replace-one neighbours and a public n",
+                              "declare neighbors='replace' and pair before any value partition")
+        dom = rows.domain
+        diam = dom.diameter_l2()
+        box = None
+        if dom.box is not None:
+            w = (dom.box[1] - dom.box[0]) / math.sqrt(2.0)
+            box = (-w, w)
+        out = Vectors(d=dom.d, l2_bound=None if diam is None else diam / math.sqrt(2.0), box=box)
+        known = None if rows.size.known is None else rows.size.known // 2
+        if known == 0:
+            raise DomainError(ctx.node_id, "fewer than two rows to pair", "use a source with n >= 2")
+        size = Size(public=True, known=known, token=f"n:{ctx.node_id}")
+        return Inferred(attrs.evolve(rows, domain=out, size=size),
+                        f"pairs of {dom.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        m = X.shape[0] // 2
+        return ctx.backend.row_map(X[: 2 * m], lambda Z: (Z[0::2] - Z[1::2]) / math.sqrt(2.0))
+
+
+@attrs.frozen(kw_only=True)
+class SplitByIndex(Node):
+    """Split rows into ``pieces`` contiguous blocks by position (``np.array_split``).
+
+    A replaced record stays in its block, so mechanisms on different blocks compose
+    in parallel (max).  Replace neighbours only.  Use :func:`split` to get the pieces.
+    """
+
+    kind: ClassVar[str] = "SplitByIndex"
+    reference: ClassVar[str] = "McSherry 2009 (PINQ) parallel composition over a data-independent partition"
+    pieces: int
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        if self.pieces < 1:
+            raise PlanTypeError(ctx.node_id, f"pieces={self.pieces}", "split into at least one piece")
+        if rows.changes != frozenset({"replace"}) or not rows.size.public:
+            raise DomainError(ctx.node_id, "an index split needs replace-one neighbours and a public n",
+                              "declare neighbors='replace', or split by a value (PartitionByBall)")
+        if rows.size.known is not None and rows.size.known < self.pieces:
+            raise DomainError(ctx.node_id, f"{rows.size.known} rows cannot fill {self.pieces} pieces",
+                              "use fewer pieces")
+        return Inferred(PiecesT(rows, self.pieces, "index"), f"{self.pieces} contiguous blocks by index")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return np.array_split(np.asarray(ins[0]), self.pieces)
+
+
+@attrs.frozen(kw_only=True)
+class PartitionByBall(Node):
+    """Split rows by a value rule: piece 0 holds rows within ``radius`` of ``center``
+    (public or released), piece 1 the rest (non-finite rows go to piece 1).
+
+    Piece sizes are private.  Under replace neighbours a record can move between
+    the pieces, so each piece sees add/remove changes and the two most expensive
+    pieces add (parallel composition, replace-one rule).
+    """
+
+    kind: ClassVar[str] = "PartitionByBall"
+    reference: ClassVar[str] = "parallel composition over a partition by released parameters (mixtures.md 2.4)"
+    center: Ref | tuple[float, ...] = attrs.field(converter=_vec_param)
+    radius: float | Ref = attrs.field(converter=_num_param)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        if isinstance(self.center, Ref):
+            released_type(self.center, ctx, "center")
+        if isinstance(self.radius, Ref):
+            released_type(self.radius, ctx, "radius")
+        return Inferred(PiecesT(rows, 2, "value"), f"inside / outside the ball ({_center_name(self.center)})")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        c = _value(ctx, self.center, X.shape[1])
+        r = float(ctx.value(self.radius)) if isinstance(self.radius, Ref) else self.radius
+        inside = np.linalg.norm(X - c, axis=1) <= r
+        return [X[inside], X[~inside]]
+
+
+@attrs.frozen(kw_only=True)
+class Piece(Node):
+    """Piece ``index`` of a split (made by :func:`split`)."""
+
+    kind: ClassVar[str] = "Piece"
+    index: int
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        pieces: PiecesT = need(ins, PiecesT, ctx, "the pieces of a split")
+        if not 0 <= self.index < pieces.count:
+            raise PlanTypeError(ctx.node_id, f"piece {self.index} of {pieces.count}", "use a valid index")
+        rows = pieces.rows
+        token = f"n:{ctx.node_id}"
+        if pieces.rule == "index":
+            known = None
+            if rows.size.known is not None:
+                q, rem = divmod(rows.size.known, pieces.count)
+                known = q + (1 if self.index < rem else 0)
+            out = attrs.evolve(rows, size=Size(public=True, known=known, token=token))
+            return Inferred(out, f"block {self.index} of {pieces.count}, n={out.size.text()}")
+        out = attrs.evolve(rows, size=Size(public=False, known=None, token=token),
+                           changes=rows.changes | {"add_remove"})
+        return Inferred(out, f"value piece {self.index}: private size, a record may move in or out")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return ins[0][self.index]
+
+
+def split(x: Sensitive[Rows], rule: SplitByIndex | PartitionByBall) -> tuple[Sensitive[Rows], ...]:
+    """Apply a split and return one handle per piece.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> a, c = dp.nodes.split(b.source("X", dp.Vectors(d=2), n=10), dp.nodes.SplitByIndex(pieces=2))
+    """
+    sid = x.builder.add(rule, (x.id,))
+    count = rule.pieces if isinstance(rule, SplitByIndex) else 2
+    return tuple(Sensitive(x.builder.add(Piece(index=i), (sid,)), x.builder) for i in range(count))

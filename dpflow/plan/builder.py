@@ -1,0 +1,121 @@
+"""The plan builder: where handles come from."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from dpflow.domains import RowDomain
+from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
+from dpflow.handles import Released, Rows, Sensitive, Value
+from dpflow.nodes import Node, NodeRecord, Public, Source, SubPlan
+from dpflow.nodes.base import Relation
+from dpflow.plan.graph import Plan
+from dpflow.privacy import Measure
+
+
+def _snake(kind: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
+class PlanBuilder:
+    """Builds a :class:`Plan` node by node.
+
+    ``budget`` is the total privacy budget (``ZCDP``, ``PureDP``, ``ApproxDP`` or
+    ``ApproxZCDP``); ``neighbors`` is ``"replace"`` (one record substituted, n public)
+    or ``"add_remove"``.  ``report_delta`` is the delta at which a budget without one
+    is also reported in (epsilon, delta) (default 1e-6).
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> with dp.PlanBuilder(budget=dp.ZCDP(0.5)) as b:
+    ...     X = b.source("X", dp.Vectors(d=3), n=1000)
+    ...     plan = b.build(mean=N.GaussianMech()(N.Mean()(N.Clip(radius=2.0)(X))))
+    >>> plan.outputs
+    (('mean', 'gaussian_mech_3'),)
+    """
+
+    def __init__(
+        self,
+        budget: Measure,
+        neighbors: Relation = "replace",
+        report_delta: float | None = None,
+        name: str = "plan",
+        _prefix: str = "",
+    ) -> None:
+        if neighbors not in ("replace", "add_remove"):
+            raise ValueError(f"neighbors must be 'replace' or 'add_remove', got {neighbors!r}")
+        self.budget = budget
+        self.neighbors: Relation = neighbors
+        self.report_delta = report_delta
+        self.name = name
+        self._records: list[NodeRecord] = []
+        self._ids: set[str] = set()
+        self._prefix = _prefix
+        self._children = 0
+
+    def __enter__(self) -> PlanBuilder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add(self, node: Node, inputs: tuple[str, ...]) -> str:
+        """Add ``node`` reading the nodes ``inputs``; return its new id."""
+        for ref in list(inputs) + [r.id for r in node.refs()]:
+            if ref not in self._ids:
+                raise PlanReferenceError(
+                    node.kind, f"uses {ref!r}, which was not made by this builder",
+                    "use handles of one plan; pass outer values into a Recurse body through its state",
+                )
+        nid = f"{self._prefix}{_snake(node.kind)}_{len(self._records)}"
+        self._records.append(NodeRecord(nid, node, inputs))
+        self._ids.add(nid)
+        return nid
+
+    def source(self, name: str, domain: RowDomain, n: int | None = None) -> Sensitive[Rows]:
+        """Declare a private dataset ``name`` of rows in ``domain`` (``n`` public under replace)."""
+        if any(isinstance(r.node, Source) and r.node.name == name for r in self._records):
+            raise PlanTypeError(name, "the source is declared twice", "declare each source once")
+        return Sensitive(self.add(Source(name=name, domain=domain, n=n), ()), self)
+
+    def public(self, value: Any) -> Released[Value]:
+        """A public constant (scalar or array), released by definition."""
+        arr = np.asarray(value, dtype=float)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("public constants must be finite")
+        return Released(self.add(Public(values=tuple(arr.ravel()), shape=arr.shape), ()), self)
+
+    def child(self) -> PlanBuilder:
+        """A builder for a Recurse body."""
+        self._children += 1
+        return PlanBuilder(self.budget, self.neighbors, self.report_delta, self.name,
+                           _prefix=f"{self._prefix}b{self._children}.")
+
+    def freeze(self, output: str) -> SubPlan:
+        """The nodes added so far as a sub-plan returning ``output``."""
+        return SubPlan(tuple(self._records), output)
+
+    def build(self, **outputs: Released[Any]) -> Plan:
+        """The immutable plan releasing ``outputs`` (name -> released handle)."""
+        if not outputs:
+            raise PlanTypeError(self.name, "the plan releases nothing", "pass name=handle to build()")
+        pairs = []
+        for name, h in sorted(outputs.items()):
+            if isinstance(h, Sensitive):
+                raise PostProcessingError(h.id, f"output {name!r} is a sensitive value",
+                                          "release it through a mechanism first")
+            if not isinstance(h, Released) or h.id not in self._ids:
+                raise PlanReferenceError(str(name), "the output is not a handle of this plan",
+                                         "pass a released handle made by this builder")
+            pairs.append((name, h.id))
+        return Plan(
+            budget=self.budget,
+            neighbors=self.neighbors,
+            records=tuple(self._records),
+            outputs=tuple(pairs),
+            report_delta=self.report_delta,
+            name=self.name,
+        )

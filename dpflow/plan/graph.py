@@ -1,0 +1,130 @@
+"""The immutable plan: a DAG of node records with a budget and a neighbouring relation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import networkx as nx
+
+from dpflow.errors import PlanReferenceError, SerializationError
+from dpflow.nodes import NodeRecord
+from dpflow.nodes.base import Relation
+from dpflow.plan.serialize import canonical, decode_measure, decode_record, encode_measure, encode_record
+from dpflow.privacy import Measure
+
+if TYPE_CHECKING:
+    from dpflow.report.report import Result
+    from dpflow.planner.ledger import Ledger
+
+SCHEMA = "dpflow.plan/1"
+
+
+def build_graph(records: tuple[NodeRecord, ...], what: str = "plan") -> nx.DiGraph:
+    """The networkx DAG of ``records``; refuses undefined references and cycles."""
+    g = nx.DiGraph()
+    for i, rec in enumerate(records):
+        if rec.id in g:
+            raise PlanReferenceError(rec.id, f"the id is used twice in the {what}", "give every node its own id")
+        g.add_node(rec.id, order=i, record=rec)
+    for rec in records:
+        deps = list(rec.inputs) + [r.id for r in rec.node.refs()]
+        for dep in deps:
+            if dep not in g:
+                raise PlanReferenceError(rec.id, f"refers to {dep!r}, which is not defined in the {what}",
+                                         "define the node it refers to, or fix the reference")
+            g.add_edge(dep, rec.id)
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        raise PlanReferenceError(cycle[0][0], f"the references form a cycle: {cycle}",
+                                 "a node may only use nodes computed before it; use Recurse for loops")
+    return g
+
+
+def topological(records: tuple[NodeRecord, ...], what: str = "plan") -> list[NodeRecord]:
+    """Records in deterministic topological order (ties broken by insertion order)."""
+    g = build_graph(records, what)
+    order = nx.lexicographical_topological_sort(g, key=lambda n: g.nodes[n]["order"])
+    return [g.nodes[n]["record"] for n in order]
+
+
+@attrs.frozen
+class Plan:
+    """A privacy-typed estimation plan: immutable, serialisable, hashable.
+
+    Made by :class:`dpflow.PlanBuilder` (or by an estimator); ``check()`` certifies
+    it without touching data and ``run()`` executes it.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> plan = b.build(mean=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
+    >>> dp.Plan.from_json(plan.to_json()).hash == plan.hash
+    True
+    """
+
+    budget: Measure
+    neighbors: Relation
+    records: tuple[NodeRecord, ...]
+    outputs: tuple[tuple[str, str], ...]
+    report_delta: float | None = None
+    name: str = "plan"
+
+    def graph(self) -> nx.DiGraph:
+        """The plan as a networkx DiGraph (nodes carry ``record`` and ``order``)."""
+        return build_graph(self.records)
+
+    def to_data(self) -> dict[str, Any]:
+        """The plan as JSON data."""
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "budget": encode_measure(self.budget),
+            "neighbors": self.neighbors,
+            "report_delta": self.report_delta,
+            "nodes": [encode_record(r) for r in self.records],
+            "outputs": {name: nid for name, nid in self.outputs},
+        }
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, compact): equal plans give equal text."""
+        return canonical(self.to_data())
+
+    @staticmethod
+    def from_json(text: str) -> Plan:
+        """Read a plan written by :meth:`to_json`."""
+        data = json.loads(text)
+        if data.get("schema") != SCHEMA:
+            raise SerializationError(f"not a {SCHEMA} document (schema={data.get('schema')!r})")
+        neighbors = data["neighbors"]
+        if neighbors not in ("replace", "add_remove"):
+            raise SerializationError(f"unknown neighbouring relation {neighbors!r}")
+        return Plan(
+            budget=decode_measure(data["budget"]),
+            neighbors=neighbors,
+            records=tuple(decode_record(r) for r in data["nodes"]),
+            outputs=tuple(sorted((str(k), str(v)) for k, v in data["outputs"].items())),
+            report_delta=data.get("report_delta"),
+            name=str(data.get("name", "plan")),
+        )
+
+    @property
+    def hash(self) -> str:
+        """Stable content hash: sha256 of the canonical JSON."""
+        return "sha256:" + hashlib.sha256(self.to_json().encode()).hexdigest()
+
+    def check(self) -> Ledger:
+        """Certify the plan (no data is read); raises a :class:`dpflow.PlanError` if it cannot."""
+        from dpflow.planner.certify import certify
+
+        return certify(self).ledger
+
+    def run(self, data: Mapping[str, Any], **options: Any) -> Result:
+        """Certify, then execute on ``data`` (source name -> array); see :func:`dpflow.run`."""
+        from dpflow.report.report import run
+
+        return run(self, data, **options)

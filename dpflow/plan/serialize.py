@@ -1,0 +1,114 @@
+"""Canonical JSON for plans: sorted keys, no whitespace, tagged values.
+
+Node parameters are encoded by type: a reference to a released node as
+``{"$ref": id}``, an exact rational as ``{"$frac": "1/2"}``, a bound as
+``{"$sym": ...}``, a domain as ``{"$domain": kind, ...}``, a user function as
+``{"$fn": "module:qualname"}`` and the body of a ``Recurse`` as ``{"$subplan": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+from dpflow import domains
+from dpflow.errors import SerializationError
+from dpflow.handles import Ref
+from dpflow.nodes import NODE_KINDS, NodeRecord, SubPlan
+from dpflow.nodes.postprocess import function_path, load_function
+from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, PureDP, ZCDP
+
+_DOMAINS: dict[str, type[Any]] = {
+    c.__name__: c
+    for c in (domains.Vectors, domains.Reals, domains.BooleanCube, domains.Ordinal, domains.SymmetricMatrices)
+}
+_MEASURES: dict[str, type[Any]] = {c.__name__: c for c in (PureDP, ZCDP, ApproxZCDP, ApproxDP)}
+
+
+def encode(value: Any) -> Any:
+    """A node parameter (or anything inside one) as JSON data."""
+    if isinstance(value, Ref):
+        return {"$ref": value.id}
+    if isinstance(value, Fraction):
+        return {"$frac": str(value)}
+    if isinstance(value, domains.Sym):
+        return {"$sym": [value.coef, [list(f) for f in value.factors]]}
+    if isinstance(value, tuple(_DOMAINS.values())):
+        return {"$domain": type(value).__name__, **{f.name: encode(getattr(value, f.name))
+                                                    for f in attrs.fields(type(value))}}
+    if isinstance(value, SubPlan):
+        return {"$subplan": {"records": [encode_record(r) for r in value.records], "output": value.output}}
+    if isinstance(value, (tuple, list)):
+        return [encode(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if callable(value):
+        return {"$fn": function_path(value)}
+    raise SerializationError(f"cannot encode a {type(value).__name__} in a plan")
+
+
+def decode(data: Any) -> Any:
+    """Inverse of :func:`encode` (lists come back as tuples)."""
+    if isinstance(data, list):
+        return tuple(decode(v) for v in data)
+    if not isinstance(data, dict):
+        return data
+    if "$ref" in data:
+        return Ref(data["$ref"])
+    if "$frac" in data:
+        return Fraction(data["$frac"])
+    if "$sym" in data:
+        coef, factors = data["$sym"]
+        return domains.Sym(float(coef), tuple((str(n), int(p)) for n, p in factors))
+    if "$fn" in data:
+        return load_function(data["$fn"])
+    if "$subplan" in data:
+        sp = data["$subplan"]
+        return SubPlan(tuple(decode_record(r) for r in sp["records"]), sp["output"])
+    if "$domain" in data:
+        cls = _DOMAINS.get(data["$domain"])
+        if cls is None:
+            raise SerializationError(f"unknown domain {data['$domain']!r}")
+        return cls(**{k: decode(v) for k, v in data.items() if k != "$domain"})
+    raise SerializationError(f"unknown tagged value {sorted(data)}")
+
+
+def encode_record(rec: NodeRecord) -> dict[str, Any]:
+    """One node as JSON data."""
+    node = rec.node
+    params = {f.name: encode(getattr(node, f.name)) for f in attrs.fields(type(node))}
+    return {"id": rec.id, "kind": node.kind, "inputs": list(rec.inputs), "params": params}
+
+
+def decode_record(data: dict[str, Any]) -> NodeRecord:
+    """Inverse of :func:`encode_record`."""
+    cls = NODE_KINDS.get(data.get("kind", ""))
+    if cls is None:
+        raise SerializationError(f"unknown node kind {data.get('kind')!r}")
+    try:
+        node = cls(**{k: decode(v) for k, v in data["params"].items()})
+    except (TypeError, ValueError) as e:
+        raise SerializationError(f"node {data.get('id')}: bad parameters: {e}") from e
+    return NodeRecord(str(data["id"]), node, tuple(str(i) for i in data["inputs"]))
+
+
+def encode_measure(m: Measure) -> dict[str, Any]:
+    """A budget as JSON data."""
+    return {"measure": type(m).__name__, **{f.name: str(getattr(m, f.name)) for f in attrs.fields(type(m))}}
+
+
+def decode_measure(data: dict[str, Any]) -> Measure:
+    """Inverse of :func:`encode_measure`."""
+    cls = _MEASURES.get(data.get("measure", ""))
+    if cls is None:
+        raise SerializationError(f"unknown measure {data.get('measure')!r}")
+    m: Measure = cls(**{k: v for k, v in data.items() if k != "measure"})
+    return m
+
+
+def canonical(obj: Any) -> str:
+    """Canonical JSON text: sorted keys, compact separators, no NaN."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)

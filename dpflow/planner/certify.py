@@ -1,0 +1,510 @@
+"""The planner: certify a plan without reading data.
+
+Steps: (1) infer every node's static type (domain, public size, sensitivity) in
+topological order, recursing into ``Recurse`` bodies; (2) fold the per-record
+structure of every source (reuse adds, index splits take the max, value
+partitions take the max under add/remove and the two largest under replace,
+rounds of a ``Recurse`` add); (3) allocate the budget to mechanisms by weight,
+exactly (``fractions.Fraction``), after fixed-cost mechanisms; (4) fold the
+mechanisms' certified costs the same way and check them against the budget;
+(5) write the ledger.
+
+Allocation never lands above the budget: shares are exact fractions of the
+remaining budget, folded shares equal it exactly, and every mechanism's
+realised cost is at most its share (noise scales are rounded up).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import TypeVar
+
+import attrs
+
+from dpflow.errors import BudgetError, PlanError, PlanTypeError
+from dpflow.handles import Ref
+from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse, Source
+from dpflow.nodes.base import Allocation, Inferred, Mode, PiecesT, Relation, ReleasedT, RowsT, StatT, VType
+from dpflow.nodes.control import Input, Round, State
+from dpflow.plan.graph import Plan, topological
+from dpflow.planner.ledger import Ledger, LedgerEntry, SourceTotal
+from dpflow.privacy import (
+    ApproxDP,
+    ApproxZCDP,
+    Cost,
+    PureDP,
+    ZCDP,
+    gdp_mu_for_approx_dp,
+    zcdp_rho_for_approx_dp,
+)
+
+T = TypeVar("T")
+
+REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
+REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
+
+
+@attrs.frozen
+class _Ctx:
+    relation: Relation
+    node_id: str
+    types: dict[str, VType]
+
+    def type_of(self, ref: Ref) -> VType:
+        return self.types[ref.id]
+
+
+@attrs.define
+class _Space:
+    """One namespace: the top-level plan or one Recurse body."""
+
+    path: str
+    order: list[NodeRecord]
+    types: dict[str, VType]
+    derivations: dict[str, str]
+    children: dict[str, list[NodeRecord]]
+    bodies: dict[str, _Space]
+
+
+@attrs.frozen(eq=False)
+class Certified:
+    """A certified plan: static types, budget allocations and the ledger.
+
+    ``allocations`` is keyed by node path (``recurse_4/b1.gaussian_mech_3`` inside a
+    Recurse body, where the share is per unit round weight).
+    """
+
+    plan: Plan
+    space: _Space
+    allocations: dict[str, Allocation]
+    ledger: Ledger
+
+
+def _key(space: _Space, nid: str) -> str:
+    return f"{space.path}{nid}"
+
+
+def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
+                 placeholders: dict[type, VType] | None = None) -> _Space:
+    order = topological(tuple(records), "plan" if not path else f"body of {path.rstrip('/')}")
+    types: dict[str, VType] = {}
+    derivations: dict[str, str] = {}
+    children: dict[str, list[NodeRecord]] = defaultdict(list)
+    bodies: dict[str, _Space] = {}
+    for rec in order:
+        ctx = _Ctx(relation, path + rec.id, types)
+        node = rec.node
+        ins = [types[i] for i in rec.inputs]
+        if isinstance(node, (Input, State, Round)):
+            if placeholders is None or type(node) not in placeholders:
+                raise PlanTypeError(ctx.node_id, f"{node.kind} placeholder outside a Recurse body",
+                                    "build loops with dpflow.nodes.recurse")
+            res = Inferred(placeholders[type(node)], f"{node.kind} placeholder")
+        elif isinstance(node, Recurse):
+            res = _infer_recurse(rec, ins, relation, path, bodies)
+        else:
+            res = node.infer(ins, ctx)
+        if isinstance(node, Mechanism):
+            stat = ins[0]
+            assert isinstance(stat, StatT)
+            derivations[rec.id] = node.check_input(stat, ctx)
+        else:
+            derivations[rec.id] = res.derivation
+        types[rec.id] = res.out
+        if rec.inputs and not isinstance(types[rec.inputs[0]], ReleasedT):
+            children[rec.inputs[0]].append(rec)
+    return _Space(path, order, types, derivations, children, bodies)
+
+
+def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: str,
+                   bodies: dict[str, _Space]) -> Inferred:
+    node = rec.node
+    assert isinstance(node, Recurse)
+    nid = path + rec.id
+    if len(ins) != 2 or not isinstance(ins[0], RowsT) or not isinstance(ins[1], ReleasedT):
+        raise PlanTypeError(nid, "Recurse takes sensitive rows and a released initial state",
+                            "call dpflow.nodes.recurse(rows, init, body, times)")
+    body = _infer_space(node.body.records, relation, f"{nid}/",
+                        {Input: ins[0], State: ins[1], Round: ReleasedT(())})
+    out = body.types.get(node.body.output)
+    if not isinstance(out, ReleasedT):
+        raise PlanTypeError(nid, "the body must return a released value", "return a mechanism's output")
+    bodies[rec.id] = body
+    return Inferred(ReleasedT(out.shape), f"{node.times} rounds of a {len(node.body.records)}-node body")
+
+
+def _fold(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord], T],
+          rec_fn: Callable[[_Space, NodeRecord], T], seq: Callable[[Sequence[T]], T],
+          par: Callable[[Sequence[T], str], T]) -> T:
+    """Fold the per-record cost structure below ``start`` (children before parents)."""
+    acc: dict[str, T] = {}
+    for rec in reversed(space.order):
+        kids = space.children.get(rec.id, [])
+        t = space.types[rec.id]
+        if isinstance(rec.node, Mechanism):
+            acc[rec.id] = leaf(space, rec)
+        elif isinstance(rec.node, Recurse):
+            acc[rec.id] = rec_fn(space, rec)
+        elif isinstance(t, PiecesT):
+            groups: dict[int, list[T]] = defaultdict(list)
+            for k in kids:
+                assert isinstance(k.node, Piece)
+                groups[k.node.index].append(acc[k.id])
+            acc[rec.id] = par([seq(g) for g in groups.values()], t.rule)
+        elif isinstance(t, (RowsT, StatT)):
+            acc[rec.id] = seq([acc[k.id] for k in kids])
+    return acc[start]
+
+
+def _mechanisms(space: _Space) -> list[tuple[_Space, NodeRecord]]:
+    out: list[tuple[_Space, NodeRecord]] = []
+    for rec in space.order:
+        if isinstance(rec.node, Mechanism):
+            out.append((space, rec))
+        elif isinstance(rec.node, Recurse):
+            out.extend(_mechanisms(space.bodies[rec.id]))
+    return out
+
+
+def _source_of(space: _Space, rec: NodeRecord) -> str:
+    t = space.types[rec.inputs[0]]
+    assert isinstance(t, StatT)
+    return t.source
+
+
+def _body_start(body: _Space) -> str:
+    return next(r.id for r in body.order if isinstance(r.node, Input))
+
+
+def _round_weights(node: Recurse) -> Counter[Fraction]:
+    return Counter(Fraction(node.weight_of_round(k)) for k in range(node.times))
+
+
+class _Planner:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.relation: Relation = plan.neighbors
+        self.space = _infer_space(plan.records, plan.neighbors, "")
+        self.mechs = _mechanisms(self.space)
+        self.sources = [r for r in self.space.order if isinstance(r.node, Source)]
+
+    # -- generic folds over one source ------------------------------------------------------
+    def _par_frac(self, xs: Sequence[Fraction], rule: str) -> Fraction:
+        if not xs:
+            return Fraction(0)
+        s = sorted(xs, reverse=True)
+        if rule == "value" and self.relation == "replace":
+            return sum(s[:2], Fraction(0))
+        return s[0]
+
+    def fold_frac(self, start: str, leaf: Callable[[_Space, NodeRecord], Fraction],
+                  per_round: bool, space: _Space | None = None) -> Fraction:
+        def rec_fn(sp: _Space, rec: NodeRecord) -> Fraction:
+            node = rec.node
+            assert isinstance(node, Recurse)
+            body = sp.bodies[rec.id]
+            inner = self.fold_frac(_body_start(body), leaf, per_round, body)
+            mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
+            return inner * mult
+
+        return _fold(space or self.space, start, leaf, rec_fn, lambda xs: sum(xs, Fraction(0)), self._par_frac)
+
+    def fold_cost(self, start: str, leaf: Callable[[_Space, NodeRecord, Fraction], Cost],
+                  space: _Space | None = None, mult: Fraction = Fraction(1)) -> Cost:
+        def rec_fn(sp: _Space, rec: NodeRecord) -> Cost:
+            node = rec.node
+            assert isinstance(node, Recurse)
+            body = sp.bodies[rec.id]
+            total = Cost.zero()
+            for w, count in sorted(_round_weights(node).items()):
+                total = total.then(self.fold_cost(_body_start(body), leaf, body, mult * w).scaled(count))
+            return total
+
+        def par(xs: Sequence[Cost], rule: str) -> Cost:
+            if not xs:
+                return Cost.zero()
+            return Cost.parallel(xs, "add_remove" if rule == "index" else self.relation)
+
+        def seq(xs: Sequence[Cost]) -> Cost:
+            out = Cost.zero()
+            for x in xs:
+                out = out.then(x)
+            return out
+
+        return _fold(space or self.space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, seq, par)
+
+    # -- budget -------------------------------------------------------------------------------
+    def mode_and_total(self) -> tuple[Mode, Fraction, str]:
+        budget = self.plan.budget
+        kinds = {type(rec.node).__name__ for _, rec in self.mechs}
+        if isinstance(budget, PureDP):
+            for sp, rec in self.mechs:
+                if rec.node.kind == "GaussianMech":
+                    raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot meet a pure-DP budget",
+                                        "use LaplaceMech, or a zCDP or (epsilon, delta) budget")
+            return "pure", budget.epsilon, f"pure mode: epsilon={float(budget.epsilon):.6g} shared by weight"
+        if isinstance(budget, (ZCDP, ApproxZCDP)):
+            return "zcdp", budget.rho, f"zCDP mode: rho={float(budget.rho):.6g} shared by weight"
+        assert isinstance(budget, ApproxDP)
+        eps, delta = float(budget.epsilon), float(budget.delta)
+        if delta <= 0:
+            return "pure", budget.epsilon, "pure mode (delta = 0): epsilon shared by weight"
+        if kinds == {"GaussianMech"}:
+            mu = gdp_mu_for_approx_dp(eps, delta)
+            rho = Fraction(mu) ** 2 / 2
+            return "zcdp", rho, (f"all mechanisms Gaussian: exact Gaussian-DP mu={mu:.6g} meets "
+                                 f"({eps:.6g}, {delta:.3g}); rho=mu^2/2={float(rho):.6g} shared by weight")
+        rho = zcdp_rho_for_approx_dp(eps, delta)
+        text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
+        if kinds and kinds <= {"LaplaceMech", "Peel"} and not any(
+            rec.node.fixed_share("pure") is not None for _, rec in self.mechs  # type: ignore[union-attr]
+        ):
+            fracs = [Fraction(rec.node.weight) for _, rec in self.mechs]  # type: ignore[union-attr]
+            total = sum(fracs, Fraction(0))
+            var_pure = sum(1 / (budget.epsilon * f / total) ** 2 for f in fracs)
+            var_zcdp = sum(1 / (2 * rho * f / total) for f in fracs)
+            if var_pure <= var_zcdp:
+                return "pure", budget.epsilon, "pure mode: basic composition meets the budget with delta to spare"
+        return "zcdp", rho, text
+
+    def certify(self) -> Certified:
+        mode, total, alloc_text = self.mode_and_total()
+        allocations: dict[str, Allocation] = {}
+        shares: dict[str, Fraction] = {}
+        warnings: list[str] = []
+        for sp, rec in self.mechs:
+            node = rec.node
+            assert isinstance(node, Mechanism)
+            if mode == "pure" and node.kind == "GaussianMech":
+                raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot run in pure mode",
+                                    "use a zCDP budget")
+
+        def fixed_leaf(sp: _Space, rec: NodeRecord) -> Fraction:
+            f = rec.node.fixed_share(mode)  # type: ignore[attr-defined]
+            return f if f is not None else Fraction(0)
+
+        def weight_leaf(sp: _Space, rec: NodeRecord) -> Fraction:
+            f = rec.node.fixed_share(mode)  # type: ignore[attr-defined]
+            return Fraction(0) if f is not None else Fraction(rec.node.weight)  # type: ignore[attr-defined]
+
+        per_source: dict[str, tuple[Fraction, Fraction]] = {}
+        for src in self.sources:
+            fixed = self.fold_frac(src.id, fixed_leaf, per_round=False)
+            weights = self.fold_frac(src.id, weight_leaf, per_round=True)
+            name = src.node.name  # type: ignore[attr-defined]
+            if fixed > total:
+                self._refuse_budget(name, mode, total, fixed)
+            per_source[name] = (total - fixed, weights)
+            if weights == 0 and fixed == 0:
+                warnings.append(f"source {name} is read by no mechanism")
+        for sp, rec in self.mechs:
+            node = rec.node
+            assert isinstance(node, Mechanism)
+            f = node.fixed_share(mode)
+            if f is None:
+                remaining, weights = per_source[_source_of(sp, rec)]
+                f = remaining * Fraction(node.weight) / weights
+            shares[_key(sp, rec.id)] = f
+            try:
+                cost = node.cost(f, mode)
+            except PlanError as e:
+                raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
+            allocations[_key(sp, rec.id)] = Allocation(mode, f, cost)
+
+        def cost_leaf(sp: _Space, rec: NodeRecord, mult: Fraction) -> Cost:
+            node = rec.node
+            assert isinstance(node, Mechanism)
+            share = shares[_key(sp, rec.id)]
+            if node.fixed_share(mode) is None:
+                share = share * mult
+            return node.cost(share, mode)
+
+        totals = []
+        report_delta = self._report_delta()
+        for src in self.sources:
+            name = src.node.name  # type: ignore[attr-defined]
+            cost = self.fold_cost(src.id, cost_leaf)
+            self._check_budget(name, cost, mode)
+            totals.append(self._source_total(name, cost, mode, total, report_delta))
+        ledger = Ledger(
+            plan_name=self.plan.name,
+            plan_hash=self.plan.hash,
+            dpflow_version=_version(),
+            neighbors=self.relation,
+            budget=self.plan.budget.describe(),
+            allocation=alloc_text,
+            report_delta=report_delta,
+            entries=tuple(self._entries(self.space, allocations, mode)),
+            totals=tuple(totals),
+            composition=tuple(self._composition_notes()),
+            warnings=tuple(warnings),
+        )
+        return Certified(self.plan, self.space, allocations, ledger)
+
+    def _report_delta(self) -> float:
+        b = self.plan.budget
+        if isinstance(b, (ApproxDP, ApproxZCDP)) and b.delta > 0:
+            return float(b.delta)
+        return self.plan.report_delta if self.plan.report_delta is not None else 1e-6
+
+    def _refuse_budget(self, source: str, mode: Mode, total: Fraction, fixed: Fraction) -> None:
+        unit = "rho" if mode == "zcdp" else "epsilon"
+        rows = []
+        worst, worst_f = "", Fraction(-1)
+        for sp, rec in self.mechs:
+            f = rec.node.fixed_share(mode)  # type: ignore[attr-defined]
+            if f is not None and _source_of(sp, rec) == source:
+                rows.append(f"{_key(sp, rec.id)} {unit}={float(f):.6g}")
+                if f > worst_f:
+                    worst, worst_f = _key(sp, rec.id), f
+        raise BudgetError(
+            worst,
+            f"the mechanisms on source {source} need {unit}={float(fixed):.6g} but the budget allows "
+            f"{unit}={float(total):.6g} (per node: {', '.join(rows)})",
+            f"lower the fixed cost of {worst} (or use weight=), or raise the budget",
+        )
+
+    def _check_budget(self, source: str, cost: Cost, mode: Mode) -> None:
+        b = self.plan.budget
+        ok = True
+        if isinstance(b, PureDP):
+            ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
+        elif isinstance(b, ZCDP):
+            ok = cost.rho <= b.rho and cost.delta0 == 0
+        elif isinstance(b, ApproxZCDP):
+            ok = cost.rho <= b.rho and cost.delta0 <= b.delta
+        else:
+            if b.delta == 0:
+                ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
+            else:
+                best = min(c.epsilon for c in cost.epsilon_at(float(b.delta)))
+                ok = best <= float(b.epsilon)
+        if not ok:
+            raise BudgetError(source, f"the composed cost {cost.total_measure().describe()} exceeds the budget "
+                              f"{b.describe()}", "lower the fixed costs or raise the budget")
+
+    def _source_total(self, name: str, cost: Cost, mode: Mode, total: Fraction, delta: float) -> SourceTotal:
+        used = cost.rho if mode == "zcdp" else (cost.pure_eps or Fraction(0))
+        frac = float(used / total) if total > 0 else 0.0
+        return SourceTotal(
+            source=name,
+            measure=cost.total_measure().describe(),
+            rho=str(cost.rho),
+            delta0=str(cost.delta0),
+            pure_eps=None if cost.pure_eps is None else str(cost.pure_eps),
+            gdp_mu=None if cost.gdp_mu2 is None else float(cost.gdp_mu2) ** 0.5,
+            budget_used=f"{100 * frac:.4g}%",
+            conversions=tuple(cost.epsilon_at(delta)),
+        )
+
+    def _rule_text(self, space: _Space, rec: NodeRecord) -> str:
+        parts = []
+        cur = rec.inputs[0]
+        parents = {c.id: p for p, cs in space.children.items() for c in cs}
+        while cur in parents:
+            node = next(r for r in space.order if r.id == cur).node
+            if isinstance(node, Piece):
+                split_id = parents[cur]
+                pt = space.types[split_id]
+                assert isinstance(pt, PiecesT)
+                how = ("max over index blocks" if pt.rule == "index"
+                       else ("two largest pieces add (replace-one)" if self.relation == "replace" else "max"))
+                parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
+            cur = parents[cur]
+        src_t = space.types[rec.inputs[0]]
+        source = src_t.source if isinstance(src_t, (StatT, RowsT)) else "?"
+        head = f"sequential on source {source}"
+        if space.path:
+            head += f"; in every round of {space.path.rstrip('/')} (x round weight, all rounds charged)"
+        return "; ".join([head] + parts)
+
+    def _entries(self, space: _Space, allocations: dict[str, Allocation], mode: Mode) -> list[LedgerEntry]:
+        out: list[LedgerEntry] = []
+        for rec in space.order:
+            node = rec.node
+            key = _key(space, rec.id)
+            t = space.types[rec.id]
+            ins = ", ".join(_describe(space.types[i]) for i in rec.inputs)
+            sens, noise, cost, rule = "", "", "", ""
+            deriv = space.derivations[rec.id]
+            if isinstance(node, Mechanism):
+                stat = space.types[rec.inputs[0]]
+                assert isinstance(stat, StatT)
+                alloc = allocations[key]
+                sens = deriv
+                deriv = space.derivations[rec.inputs[0]]
+                noise = node.noise_text(stat, alloc.share, alloc.mode)
+                cost = alloc.cost.total_measure().describe() + (" per unit round weight" if space.path else "")
+                rule = self._rule_text(space, rec)
+            elif isinstance(t, StatT):
+                sens = f"l2 {_txt(t.l2)}; l1 {_txt(t.l1)}; linf {_txt(t.linf)}"
+            out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
+                                   derivation=deriv, noise=noise, cost=cost, rule=rule,
+                                   reference=type(node).reference))
+            if isinstance(node, Recurse):
+                out.extend(self._entries(space.bodies[rec.id], allocations, mode))
+        return out
+
+    def _composition_notes(self) -> list[str]:
+        notes = [f"per source, mechanisms reading the same records compose by {REF_SEQ}"]
+        has_index = has_value = has_rec = False
+        for sp in _spaces(self.space):
+            for rec in sp.order:
+                t = sp.types[rec.id]
+                if isinstance(t, PiecesT):
+                    has_index |= t.rule == "index"
+                    has_value |= t.rule == "value"
+                has_rec |= isinstance(rec.node, Recurse)
+        if has_index:
+            notes.append(f"index splits: a record stays in its block, so pieces take the max ({REF_PAR})")
+        if has_value:
+            how = ("a replaced record can leave one piece and enter another: the two largest pieces add"
+                   if self.relation == "replace" else "one record is in one piece: max")
+            notes.append(f"value partitions: {how} ({REF_PAR}; accounting.md 1.5)")
+        if has_rec:
+            notes.append("Recurse: every round up to the static bound is charged, round k at its round weight")
+        return notes
+
+
+def _spaces(space: _Space) -> list[_Space]:
+    out = [space]
+    for b in space.bodies.values():
+        out.extend(_spaces(b))
+    return out
+
+
+def _txt(b: object) -> str:
+    return "unbounded" if b is None else b.text()  # type: ignore[attr-defined]
+
+
+def _describe(t: VType) -> str:
+    if isinstance(t, RowsT):
+        return t.describe()
+    if isinstance(t, PiecesT):
+        return f"{t.count} pieces by {t.rule} of ({t.rows.describe()})"
+    if isinstance(t, StatT):
+        return f"statistic {t.shape} of source {t.source}"
+    return "released" + ("" if t.shape is None else f" {t.shape}")
+
+
+def _version() -> str:
+    from dpflow import __version__
+
+    return __version__
+
+
+def certify(plan: Plan) -> Certified:
+    """Certify ``plan``: infer, allocate, compose and write the ledger (no data is read).
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> c = certify(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))))
+    >>> c.allocations["gaussian_mech_3"].share
+    Fraction(1, 2)
+    """
+    return _Planner(plan).certify()
+

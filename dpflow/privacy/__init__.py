@@ -1,0 +1,69 @@
+"""dpflow.privacy: pure-math privacy accounting (measures, conversions, composition, calibration).
+
+Exact quantities are :class:`fractions.Fraction`; every floating-point privacy loss is rounded
+outward, every noise scale up and every "largest budget that fits" down (``rounding.py``).
+The formulas and golden values follow ``/work/shared/spec/accounting.md`` Sec. 1.1-1.6.
+"""
+
+from .calibration import (
+    analytic_gaussian_sigma,
+    classical_gaussian_sigma,
+    gaussian_sigma_for_zcdp,
+    gdp_mu_for_approx_dp,
+    laplace_scale,
+    pure_dp_of_laplace,
+    pure_eps_for_approx_dp_advanced,
+    zcdp_of_gaussian,
+    zcdp_rho_for_approx_dp,
+)
+from .composition import Conversion, Cost, advanced_composition
+from .conversions import (
+    approx_dp_to_approx_zcdp,
+    approx_zcdp_to_approx_dp,
+    bun_steinke_epsilon,
+    cks_delta,
+    gaussian_dp_delta,
+    gaussian_dp_epsilon,
+    pure_to_approx_dp,
+    pure_to_zcdp,
+    zcdp_to_approx_dp,
+)
+from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, exact
+from .rounding import REL_MARGIN, down, frac_down, frac_up, to_float_down, to_float_up, up
+
+__all__ = [
+    "REL_MARGIN",
+    "ZCDP",
+    "ApproxDP",
+    "ApproxZCDP",
+    "Conversion",
+    "Cost",
+    "Measure",
+    "PureDP",
+    "advanced_composition",
+    "analytic_gaussian_sigma",
+    "approx_dp_to_approx_zcdp",
+    "approx_zcdp_to_approx_dp",
+    "bun_steinke_epsilon",
+    "cks_delta",
+    "classical_gaussian_sigma",
+    "down",
+    "exact",
+    "frac_down",
+    "frac_up",
+    "gaussian_dp_delta",
+    "gaussian_dp_epsilon",
+    "gaussian_sigma_for_zcdp",
+    "gdp_mu_for_approx_dp",
+    "laplace_scale",
+    "pure_dp_of_laplace",
+    "pure_eps_for_approx_dp_advanced",
+    "pure_to_approx_dp",
+    "pure_to_zcdp",
+    "to_float_down",
+    "to_float_up",
+    "up",
+    "zcdp_of_gaussian",
+    "zcdp_rho_for_approx_dp",
+    "zcdp_to_approx_dp",
+]

@@ -1,0 +1,304 @@
+"""Noise calibration and budget inversion, rounded against the user.
+
+Noise scales are rounded UP and checked against the forward privacy map (exactly, with Fractions,
+whenever the map is rational); "largest budget that fits" answers are rounded DOWN and checked
+against the forward conversion.  Checks use the same public functions other code uses, so a
+calibrated value always realises at most its budget under dpflow's own accounting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+from scipy import optimize
+
+from .composition import advanced_composition
+from .conversions import gaussian_dp_delta, zcdp_to_approx_dp
+from .measures import exact
+from .rounding import down, to_float_down, to_float_up, up
+
+__all__ = [
+    "analytic_gaussian_sigma",
+    "classical_gaussian_sigma",
+    "gaussian_sigma_for_zcdp",
+    "gdp_mu_for_approx_dp",
+    "laplace_scale",
+    "pure_dp_of_laplace",
+    "pure_eps_for_approx_dp_advanced",
+    "zcdp_of_gaussian",
+    "zcdp_rho_for_approx_dp",
+]
+
+Real = float | Fraction
+
+
+def _delta_in_open_unit(delta: Real) -> float:
+    d = exact(delta)
+    if not 0 < d < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return to_float_down(d)
+
+
+def _nudge_until(ok: Callable[[float], bool], x: float, step: Callable[[float], float]) -> float:
+    """Apply ``step`` (up or down) until ``ok`` holds; the steps compound, so this terminates fast."""
+    for _ in range(10_000):
+        if ok(x):
+            return x
+        x = step(x)
+    raise ArithmeticError("calibration could not be verified")  # pragma: no cover
+
+
+def _largest_valid(ok: Callable[[float], bool], lo: float, hi: float, rel_tol: float = 1e-14) -> float:
+    """Bisection for the largest x in [lo, hi] with ok(x), given ok(lo) and not ok(hi); returns a valid x."""
+    while hi - lo > rel_tol * hi:
+        mid = lo + (hi - lo) / 2.0
+        if mid <= lo or mid >= hi:
+            break
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _bracket(ok: Callable[[float], bool], start: float = 1.0) -> tuple[float, float]:
+    """(lo, hi) with ok(lo) and not ok(hi), hi <= 2 lo, by doubling or halving from ``start``.
+
+    ``ok`` must be monotone (true on an initial segment) and ok(0.0) is assumed; if halving
+    underflows, lo = 0.0 is returned.
+    """
+    if ok(start):
+        lo, hi = start, 2.0 * start
+        while ok(hi):
+            lo, hi = hi, 2.0 * hi
+            if math.isinf(hi):  # pragma: no cover - every budget here is finite
+                raise ArithmeticError("no finite upper bracket")
+        return lo, hi
+    lo, hi = start / 2.0, start
+    while lo > 0.0 and not ok(lo):
+        lo, hi = lo / 2.0, lo
+    return lo, hi
+
+
+# ----------------------------------------------------------------------------------------------
+# Gaussian mechanism
+
+
+def zcdp_of_gaussian(sensitivity: Real, sigma: Real) -> Fraction:
+    """The exact zCDP of the Gaussian mechanism: rho = Delta^2 / (2 sigma^2), as a Fraction.
+
+    Sensitivity 0 gives 0 for any sigma; sigma = 0 with positive sensitivity raises ``ValueError``.
+
+    Source: Bun & Steinke 2016, "Concentrated Differential Privacy", Prop. 1.6 (the discrete
+    Gaussian has the same rho: Canonne, Kamath & Steinke 2020, Thm. 4).
+
+    >>> zcdp_of_gaussian(1.0, 1.0)
+    Fraction(1, 2)
+    """
+    s = exact(sensitivity)
+    sig = exact(sigma)
+    if s == 0:
+        return Fraction(0)
+    if sig == 0:
+        raise ValueError("sigma must be positive when the sensitivity is positive")
+    return s * s / (2 * sig * sig)
+
+
+def gaussian_sigma_for_zcdp(sensitivity: Real, rho: Real) -> float:
+    """sigma = Delta / sqrt(2 rho), rounded up so that ``zcdp_of_gaussian(Delta, sigma) <= rho`` exactly.
+
+    Sensitivity 0 gives 0.0; rho = 0 with positive sensitivity raises ``ValueError``.
+
+    Source: Bun & Steinke 2016, Prop. 1.6.
+
+    >>> sigma = gaussian_sigma_for_zcdp(1.0, 0.5)
+    >>> round(sigma, 9), zcdp_of_gaussian(1.0, sigma) <= Fraction(1, 2)
+    (1.0, True)
+    """
+    s = exact(sensitivity)
+    r = exact(rho)
+    if s == 0:
+        return 0.0
+    if r == 0:
+        raise ValueError("rho must be positive when the sensitivity is positive")
+    sigma = up(to_float_up(s) / math.sqrt(2.0 * to_float_down(r)))
+    return _nudge_until(lambda x: zcdp_of_gaussian(s, x) <= r, sigma, up)
+
+
+def gdp_mu_for_approx_dp(epsilon: Real, delta: Real) -> float:
+    """The largest mu with mu-GDP implying (epsilon, delta)-DP, rounded down and verified.
+
+    Solves ``gaussian_dp_delta(mu, epsilon) = delta`` with ``scipy.optimize.brentq`` in log space,
+    then rounds down until ``gaussian_dp_delta(mu, epsilon) <= delta`` holds.  Calibrates
+    all-Gaussian plans against an (epsilon, delta) budget: sigma = Delta / mu reproduces
+    :func:`analytic_gaussian_sigma`.
+
+    Source: Dong, Roth & Su 2022, "Gaussian Differential Privacy", Cor. 2.13; Balle & Wang 2018,
+    "Improving the Gaussian Mechanism for Differential Privacy", Thm. 8.
+
+    >>> round(1 / gdp_mu_for_approx_dp(1.0, 1e-5), 6)
+    3.730632
+    """
+    eps = exact(epsilon)
+    d = _delta_in_open_unit(delta)
+
+    def ok(mu: float) -> bool:
+        return gaussian_dp_delta(mu, eps) <= d
+
+    lo, hi = _bracket(ok)
+    if lo == 0.0:  # pragma: no cover - only for delta near the smallest subnormal
+        return 0.0
+    log_d = math.log(d)
+    root = optimize.brentq(
+        lambda mu: math.log(gaussian_dp_delta(mu, eps)) - log_d, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500
+    )
+    return _nudge_until(ok, max(lo, down(float(root))), down)
+
+
+def analytic_gaussian_sigma(epsilon: Real, delta: Real, sensitivity: Real = 1.0) -> float:
+    """The smallest sigma for which the Gaussian mechanism is (epsilon, delta)-DP; rounded up and verified.
+
+    Balle & Wang's exact condition Phi(Delta/(2 sigma) - eps sigma/Delta) - e^eps Phi(-Delta/(2 sigma)
+    - eps sigma/Delta) <= delta is the mu-GDP profile at mu = Delta/sigma, solved in log space
+    (``log_ndtr`` + ``brentq``, :func:`gdp_mu_for_approx_dp`); sigma is then rounded up until the
+    profile at an upward-rounded Delta/sigma is <= delta.
+
+    Source: Balle & Wang, ICML 2018, "Improving the Gaussian Mechanism for Differential
+    Privacy", Thm. 8 and Alg. 1.
+
+    >>> round(analytic_gaussian_sigma(1.0, 1e-5, 1.0), 6)
+    3.730632
+    """
+    s = exact(sensitivity)
+    eps = exact(epsilon)
+    d = _delta_in_open_unit(delta)
+    if s == 0:
+        return 0.0
+    mu = gdp_mu_for_approx_dp(eps, d)
+    sigma = up(to_float_up(s) / mu)
+    return _nudge_until(lambda x: gaussian_dp_delta(to_float_up(s / Fraction(x)), eps) <= d, sigma, up)
+
+
+def classical_gaussian_sigma(epsilon: Real, delta: Real, sensitivity: Real = 1.0) -> float:
+    """Classical calibration sigma = Delta sqrt(2 ln(1.25/delta)) / epsilon, rounded up; epsilon in (0, 1).
+
+    Raises ``ValueError`` for epsilon >= 1, where the theorem does not apply (and the formula is
+    actually wrong for large epsilon, e.g. epsilon = 8.5, delta = 1e-5): use
+    :func:`analytic_gaussian_sigma`, which is also smaller for every epsilon.  Rounding up makes
+    the theorem's strict inequality c^2 > 2 ln(1.25/delta) hold.
+
+    Source: Dwork & Roth 2014, "The Algorithmic Foundations of Differential Privacy", Thm. A.1.
+
+    >>> round(classical_gaussian_sigma(0.5, 1e-5, 1.0), 6)
+    9.689611
+    """
+    e = exact(epsilon)
+    s = exact(sensitivity)
+    d = _delta_in_open_unit(delta)
+    if not 0 < e < 1:
+        raise ValueError(
+            f"the classical Gaussian calibration (Dwork & Roth Thm. A.1) needs 0 < epsilon < 1, got "
+            f"epsilon={float(e)!r}; use analytic_gaussian_sigma (Balle & Wang 2018) instead"
+        )
+    if s == 0:
+        return 0.0
+    return up(to_float_up(s) * math.sqrt(2.0 * math.log(1.25 / d)) / to_float_down(e))
+
+
+# ----------------------------------------------------------------------------------------------
+# Laplace mechanism
+
+
+def pure_dp_of_laplace(sensitivity: Real, scale: Real) -> Fraction:
+    """The exact pure-DP epsilon of the Laplace mechanism: epsilon = Delta / b, as a Fraction.
+
+    Sensitivity 0 gives 0 for any scale; scale 0 with positive sensitivity raises ``ValueError``.
+
+    Source: Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014, Thm. 3.6.
+
+    >>> pure_dp_of_laplace(1.0, 2.0)
+    Fraction(1, 2)
+    """
+    s = exact(sensitivity)
+    b = exact(scale)
+    if s == 0:
+        return Fraction(0)
+    if b == 0:
+        raise ValueError("the Laplace scale must be positive when the sensitivity is positive")
+    return s / b
+
+
+def laplace_scale(sensitivity: Real, epsilon: Real) -> float:
+    """b = Delta / epsilon, rounded up so that ``pure_dp_of_laplace(Delta, b) <= epsilon`` exactly.
+
+    Sensitivity 0 gives 0.0; epsilon = 0 with positive sensitivity raises ``ValueError``.
+
+    Source: Dwork & Roth 2014, Thm. 3.6.
+
+    >>> b = laplace_scale(1.0, 0.1)
+    >>> b >= 10.0, pure_dp_of_laplace(1.0, b) <= Fraction(0.1)
+    (True, True)
+    """
+    s = exact(sensitivity)
+    e = exact(epsilon)
+    if s == 0:
+        return 0.0
+    if e == 0:
+        raise ValueError("epsilon must be positive when the sensitivity is positive")
+    b = up(to_float_up(s) / to_float_down(e))
+    return _nudge_until(lambda x: pure_dp_of_laplace(s, x) <= e, b, up)
+
+
+# ----------------------------------------------------------------------------------------------
+# largest budgets that fit an (epsilon, delta) target
+
+
+def zcdp_rho_for_approx_dp(epsilon: Real, delta: Real) -> Fraction:
+    """The largest rho with ``zcdp_to_approx_dp(rho, delta) <= epsilon``: bisection, rounded down, verified.
+
+    Source: Canonne, Kamath & Steinke 2020, Prop. 12 (inverted; as ``cdp_rho`` in IBM
+    ``cdp2adp.py``).
+
+    >>> rho = zcdp_rho_for_approx_dp(5.221535, 1e-6)
+    >>> round(float(rho), 6), zcdp_to_approx_dp(rho, 1e-6) <= 5.221535
+    (0.5, True)
+    """
+    e = exact(epsilon)
+    d = _delta_in_open_unit(delta)
+
+    def ok(rho: float) -> bool:
+        return zcdp_to_approx_dp(rho, d) <= e
+
+    lo, hi = _bracket(ok)
+    rho = _largest_valid(ok, lo, hi)
+    return Fraction(_nudge_until(ok, rho, lambda x: max(0.0, down(x))))
+
+
+def pure_eps_for_approx_dp_advanced(epsilon: Real, delta: Real, k: int) -> float:
+    """Largest epsilon0 with ``advanced_composition(epsilon0, k, delta) <= epsilon``; rounded down, verified.
+
+    The k-fold composition is then (epsilon, k delta0 + delta)-DP for (epsilon0, delta0)-DP
+    components.  Bisection on the (increasing) DRV bound.
+
+    Source: Dwork, Rothblum & Vadhan 2010, Thm. III.3; Dwork & Roth 2014, Thm. 3.20.
+
+    >>> e0 = pure_eps_for_approx_dp_advanced(6.308, 1e-6, 100)
+    >>> round(e0, 3), advanced_composition(e0, 100, 1e-6) <= 6.308
+    (0.1, True)
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    e = exact(epsilon)
+    d = _delta_in_open_unit(delta)
+
+    if e == 0:
+        return 0.0  # the DRV bound is positive for every epsilon0 > 0
+
+    def ok(e0: float) -> bool:
+        return advanced_composition(e0, k, d) <= e
+
+    lo, hi = _bracket(ok)
+    e0 = _largest_valid(ok, lo, hi)
+    return _nudge_until(ok, e0, lambda x: max(0.0, down(x)))

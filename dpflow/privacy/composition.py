@@ -1,0 +1,404 @@
+"""Composition of privacy costs: exact bookkeeping of several accountings at once.
+
+A :class:`Cost` carries, exactly (Fractions), every accounting that stays valid for the set of
+mechanisms it describes; :meth:`Cost.epsilon_at` converts all of them to (epsilon, delta)-DP and
+marks the tightest.  Floating point enters only in those final conversions, rounded outward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any, Literal
+
+import attrs
+
+from .conversions import (
+    approx_zcdp_to_approx_dp,
+    bun_steinke_epsilon,
+    gaussian_dp_epsilon,
+)
+from .measures import ZCDP, ApproxZCDP, Measure, PureDP, exact
+from .rounding import to_float_down, to_float_up, up
+
+__all__ = ["Conversion", "Cost", "advanced_composition"]
+
+
+def advanced_composition(epsilon0: float | Fraction, k: int, delta_prime: float | Fraction) -> float:
+    """epsilon of the k-fold adaptive composition of epsilon0-DP mechanisms, at extra delta'; rounded up.
+
+    epsilon = sqrt(2 k ln(1/delta')) epsilon0 + k epsilon0 (e^epsilon0 - 1).  The composition of k
+    (epsilon0, delta0)-DP mechanisms is (epsilon, k delta0 + delta')-DP; the caller accounts for
+    the delta.  All terms are non-negative (``expm1`` avoids cancellation), so a final relative
+    margin covers the float error.  k = 0 or epsilon0 = 0 gives 0.0.
+
+    Source: Dwork, Rothblum & Vadhan 2010, "Boosting and Differential Privacy", Thm. III.3;
+    Dwork & Roth 2014, Thm. 3.20.
+
+    >>> round(advanced_composition(0.1, 100, 1e-6), 3)
+    6.308
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    e0 = to_float_up(exact(epsilon0))
+    dp = exact(delta_prime)
+    if not 0 < dp <= 1:
+        raise ValueError(f"delta_prime must be in (0, 1], got {delta_prime!r}")
+    if k == 0 or e0 == 0.0:
+        return 0.0
+    log_inv = max(0.0, -math.log(to_float_down(dp)))  # a smaller delta' gives a larger epsilon
+    return up(math.sqrt(2.0 * k * log_inv) * e0 + k * e0 * math.expm1(e0))
+
+
+@attrs.frozen
+class Conversion:
+    """One valid conversion of a :class:`Cost` to (epsilon, delta)-DP (see :meth:`Cost.epsilon_at`).
+
+    >>> Conversion("basic composition (pure)", 1.0, 0.0, "Dwork & Roth 2014, Thm. 3.16", True).epsilon
+    1.0
+    """
+
+    rule: str
+    epsilon: float
+    delta: float
+    reference: str
+    tightest: bool
+
+
+def _opt_exact(x: float | int | str | Fraction | None) -> Fraction | None:
+    return None if x is None else exact(x)
+
+
+def _nonneg_int(_instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be a non-negative int, got {value!r}")
+
+
+def _add_opt(a: Fraction | None, b: Fraction | None) -> Fraction | None:
+    return None if a is None or b is None else a + b
+
+
+def _top_two_sum(values: Sequence[Fraction]) -> Fraction:
+    top = sorted(values, reverse=True)[:2]
+    return sum(top, Fraction(0))
+
+
+_REF_CKS = (
+    "Canonne, Kamath & Steinke 2020, 'The Discrete Gaussian for Differential Privacy', Prop. 12 "
+    "(approximate zCDP: Bun & Steinke 2016, Sec. 8)"
+)
+_REF_BS = "Bun & Steinke 2016, 'Concentrated Differential Privacy', Prop. 1.3"
+_REF_GDP = (
+    "Dong, Roth & Su 2022, 'Gaussian Differential Privacy', Thm. 2.7, Cor. 2.13 and Cor. 3.3; "
+    "Balle & Wang 2018, Thm. 8"
+)
+_REF_BASIC = "Dwork & Roth 2014, Thm. 3.16 (basic composition)"
+_REF_DRV = "Dwork, Rothblum & Vadhan 2010, Thm. III.3 (Dwork & Roth 2014, Thm. 3.20)"
+
+
+@attrs.frozen
+class Cost:
+    """The per-record privacy cost of a set of mechanisms, as several independently valid accountings.
+
+    * ``rho``, ``delta0``: delta0-approximate rho-zCDP, every event converted to (approximate)
+      zCDP (Bun & Steinke 2016, Prop. 1.4, 1.6, 1.13; composition Lemma 1.7 / Lemma 8.2);
+    * ``pure_eps``: basic-composition pure epsilon (Dwork & Roth 2014, Thm. 3.16), ``None`` as
+      soon as a non-pure event is present;
+    * ``gdp_mu2``: the sum of mu^2 when every event is a Gaussian mechanism, i.e. the plan is
+      sqrt(gdp_mu2)-GDP (Dong, Roth & Su 2022, Thm. 2.7 and Cor. 3.3); ``None`` otherwise;
+    * ``pure_count``, ``pure_max``: number of pure-DP events and their largest epsilon, for
+      advanced composition (Dwork, Rothblum & Vadhan 2010); meaningful only when ``pure_eps`` is
+      not ``None``.
+
+    Events with no privacy loss at all (epsilon = 0, rho = 0, sensitivity 0) are :meth:`zero`:
+    their output does not depend on the data, so they are pure, Gaussian (mu = 0) and not counted.
+
+    >>> c = Cost.gaussian(Fraction(1), Fraction(5)).scaled(10)
+    >>> c.rho, c.gdp_mu2
+    (Fraction(1, 5), Fraction(2, 5))
+    """
+
+    rho: Fraction = attrs.field(converter=exact)
+    delta0: Fraction = attrs.field(converter=exact)
+    pure_eps: Fraction | None = attrs.field(converter=_opt_exact)
+    gdp_mu2: Fraction | None = attrs.field(converter=_opt_exact)
+    pure_count: int = attrs.field(validator=_nonneg_int)
+    pure_max: Fraction = attrs.field(converter=exact)
+
+    def __attrs_post_init__(self) -> None:
+        if self.delta0 > 0 and (self.pure_eps is not None or self.gdp_mu2 is not None):
+            raise ValueError("a Cost with delta0 > 0 cannot carry a pure epsilon or a GDP mu")
+
+    # ------------------------------------------------------------------------------------------
+    # constructors
+
+    @classmethod
+    def zero(cls) -> Cost:
+        """The cost of doing nothing (identity of :meth:`then`; Dwork & Roth 2014, Thm. 3.16).
+
+        >>> Cost.zero().then(Cost.pure(Fraction(1))) == Cost.pure(Fraction(1))
+        True
+        """
+        return cls(
+            rho=Fraction(0),
+            delta0=Fraction(0),
+            pure_eps=Fraction(0),
+            gdp_mu2=Fraction(0),
+            pure_count=0,
+            pure_max=Fraction(0),
+        )
+
+    @classmethod
+    def gaussian(cls, sensitivity: Fraction | float, sigma: Fraction | float) -> Cost:
+        """A Gaussian mechanism with L2 sensitivity Delta and noise sigma: mu = Delta/sigma, rho = mu^2/2.
+
+        Source: Bun & Steinke 2016, Prop. 1.6 (rho); Dong, Roth & Su 2022, Thm. 2.7 (mu-GDP).
+
+        >>> Cost.gaussian(Fraction(1), Fraction(1)).rho
+        Fraction(1, 2)
+        """
+        s = exact(sensitivity)
+        sig = exact(sigma)
+        if s == 0:
+            return cls.zero()
+        if sig == 0:
+            raise ValueError(f"sigma must be positive when the sensitivity is positive, got sigma={sigma!r}")
+        mu2 = (s / sig) ** 2
+        return cls(rho=mu2 / 2, delta0=0, pure_eps=None, gdp_mu2=mu2, pure_count=0, pure_max=0)
+
+    @classmethod
+    def pure(cls, epsilon: Fraction | float) -> Cost:
+        """An epsilon-DP mechanism: pure epsilon, and rho = epsilon^2/2 (Bun & Steinke 2016, Prop. 1.4).
+
+        >>> Cost.pure(Fraction(1, 10)).rho
+        Fraction(1, 200)
+        """
+        e = exact(epsilon)
+        if e == 0:
+            return cls.zero()
+        return cls(rho=e * e / 2, delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e)
+
+    @classmethod
+    def zcdp(cls, rho: Fraction | float) -> Cost:
+        """A rho-zCDP mechanism (Bun & Steinke 2016, Def. 1.1).
+
+        >>> Cost.zcdp(Fraction(1, 2)).pure_eps is None
+        True
+        """
+        r = exact(rho)
+        if r == 0:
+            return cls.zero()
+        return cls(rho=r, delta0=0, pure_eps=None, gdp_mu2=None, pure_count=0, pure_max=0)
+
+    @classmethod
+    def approx_zcdp(cls, rho: Fraction | float, delta0: Fraction | float) -> Cost:
+        """A delta0-approximate rho-zCDP mechanism (Bun & Steinke 2016, Def. 8.1); delta0 in [0, 1).
+
+        >>> Cost.approx_zcdp(Fraction(1, 2), Fraction(1, 10**6)).delta0
+        Fraction(1, 1000000)
+        """
+        r = exact(rho)
+        d0 = exact(delta0)
+        if d0 >= 1:
+            raise ValueError(f"delta0 must be < 1, got {delta0!r}")
+        if d0 == 0:
+            return cls.zcdp(r)
+        return cls(rho=r, delta0=d0, pure_eps=None, gdp_mu2=None, pure_count=0, pure_max=0)
+
+    @classmethod
+    def approx_dp(cls, epsilon: Fraction | float, delta: Fraction | float) -> Cost:
+        """An (epsilon, delta)-DP mechanism, as delta-approximate (epsilon^2/2)-zCDP.
+
+        Source: Bun & Steinke 2016, Prop. 1.13.  With delta = 0 this is exactly :meth:`pure`
+        (an (epsilon, 0)-DP mechanism is epsilon-DP, so the pure accountings stay available).
+
+        >>> c = Cost.approx_dp(Fraction(1), Fraction(1, 10**6))
+        >>> c.rho, c.pure_eps
+        (Fraction(1, 2), None)
+        """
+        e = exact(epsilon)
+        d = exact(delta)
+        if d == 0:
+            return cls.pure(e)
+        return cls.approx_zcdp(e * e / 2, d)
+
+    # ------------------------------------------------------------------------------------------
+    # composition
+
+    def then(self, other: Cost) -> Cost:
+        """Sequential composition: every field adds up (None absorbs); pure_max takes the max.
+
+        Sources: Bun & Steinke 2016, Lemma 1.7 (zCDP) and Lemma 8.2 (approximate zCDP, sequential
+        composition); Dwork & Roth 2014, Thm. 3.16 (pure); Dong, Roth & Su 2022, Cor. 3.3 (GDP).
+
+        >>> Cost.pure(Fraction(1)).then(Cost.pure(Fraction(2))).pure_eps
+        Fraction(3, 1)
+        """
+        return Cost(
+            rho=self.rho + other.rho,
+            delta0=self.delta0 + other.delta0,
+            pure_eps=_add_opt(self.pure_eps, other.pure_eps),
+            gdp_mu2=_add_opt(self.gdp_mu2, other.gdp_mu2),
+            pure_count=self.pure_count + other.pure_count,
+            pure_max=max(self.pure_max, other.pure_max),
+        )
+
+    def scaled(self, k: int) -> Cost:
+        """The k-fold sequential composition of this cost with itself (k = 0 gives :meth:`zero`).
+
+        Sources: as :meth:`then` (Bun & Steinke 2016, Lemma 1.7 / 8.2; Dwork & Roth 2014, Thm. 3.16).
+
+        >>> Cost.zcdp(Fraction(1, 10)).scaled(5).rho
+        Fraction(1, 2)
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"k must be a non-negative int, got {k!r}")
+        if k == 0:
+            return Cost.zero()
+        return Cost(
+            rho=self.rho * k,
+            delta0=self.delta0 * k,
+            pure_eps=None if self.pure_eps is None else self.pure_eps * k,
+            gdp_mu2=None if self.gdp_mu2 is None else self.gdp_mu2 * k,
+            pure_count=self.pure_count * k,
+            pure_max=self.pure_max,
+        )
+
+    @staticmethod
+    def parallel(costs: Sequence[Cost], relation: Literal["replace", "add_remove"]) -> Cost:
+        """Parallel composition over disjoint pieces chosen by a data-independent rule of each record.
+
+        Under ``"add_remove"`` neighbours one record touches one piece: every field is the max
+        over pieces.  Under ``"replace"`` a changed record can leave one piece and enter another:
+        every field is the sum of its two largest values.  ``None`` stays ``None`` if any piece has
+        ``None``; ``pure_count`` follows the same max / top-two rule and ``pure_max`` is the max.
+        Each piece's cost must bound that piece's privacy loss when one record is added to or
+        removed from it (and, under ``"replace"``, changed within it).  The pieces must be fixed by
+        public keys: data-dependent keys are not parallel composition.  An empty sequence gives
+        :meth:`zero`.
+
+        Source: McSherry 2009, "Privacy Integrated Queries", Thm. 4 (parallel composition);
+        replace-one neighbours: accounting.md Sec. 1.5.
+
+        >>> a, b, c = (Cost.pure(Fraction(e)) for e in (1, 2, 3))
+        >>> Cost.parallel([a, b, c], "add_remove").pure_eps, Cost.parallel([a, b, c], "replace").pure_eps
+        (Fraction(3, 1), Fraction(5, 1))
+        """
+        if relation not in ("replace", "add_remove"):
+            raise ValueError(f"relation must be 'replace' or 'add_remove', got {relation!r}")
+        if not costs:
+            return Cost.zero()
+        combine: Callable[[Sequence[Fraction]], Fraction]
+        combine = _top_two_sum if relation == "replace" else max
+
+        def opt(values: list[Fraction | None]) -> Fraction | None:
+            present = [v for v in values if v is not None]
+            return combine(present) if len(present) == len(values) else None
+
+        counts = sorted((c.pure_count for c in costs), reverse=True)
+        pure_count = sum(counts[:2]) if relation == "replace" else counts[0]
+        return Cost(
+            rho=combine([c.rho for c in costs]),
+            delta0=combine([c.delta0 for c in costs]),
+            pure_eps=opt([c.pure_eps for c in costs]),
+            gdp_mu2=opt([c.gdp_mu2 for c in costs]),
+            pure_count=pure_count,
+            pure_max=max(c.pure_max for c in costs),
+        )
+
+    def group(self, k: int) -> Cost:
+        """Group privacy for groups of k records: epsilon * k, rho * k^2, mu * k (so mu^2 * k^2).
+
+        Raises ``ValueError`` when delta0 > 0: group privacy for approximate zCDP is not
+        implemented (its delta growth was not verified for this library).  ``pure_max`` is
+        multiplied by k (each pure event is k*epsilon0-DP for groups), ``pure_count`` unchanged.
+
+        Sources: Dwork & Roth 2014, Thm. 2.2 (pure); Bun & Steinke 2016, Prop. 1.9 (zCDP);
+        Dong, Roth & Su 2022, Thm. 2.14 (GDP).
+
+        >>> Cost.pure(Fraction(1)).group(3).rho
+        Fraction(9, 2)
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"group size k must be a positive int, got {k!r}")
+        if self.delta0 > 0:
+            raise ValueError(
+                "group privacy for approximate zCDP (delta0 > 0) is not supported; "
+                f"got delta0={float(self.delta0)!r}"
+            )
+        return Cost(
+            rho=self.rho * k * k,
+            delta0=0,
+            pure_eps=None if self.pure_eps is None else self.pure_eps * k,
+            gdp_mu2=None if self.gdp_mu2 is None else self.gdp_mu2 * k * k,
+            pure_count=self.pure_count,
+            pure_max=self.pure_max * k,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # conversions
+
+    def epsilon_at(self, delta: float) -> list[Conversion]:
+        """Every valid (epsilon, delta)-DP conversion of this cost; exactly one is marked tightest.
+
+        Rules, in order: CKS from (approximate) zCDP (always); Bun-Steinke Prop. 1.3 (delta0 = 0);
+        exact Gaussian DP (all-Gaussian, delta0 = 0); basic pure composition (delta 0; pure only);
+        advanced composition (pure only, at least one pure event, delta' = delta).  The tightest
+        is the smallest epsilon (ties: the first).  ``delta`` must be in (delta0, 1).
+
+        Sources: Canonne, Kamath & Steinke 2020, Prop. 12; Bun & Steinke 2016, Prop. 1.3 and
+        Sec. 8; Dong, Roth & Su 2022, Cor. 2.13; Dwork & Roth 2014, Thm. 3.16; Dwork, Rothblum &
+        Vadhan 2010, Thm. III.3.
+
+        >>> convs = Cost.gaussian(Fraction(1), Fraction(1)).epsilon_at(1e-6)
+        >>> [(c.rule, round(c.epsilon, 6)) for c in convs if c.tightest]
+        [('exact Gaussian-DP', 4.886554)]
+        """
+        d = exact(delta)
+        if not d < 1:
+            raise ValueError(f"delta must be < 1, got {delta!r}")
+        if not d > self.delta0:
+            raise ValueError(
+                f"delta={float(d)!r} must exceed the cost's delta0={float(self.delta0)!r} "
+                f"(approximate zCDP part)"
+            )
+        rho_f = to_float_up(self.rho)
+        found: list[tuple[str, float, float, str]] = [
+            (
+                "zCDP -> (eps,delta) by CKS",
+                approx_zcdp_to_approx_dp(rho_f, self.delta0, d),
+                float(delta),
+                _REF_CKS,
+            )
+        ]
+        if self.delta0 == 0:
+            found.append(("Bun-Steinke Prop 1.3", bun_steinke_epsilon(rho_f, d), float(delta), _REF_BS))
+        if self.gdp_mu2 is not None and self.delta0 == 0:
+            mu = up(math.sqrt(to_float_up(self.gdp_mu2)))
+            found.append(("exact Gaussian-DP", gaussian_dp_epsilon(mu, d), float(delta), _REF_GDP))
+        if self.pure_eps is not None:
+            found.append(("basic composition (pure)", to_float_up(self.pure_eps), 0.0, _REF_BASIC))
+            if self.pure_count > 0:
+                eps_drv = advanced_composition(to_float_up(self.pure_max), self.pure_count, d)
+                found.append(("advanced composition (DRV)", eps_drv, float(delta), _REF_DRV))
+        best = min(range(len(found)), key=lambda i: (found[i][1], i))
+        return [
+            Conversion(rule=r, epsilon=e, delta=dd, reference=ref, tightest=i == best)
+            for i, (r, e, dd, ref) in enumerate(found)
+        ]
+
+    def total_measure(self) -> Measure:
+        """The most natural native measure: PureDP if pure, else zCDP, else approximate zCDP.
+
+        Sources: Dwork & Roth 2014, Thm. 3.16; Bun & Steinke 2016, Lemma 1.7 and Lemma 8.2.
+        Raises ``ValueError`` (from :class:`ApproxZCDP`) if the accumulated delta0 reaches 1.
+
+        >>> Cost.pure(Fraction(1)).then(Cost.zcdp(Fraction(1, 2))).total_measure().describe()
+        'rho=1 zCDP'
+        """
+        if self.pure_eps is not None:
+            return PureDP(self.pure_eps)
+        if self.delta0 == 0:
+            return ZCDP(self.rho)
+        return ApproxZCDP(self.rho, self.delta0)

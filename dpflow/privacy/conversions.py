@@ -1,0 +1,385 @@
+"""Conversions between privacy measures, rounded against the user.
+
+Conventions for every function here:
+
+* a privacy loss given as input (rho, mu, a pure epsilon) is converted to float rounding UP;
+* the point at which a profile is evaluated (epsilon in delta(epsilon), delta in epsilon(delta)) is
+  converted rounding DOWN, since a smaller point gives a larger (more conservative) answer;
+* results that are privacy losses (epsilon or delta) are rounded UP (``rounding.up`` or an exact
+  ceiling of a Fraction), and whenever an answer is obtained by a search it is *verified*
+  afterwards against the forward formula.
+
+Inputs may be floats, ints or Fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+from scipy import special
+
+from .measures import ApproxZCDP, exact
+from .rounding import down, to_float_down, to_float_up, up
+
+__all__ = [
+    "approx_dp_to_approx_zcdp",
+    "approx_zcdp_to_approx_dp",
+    "bun_steinke_epsilon",
+    "cks_delta",
+    "gaussian_dp_delta",
+    "gaussian_dp_epsilon",
+    "pure_to_approx_dp",
+    "pure_to_zcdp",
+    "zcdp_to_approx_dp",
+]
+
+Real = float | Fraction
+
+#: Smallest Renyi order searched.  Any order alpha > 1 gives a valid bound, so the search needs no
+#: care; OpenDP and IBM ``cdp2adp.py`` stop at 1.01, but we go down to 1 + 2^-40 so that the CKS
+#: bound is never worse than Bun-Steinke Prop. 1.3 (whose optimum can lie below 1.01 when rho is
+#: large).  Near 1 the logarithms are evaluated with exact arguments (see ``_ln_one_minus_inv_up``).
+_ALPHA_MIN = 1.0 + 2.0**-40
+#: Largest Renyi order searched (avoids overflow; again any alpha is valid).
+_ALPHA_MAX = 1e200
+
+
+# ----------------------------------------------------------------------------------------------
+# input handling
+
+
+def _finite_nonneg(name: str, x: Real) -> Fraction:
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    try:
+        return exact(x)
+    except ValueError as err:
+        raise ValueError(f"{name} must be finite and non-negative, got {x!r}") from err
+
+
+def _loss_up(name: str, x: Real) -> float:
+    """A privacy loss, as the smallest float >= x."""
+    return to_float_up(_finite_nonneg(name, x))
+
+
+def _point_down(name: str, x: Real) -> float:
+    """An evaluation point (profiles are monotone decreasing in it), as the largest float <= x."""
+    return to_float_down(_finite_nonneg(name, x))
+
+
+def _delta_target(name: str, x: Real) -> float:
+    d = _point_down(name, x)
+    if d > 1.0:
+        raise ValueError(f"{name} must be at most 1, got {x!r}")
+    return d
+
+
+def _bisect_sign(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """Bisect on the sign of an increasing function until the float midpoint stops moving.
+
+    Returns the last midpoint (as OpenDP ``cdp_delta`` / IBM ``cdp2adp``); the result is used only
+    as a free parameter of a bound that is valid for every value, so no care is needed here.
+    """
+    if f(lo) >= 0.0:
+        return lo
+    if f(hi) <= 0.0:
+        return hi
+    while True:
+        mid = lo + (hi - lo) / 2.0
+        if mid <= lo or mid >= hi:
+            return mid
+        if f(mid) < 0.0:
+            lo = mid
+        else:
+            hi = mid
+
+
+# ----------------------------------------------------------------------------------------------
+# pure DP and approximate DP -> zCDP
+
+
+def pure_to_zcdp(epsilon: float | int | str | Fraction) -> Fraction:
+    """rho = epsilon^2 / 2, exactly: every epsilon-DP mechanism is (epsilon^2/2)-zCDP.
+
+    Source: Bun & Steinke 2016, "Concentrated Differential Privacy", Prop. 1.4 (= Prop. 3.3).
+
+    >>> pure_to_zcdp("1")
+    Fraction(1, 2)
+    >>> pure_to_zcdp("0.1")
+    Fraction(1, 200)
+    """
+    e = exact(epsilon)
+    return e * e / 2
+
+
+def approx_dp_to_approx_zcdp(
+    epsilon: float | int | str | Fraction, delta: float | int | str | Fraction
+) -> ApproxZCDP:
+    """(epsilon, delta)-DP implies delta-approximate (epsilon^2/2)-zCDP, exactly.
+
+    Source: Bun & Steinke 2016, Prop. 1.13 (approximate zCDP: Sec. 1.2.6 and Sec. 8).
+
+    >>> approx_dp_to_approx_zcdp("1", "1e-6").describe()
+    'rho=0.5, delta=1e-06 approximate zCDP'
+    """
+    return ApproxZCDP(rho=pure_to_zcdp(epsilon), delta=delta)
+
+
+# ----------------------------------------------------------------------------------------------
+# zCDP -> (epsilon, delta): Canonne-Kamath-Steinke 2020
+
+
+def _ln_one_minus_inv_up(alpha: float) -> Fraction:
+    """An upper bound on ln(1 - 1/alpha) for a float alpha > 1.
+
+    For alpha < 2 it is ln(alpha - 1) - ln(alpha) with the exact argument alpha - 1 (Sterbenz), each
+    logarithm rounded in the safe direction and the difference taken exactly.  For alpha >= 2,
+    log1p(-1/alpha) has condition number below 1.5, so the rounding of -1/alpha and of log1p is
+    dominated by the relative margin of ``up``.
+    """
+    if alpha < 2.0:
+        return Fraction(up(math.log(alpha - 1.0))) - Fraction(down(math.log(alpha)))
+    return Fraction(up(math.log1p(-1.0 / alpha)))
+
+
+def _cks_log_delta_up(rho: float, eps: float, alpha: float) -> float:
+    """Upper bound on ln delta_alpha(eps) = (a-1)(a rho - eps) + a ln(1 - 1/a) - ln(a - 1).
+
+    The polynomial part is exact (Fractions); each logarithm is rounded in the safe direction.
+    """
+    a = Fraction(alpha)
+    poly = (a - 1) * (a * Fraction(rho) - Fraction(eps))
+    ln_a_minus_one = down(math.log(to_float_down(a - 1)))  # <= ln(alpha - 1)
+    return to_float_up(poly + a * _ln_one_minus_inv_up(alpha) - Fraction(ln_a_minus_one))
+
+
+def _cks_eps_up(rho: float, delta: float, alpha: float) -> float:
+    """Upper bound on eps_alpha(delta) = a rho + [ln(1/delta) + (a-1) ln(1-1/a) - ln a] / (a-1)."""
+    a = Fraction(alpha)
+    log_inv_delta = up(-math.log(delta))
+    ln_a = down(math.log(alpha))
+    num = Fraction(log_inv_delta) + (a - 1) * _ln_one_minus_inv_up(alpha) - Fraction(ln_a)
+    return to_float_up(a * Fraction(rho) + num / (a - 1))
+
+
+def cks_delta(rho: Real, epsilon: Real) -> float:
+    """delta such that rho-zCDP implies (epsilon, delta)-DP, minimised over the Renyi order.
+
+    delta = min_{alpha>1} exp((alpha-1)(alpha rho - epsilon)) / (alpha-1) * (1 - 1/alpha)^alpha.
+    The optimal alpha is the root of (2 alpha - 1) rho - epsilon + ln(1 - 1/alpha) = 0, found by
+    bisection on the sign of the derivative over (1, (epsilon+1)/(2 rho) + 2] as in OpenDP
+    ``cdp_delta`` and IBM ``cdp2adp.py``; any alpha gives a valid bound.  The value is evaluated
+    with outward rounding and capped at 1.  rho = 0 gives 0.
+
+    Source: Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for Differential Privacy",
+    Prop. 12 (also Balle et al. 2020, Thm. 21; Asoodeh et al. 2020, Eq. 20).
+
+    >>> round(cks_delta(0.5, 5.221534444530), 9)
+    1e-06
+    >>> cks_delta(0.0, 1.0)
+    0.0
+    """
+    rho_f = _loss_up("rho", rho)
+    eps_f = _point_down("epsilon", epsilon)
+    if rho_f == 0.0:
+        return 0.0
+    a_max = min((eps_f + 1.0) / (2.0 * rho_f) + 2.0, _ALPHA_MAX)
+    alpha = _bisect_sign(
+        lambda a: (2.0 * a - 1.0) * rho_f - eps_f + math.log1p(-1.0 / a), _ALPHA_MIN, a_max
+    )
+    log_delta = _cks_log_delta_up(rho_f, eps_f, alpha)
+    if log_delta >= 0.0:
+        return 1.0
+    return min(1.0, up(math.exp(log_delta)))
+
+
+def zcdp_to_approx_dp(rho: Real, delta: Real) -> float:
+    """The Canonne-Kamath-Steinke epsilon: rho-zCDP implies (epsilon, delta)-DP; rounded up.
+
+    epsilon = min_{alpha>1} alpha rho + [ln(1/delta) + (alpha-1) ln(1-1/alpha) - ln alpha]/(alpha-1).
+    The minimiser solves rho (alpha-1)^2 = ln(1/delta) - ln(alpha) (found by bisection on the sign
+    of the derivative; any alpha is valid), the value is evaluated with exact Fractions plus
+    outward-rounded logarithms, and the result is verified: ``cks_delta(rho, result) <= delta``
+    (nudged up if needed).  rho = 0 gives 0.0; delta = 1 gives 0.0; delta = 0 with rho > 0 raises.
+    This is the stable public zCDP -> approximate-DP conversion of dpflow.
+
+    Source: Canonne, Kamath & Steinke 2020, Prop. 12 (arXiv v4); the same bound as Balle et al.
+    2020, Thm. 21, and Asoodeh et al. 2020, Eq. 20.
+
+    >>> round(zcdp_to_approx_dp(0.5, 1e-6), 6)
+    5.221534
+    >>> zcdp_to_approx_dp(0.0, 1e-6)
+    0.0
+    """
+    rho_f = _loss_up("rho", rho)
+    d = _delta_target("delta", delta)
+    if rho_f == 0.0 or d >= 1.0:
+        return 0.0
+    if d <= 0.0:
+        raise ValueError(f"delta must be positive when rho > 0 (rho={rho!r}, delta={delta!r})")
+    log_inv_delta = -math.log(d)
+    a_max = min(1.0 + math.sqrt(log_inv_delta / rho_f) + 1.0, _ALPHA_MAX)
+    alpha = _bisect_sign(
+        lambda a: rho_f - (log_inv_delta - math.log(a)) / ((a - 1.0) * (a - 1.0)), _ALPHA_MIN, a_max
+    )
+    eps = max(0.0, _cks_eps_up(rho_f, d, alpha))
+    return _verify_cks_epsilon(rho_f, d, eps)
+
+
+def _verify_cks_epsilon(rho_f: float, d: float, eps: float) -> float:
+    """Nudge eps up (geometrically growing steps) until cks_delta(rho, eps) <= d."""
+    candidate = eps
+    step = max(eps * 1e-12, 1e-15)
+    for _ in range(400):
+        if cks_delta(rho_f, candidate) <= d:
+            return candidate
+        candidate = up(eps + step)
+        step *= 2.0
+    raise ArithmeticError(  # pragma: no cover
+        f"could not verify the CKS epsilon for rho={rho_f!r}, delta={d!r}"
+    )
+
+
+def bun_steinke_epsilon(rho: Real, delta: Real) -> float:
+    """epsilon = rho + 2 sqrt(rho ln(1/delta)): rho-zCDP implies (epsilon, delta)-DP; rounded up.
+
+    Looser than :func:`zcdp_to_approx_dp`; kept as an independent check.  All terms are
+    non-negative, so a final relative margin covers the float error.
+
+    Source: Bun & Steinke 2016, "Concentrated Differential Privacy", Prop. 1.3.
+
+    >>> round(bun_steinke_epsilon(0.5, 1e-6), 6)
+    5.756522
+    """
+    rho_f = _loss_up("rho", rho)
+    d = _delta_target("delta", delta)
+    if rho_f == 0.0:
+        return 0.0
+    if d <= 0.0:
+        raise ValueError(f"delta must be positive when rho > 0 (rho={rho!r}, delta={delta!r})")
+    return up(rho_f + 2.0 * math.sqrt(rho_f * max(0.0, -math.log(d))))
+
+
+def approx_zcdp_to_approx_dp(rho: Real, delta0: Real, delta: Real) -> float:
+    """epsilon such that delta0-approximate rho-zCDP implies (epsilon, delta)-DP; rounded up.
+
+    epsilon = CKS epsilon of rho at delta - delta0 (the subtraction is exact and rounded down, as
+    OpenDP ``make_fix_delta``).  Raises ``ValueError`` if delta <= delta0.
+
+    Source: Bun & Steinke 2016, Sec. 8 (approximate zCDP is (delta0, rho)-zCDP on an event of
+    probability 1 - delta0) with Canonne, Kamath & Steinke 2020, Prop. 12.
+
+    >>> round(approx_zcdp_to_approx_dp(0.5, 1e-6, 2e-6), 6)
+    5.221534
+    """
+    d0 = _finite_nonneg("delta0", delta0)
+    d = _finite_nonneg("delta", delta)
+    if d <= d0:
+        raise ValueError(
+            f"delta must exceed delta0 of the approximate zCDP guarantee: delta={float(d)!r}, "
+            f"delta0={float(d0)!r}"
+        )
+    return zcdp_to_approx_dp(rho, to_float_down(min(d - d0, Fraction(1))))
+
+
+# ----------------------------------------------------------------------------------------------
+# Gaussian differential privacy (exact for Gaussian mechanisms)
+
+
+def _log_ndtr(x: float) -> float:
+    return float(special.log_ndtr(x))
+
+
+def gaussian_dp_delta(mu: Real, epsilon: Real) -> float:
+    """The exact privacy profile of mu-GDP, rounded up.
+
+    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), evaluated in log space with
+    ``scipy.special.log_ndtr`` as e^a (1 - e^(b-a)), with every argument and term rounded in the
+    safe direction (a up, b down).  mu = 0 gives 0.0.  For a Gaussian mechanism mu = Delta/sigma
+    (all-Gaussian compositions: mu^2 adds up).
+
+    Source: Dong, Roth & Su 2022, "Gaussian Differential Privacy", Cor. 2.13 (Gaussian mechanism
+    Thm. 2.7); equivalently Balle & Wang 2018, "Improving the Gaussian Mechanism", Thm. 8.
+
+    >>> round(gaussian_dp_delta(1.0, 4.886554), 8)
+    1e-06
+    >>> gaussian_dp_delta(0.0, 1.0)
+    0.0
+    """
+    mu_f = _loss_up("mu", mu)
+    eps_f = _point_down("epsilon", epsilon)
+    if mu_f == 0.0:
+        return 0.0
+    half_mu = mu_f / 2.0  # exact unless subnormal; then the rounding is covered by up/down below
+    x_hi = up(-down(eps_f / mu_f) + up(half_mu))
+    y_lo = down(-up(eps_f / mu_f) - up(half_mu))
+    a_hi = up(_log_ndtr(x_hi))
+    b_lo = down(eps_f + down(_log_ndtr(y_lo)))
+    if a_hi >= 0.0:
+        a_hi = 0.0  # Phi <= 1
+    d_lo = min(0.0, down(b_lo - a_hi))
+    value = up(up(math.exp(a_hi)) * up(-math.expm1(d_lo)))
+    return min(1.0, value)
+
+
+def gaussian_dp_epsilon(mu: Real, delta: Real) -> float:
+    """The smallest epsilon with mu-GDP implying (epsilon, delta)-DP; rounded up and verified.
+
+    Bisection on the exact profile :func:`gaussian_dp_delta` keeping the invariant
+    ``gaussian_dp_delta(mu, hi) <= delta``; the returned value satisfies it.  mu = 0 gives 0.0.
+
+    Source: Dong, Roth & Su 2022, Cor. 2.13; Balle & Wang 2018, Thm. 8.
+
+    >>> round(gaussian_dp_epsilon(1.0, 1e-6), 6)
+    4.886554
+    """
+    mu_f = _loss_up("mu", mu)
+    d = _delta_target("delta", delta)
+    if mu_f == 0.0 or d >= 1.0:
+        return 0.0
+    if d <= 0.0:
+        raise ValueError(f"delta must be positive when mu > 0 (mu={mu!r}, delta={delta!r})")
+    if gaussian_dp_delta(mu_f, 0.0) <= d:
+        return 0.0
+    lo = 0.0
+    hi = bun_steinke_epsilon(mu_f * mu_f / 2.0 * (1.0 + 1e-9), d)
+    while gaussian_dp_delta(mu_f, hi) > d:  # pragma: no cover - the zCDP bound is always valid
+        lo, hi = hi, 2.0 * hi + 1.0
+    while True:
+        mid = lo + (hi - lo) / 2.0
+        if mid <= lo or mid >= hi:
+            return hi
+        if gaussian_dp_delta(mu_f, mid) <= d:
+            hi = mid
+        else:
+            lo = mid
+
+
+# ----------------------------------------------------------------------------------------------
+# pure DP -> (epsilon, delta)
+
+
+def pure_to_approx_dp(epsilon: Real, delta: Real) -> float:
+    """epsilon-DP implies (ln(e^epsilon - delta), delta)-DP; rounded up (equals epsilon when delta = 0).
+
+    Evaluated as epsilon + log1p(-delta e^-epsilon) with each step rounded in the safe direction;
+    clamped at 0 (a smaller epsilon with the same delta is always weaker).
+
+    Source: Meiser 2018, "Approximate and Probabilistic Differential Privacy Definitions",
+    IACR ePrint 2018/277, "Subtlety 2".
+
+    >>> pure_to_approx_dp(1.0, 0.0)
+    1.0
+    >>> pure_to_approx_dp(1.0, 1e-3) < 1.0
+    True
+    """
+    eps_f = _loss_up("epsilon", epsilon)
+    d = _point_down("delta", delta)
+    if d >= 1.0:
+        raise ValueError(f"delta must be < 1, got {delta!r}")
+    if d == 0.0:
+        return eps_f
+    t_lo = down(d * down(math.exp(-eps_f)))
+    return max(0.0, up(eps_f + up(math.log1p(-t_lo))))

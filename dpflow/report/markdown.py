@@ -1,0 +1,64 @@
+"""Markdown rendering of a report (or of a ledger alone)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _cell(x: Any) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _short(value: Any) -> str:
+    arr = np.asarray(value, dtype=object)
+    if arr.ndim == 0:
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+    flat = np.asarray(value, dtype=float).ravel()
+    head = ", ".join(f"{v:.4g}" for v in flat[:8])
+    return f"shape {np.shape(value)}: [{head}{', ...' if flat.size > 8 else ''}]"
+
+
+def render_ledger(ledger: dict[str, Any]) -> list[str]:
+    """Markdown lines for a ledger's JSON data."""
+    out = [
+        f"- plan: `{ledger['plan_name']}` `{ledger['plan_hash']}` (dpflow {ledger['dpflow_version']}, "
+        f"ledger schema {ledger['schema']})",
+        f"- neighbouring relation: **{ledger['neighbors']}**",
+        f"- budget: **{ledger['budget']}**; {ledger['allocation']}",
+        "",
+        "### Totals per source",
+        "",
+        "| source | composed cost | budget used | (epsilon, delta) | rule | reference |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in ledger["totals"]:
+        for c in t["conversions"]:
+            mark = " **(used)**" if c["tightest"] else ""
+            out.append(f"| {t['source']} | {t['measure']} | {t['budget_used']} | "
+                       f"({c['epsilon']:.6g}, {c['delta']:.3g}){mark} | {c['rule']} | {_cell(c['reference'])} |")
+    out += ["", "### Nodes", "", "| node | kind | sensitivity | derivation | noise | cost | composition | reference |",
+            "|---|---|---|---|---|---|---|---|"]
+    for e in ledger["entries"]:
+        out.append("| " + " | ".join(_cell(e[k]) for k in
+                                      ("node", "kind", "sensitivity", "derivation", "noise", "cost", "rule",
+                                       "reference")) + " |")
+    out += ["", "### Composition", ""] + [f"- {c}" for c in ledger["composition"]]
+    if ledger["warnings"]:
+        out += ["", "### Warnings", ""] + [f"- {w}" for w in ledger["warnings"]]
+    return out
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The readable page of a report's JSON data."""
+    run = report["run"]
+    out = ["# dpflow report", ""]
+    if run["seeded"]:
+        out += ["> **NOT FOR RELEASE**: this run used seeded noise.", ""]
+    out += ["## Released values", "", "| name | value |", "|---|---|"]
+    out += [f"| {k} | {_cell(_short(v))} |" for k, v in sorted(report["released"].items())]
+    out += ["", "## Guarantee", ""] + render_ledger(report["ledger"])
+    out += ["", "## Run", "", f"- noise: {run['noise']}", f"- backend: {run['backend']}",
+            f"- status: {run['release_status']}", ""]
+    return "\n".join(out) + "\n"
