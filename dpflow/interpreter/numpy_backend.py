@@ -21,11 +21,13 @@ class NumpyBackend:
         return fn(np.asarray(X))
 
     def tree_sum(self, X: Any) -> np.ndarray:
-        return np.asarray(X, dtype=float).sum(axis=0)  # numpy's pairwise summation
+        out: np.ndarray = np.asarray(X, dtype=float).sum(axis=0)  # numpy's pairwise summation
+        return out
 
     def gram(self, X: Any) -> np.ndarray:
         A = np.asarray(X, dtype=float)
-        return A.T @ A
+        out: np.ndarray = A.T @ A
+        return out
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         v = np.asarray(values, dtype=float)

@@ -28,6 +28,7 @@ from dpflow.nodes.postprocess import Apply, Eigh, Get, Pack, PSDProject, Public
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.transforms import (
     Clip,
+    Columns,
     PairDifferences,
     PartitionByBall,
     Piece,
@@ -41,7 +42,7 @@ from dpflow.nodes.transforms import (
 NODE_KINDS: dict[str, type[Node]] = {
     cls.kind: cls
     for cls in (
-        Source, Clip, Precondition, PairDifferences, SplitByIndex, PartitionByBall, Piece,
+        Source, Clip, Columns, Precondition, PairDifferences, SplitByIndex, PartitionByBall, Piece,
         Sum, Mean, Count, SecondMoment, Histogram,
         GaussianMech, LaplaceMech, Peel,
         Public, Apply, PSDProject, Eigh, Get, Pack,
@@ -51,7 +52,7 @@ NODE_KINDS: dict[str, type[Node]] = {
 """Every node class by its ``kind`` (used to read plans back from JSON)."""
 
 __all__ = [
-    "NODE_KINDS", "Allocation", "Apply", "Clip", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
+    "NODE_KINDS", "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
     "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "PSDProject", "Pack",
     "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",

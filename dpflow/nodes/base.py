@@ -123,8 +123,15 @@ class Inferred:
 class InferContext(Protocol):
     """What a node may ask the planner while inferring."""
 
-    relation: Relation
-    node_id: str
+    @property
+    def relation(self) -> Relation:
+        """The plan's neighbouring relation."""
+        ...
+
+    @property
+    def node_id(self) -> str:
+        """Path of the node being inferred."""
+        ...
 
     def type_of(self, ref: Ref) -> VType:
         """The static type of a referenced node."""
@@ -140,7 +147,10 @@ class Backend(Protocol):
     reduced statistic.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Short name shown in reports."""
+        ...
 
     def row_map(self, X: Any, fn: Any) -> Any:
         """Apply a vectorised function to every row of ``X``."""
@@ -187,9 +197,20 @@ class Allocation:
 class EvalContext(Protocol):
     """What a node may ask the interpreter while evaluating."""
 
-    node_id: str
-    backend: Backend
-    noise: NoiseLike
+    @property
+    def node_id(self) -> str:
+        """Path of the node being evaluated."""
+        ...
+
+    @property
+    def backend(self) -> Backend:
+        """The execution engine."""
+        ...
+
+    @property
+    def noise(self) -> NoiseLike:
+        """Where mechanisms draw noise."""
+        ...
 
     def value(self, ref: Ref) -> Any:
         """The run-time value of a referenced released node."""

@@ -54,7 +54,8 @@ def _pure_eps_from_rho(rho: Fraction) -> Fraction:
 
 def _sym_noise(noise: np.ndarray) -> np.ndarray:
     upper = np.triu(noise)
-    return upper + upper.T - np.diag(np.diag(upper))
+    out: np.ndarray = upper + upper.T - np.diag(np.diag(upper))
+    return out
 
 
 def _need_stat(m: Mechanism, ins: Sequence[VType], ctx: InferContext) -> StatT:

@@ -13,6 +13,18 @@ from dpflow.errors import PlanTypeError, SerializationError
 from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, PostProcess, ReleasedT, VType
 
 
+def _floats(v: Any) -> tuple[float, ...]:
+    return tuple(float(x) for x in np.ravel(v))
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in v)
+
+
+def _opt_ints(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else _ints(v)
+
+
 def function_path(fn: Callable[..., Any]) -> str:
     """``module:qualname`` of a function, the form a plan's JSON stores it in.
 
@@ -49,8 +61,8 @@ class Public(Node):
     """
 
     kind: ClassVar[str] = "Public"
-    values: tuple[float, ...] = attrs.field(converter=lambda v: tuple(float(x) for x in np.ravel(v)))
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    values: tuple[float, ...] = attrs.field(converter=_floats)
+    shape: tuple[int, ...] = attrs.field(converter=_ints)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         if ins:
@@ -79,7 +91,7 @@ class Apply(PostProcess):
 
     kind: ClassVar[str] = "Apply"
     fn: Callable[..., Any] = attrs.field(eq=False)
-    shape: tuple[int, ...] | None = attrs.field(default=None, converter=lambda s: None if s is None else tuple(s))
+    shape: tuple[int, ...] | None = attrs.field(default=None, converter=_opt_ints)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
         return self.shape

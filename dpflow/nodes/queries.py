@@ -33,6 +33,10 @@ from dpflow.nodes.base import (
 )
 
 
+def _edges(e: Any) -> tuple[float, ...]:
+    return finite_tuple(e, "edges")
+
+
 def _public_n(rows: RowsT, ctx: InferContext, what: str) -> Sym:
     if not rows.size.public or rows.changes != frozenset({"replace"}):
         raise DomainError(
@@ -190,7 +194,7 @@ class Histogram(Query):
 
     kind: ClassVar[str] = "Histogram"
     reference: ClassVar[str] = "DHS 2015 Thm 3 (Laplace histogram); a replaced record moves one unit between two bins"
-    edges: tuple[float, ...] = attrs.field(converter=lambda e: finite_tuple(e, "edges"))
+    edges: tuple[float, ...] = attrs.field(converter=_edges)
     normalize: bool = False
 
     def __attrs_post_init__(self) -> None:

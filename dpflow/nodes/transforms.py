@@ -51,6 +51,24 @@ def _num_param(x: Any) -> Any:
     return x
 
 
+def _int_tuple(k: Any) -> tuple[int, ...]:
+    return tuple(int(i) for i in k)
+
+
+def _opt_num_param(x: Any) -> Any:
+    return None if x is None else _num_param(x)
+
+
+def _box_param(b: Any) -> tuple[float, float] | None:
+    return None if b is None else (float(b[0]), float(b[1]))
+
+
+def clip_box(A: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Coordinates clipped into ``[lo, hi]``; NaN entries count as 0 first (declared policy)."""
+    out: np.ndarray = np.clip(np.nan_to_num(A, nan=0.0), lo, hi)
+    return out
+
+
 def _center_name(c: Ref | tuple[float, ...] | None) -> str | None:
     if c is None:
         return None
@@ -128,7 +146,8 @@ class Source(Node):
                 arr = np.clip(np.floor(arr), 0, self.domain.N - 1)
             return np.clip(arr.astype(np.int64), 0, self.domain.N - 1)
         if isinstance(self.domain, BooleanCube):
-            return (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
+            cube: np.ndarray = (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
+            return cube
         arr = arr.astype(float, copy=False)
         box = as_vectors(self.domain).box if isinstance(self.domain, (Reals, Vectors)) else None
         if box is not None:
@@ -151,11 +170,9 @@ class Clip(Transform):
 
     kind: ClassVar[str] = "Clip"
     reference: ClassVar[str] = "row-wise projection onto a convex set (stability 1)"
-    radius: float | Ref | None = attrs.field(default=None, converter=lambda x: None if x is None else _num_param(x))
+    radius: float | Ref | None = attrs.field(default=None, converter=_opt_num_param)
     center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
-    box: tuple[float, float] | None = attrs.field(
-        default=None, converter=lambda b: None if b is None else (float(b[0]), float(b[1]))
-    )
+    box: tuple[float, float] | None = attrs.field(default=None, converter=_box_param)
 
     def __attrs_post_init__(self) -> None:
         if self.radius is None and self.box is None:
@@ -205,7 +222,7 @@ class Clip(Transform):
             X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
         if self.box is not None:
             lo, hi = self.box
-            X = ctx.backend.row_map(X, lambda A: np.clip(np.nan_to_num(A, nan=0.0), lo, hi))
+            X = ctx.backend.row_map(X, lambda A: clip_box(A, lo, hi))
         return X
 
 
@@ -232,7 +249,8 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
         Y[over] *= 1.0 - 4.0 * np.finfo(float).eps
         still = np.linalg.norm(Y, axis=1) > r
         Y[still] = 0.0
-    return Y if c is None else Y + c
+    out: np.ndarray = Y if c is None else Y + c
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -344,7 +362,7 @@ class SplitByIndex(Node):
         return Inferred(PiecesT(rows, self.pieces, "index"), f"{self.pieces} contiguous blocks by index")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return np.array_split(np.asarray(ins[0]), self.pieces)
+        return list(np.array_split(np.asarray(ins[0]), self.pieces))
 
 
 @attrs.frozen(kw_only=True)
@@ -416,3 +434,34 @@ def split(x: Sensitive[Rows], rule: SplitByIndex | PartitionByBall) -> tuple[Sen
     sid = x.builder.add(rule, (x.id,))
     count = rule.pieces if isinstance(rule, SplitByIndex) else 2
     return tuple(Sensitive(x.builder.add(Piece(index=i), (sid,)), x.builder) for i in range(count))
+
+
+@attrs.frozen(kw_only=True)
+class Columns(Transform):
+    """Keep the public list of columns ``keep`` (a coordinate projection, stability 1).
+
+    Box bounds carry over; an l2 bound around the origin carries over (dropping
+    coordinates never increases a norm); one around another centre is dropped.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> first = dp.nodes.Columns(keep=[0])(b.source("X", dp.Vectors(d=3), n=10))
+    """
+
+    kind: ClassVar[str] = "Columns"
+    reference: ClassVar[str] = "coordinate projection (row-wise, stability 1)"
+    keep: tuple[int, ...] = attrs.field(converter=_int_tuple)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        dom = rows.domain
+        if not self.keep or any(not 0 <= i < dom.d for i in self.keep) or len(set(self.keep)) != len(self.keep):
+            raise DomainError(ctx.node_id, f"columns {list(self.keep)} do not select from d={dom.d}",
+                              f"pass distinct column indices in [0, {dom.d})")
+        l2 = dom.l2_bound if dom.center is None else None
+        out = Vectors(d=len(self.keep), l2_bound=l2, box=dom.box)
+        return Inferred(attrs.evolve(rows, domain=out), f"columns {list(self.keep)} -> {out.describe()}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        idx = list(self.keep)
+        return ctx.backend.row_map(ins[0], lambda Z: Z[:, idx])

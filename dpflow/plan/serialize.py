@@ -36,9 +36,9 @@ def encode(value: Any) -> Any:
         return {"$frac": str(value)}
     if isinstance(value, domains.Sym):
         return {"$sym": [value.coef, [list(f) for f in value.factors]]}
-    if isinstance(value, tuple(_DOMAINS.values())):
-        return {"$domain": type(value).__name__, **{f.name: encode(getattr(value, f.name))
-                                                    for f in attrs.fields(type(value))}}
+    if type(value) in _DOMAINS.values():
+        fields = attrs.fields(type(value))
+        return {"$domain": type(value).__name__, **{f.name: encode(getattr(value, f.name)) for f in fields}}
     if isinstance(value, SubPlan):
         return {"$subplan": {"records": [encode_record(r) for r in value.records], "output": value.output}}
     if isinstance(value, (tuple, list)):

@@ -158,11 +158,11 @@ def _fold(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord], T],
     return acc[start]
 
 
-def _mechanisms(space: _Space) -> list[tuple[_Space, NodeRecord]]:
-    out: list[tuple[_Space, NodeRecord]] = []
+def _mechanisms(space: _Space) -> list[tuple[_Space, NodeRecord, Mechanism]]:
+    out: list[tuple[_Space, NodeRecord, Mechanism]] = []
     for rec in space.order:
         if isinstance(rec.node, Mechanism):
-            out.append((space, rec))
+            out.append((space, rec, rec.node))
         elif isinstance(rec.node, Recurse):
             out.extend(_mechanisms(space.bodies[rec.id]))
     return out
@@ -172,6 +172,20 @@ def _source_of(space: _Space, rec: NodeRecord) -> str:
     t = space.types[rec.inputs[0]]
     assert isinstance(t, StatT)
     return t.source
+
+
+def _source_name(rec: NodeRecord) -> str:
+    assert isinstance(rec.node, Source)
+    return rec.node.name
+
+
+def _sum_frac(xs: Sequence[Fraction]) -> Fraction:
+    return sum(xs, Fraction(0))
+
+
+def _mech(rec: NodeRecord) -> Mechanism:
+    assert isinstance(rec.node, Mechanism)
+    return rec.node
 
 
 def _body_start(body: _Space) -> str:
@@ -209,7 +223,7 @@ class _Planner:
             mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
             return inner * mult
 
-        return _fold(space or self.space, start, leaf, rec_fn, lambda xs: sum(xs, Fraction(0)), self._par_frac)
+        return _fold(space or self.space, start, leaf, rec_fn, _sum_frac, self._par_frac)
 
     def fold_cost(self, start: str, leaf: Callable[[_Space, NodeRecord, Fraction], Cost],
                   space: _Space | None = None, mult: Fraction = Fraction(1)) -> Cost:
@@ -238,9 +252,9 @@ class _Planner:
     # -- budget -------------------------------------------------------------------------------
     def mode_and_total(self) -> tuple[Mode, Fraction, str]:
         budget = self.plan.budget
-        kinds = {type(rec.node).__name__ for _, rec in self.mechs}
+        kinds = {m.kind for _, _, m in self.mechs}
         if isinstance(budget, PureDP):
-            for sp, rec in self.mechs:
+            for sp, rec, _ in self.mechs:
                 if rec.node.kind == "GaussianMech":
                     raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot meet a pure-DP budget",
                                         "use LaplaceMech, or a zCDP or (epsilon, delta) budget")
@@ -259,9 +273,9 @@ class _Planner:
         rho = zcdp_rho_for_approx_dp(eps, delta)
         text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
         if kinds and kinds <= {"LaplaceMech", "Peel"} and not any(
-            rec.node.fixed_share("pure") is not None for _, rec in self.mechs  # type: ignore[union-attr]
+            m.fixed_share("pure") is not None for _, _, m in self.mechs
         ):
-            fracs = [Fraction(rec.node.weight) for _, rec in self.mechs]  # type: ignore[union-attr]
+            fracs = [Fraction(m.weight) for _, _, m in self.mechs]
             total = sum(fracs, Fraction(0))
             var_pure = sum(1 / (budget.epsilon * f / total) ** 2 for f in fracs)
             var_zcdp = sum(1 / (2 * rho * f / total) for f in fracs)
@@ -274,34 +288,30 @@ class _Planner:
         allocations: dict[str, Allocation] = {}
         shares: dict[str, Fraction] = {}
         warnings: list[str] = []
-        for sp, rec in self.mechs:
-            node = rec.node
-            assert isinstance(node, Mechanism)
+        for sp, rec, node in self.mechs:
             if mode == "pure" and node.kind == "GaussianMech":
                 raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot run in pure mode",
                                     "use a zCDP budget")
 
         def fixed_leaf(sp: _Space, rec: NodeRecord) -> Fraction:
-            f = rec.node.fixed_share(mode)  # type: ignore[attr-defined]
+            f = _mech(rec).fixed_share(mode)
             return f if f is not None else Fraction(0)
 
         def weight_leaf(sp: _Space, rec: NodeRecord) -> Fraction:
-            f = rec.node.fixed_share(mode)  # type: ignore[attr-defined]
-            return Fraction(0) if f is not None else Fraction(rec.node.weight)  # type: ignore[attr-defined]
+            m = _mech(rec)
+            return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
         per_source: dict[str, tuple[Fraction, Fraction]] = {}
         for src in self.sources:
             fixed = self.fold_frac(src.id, fixed_leaf, per_round=False)
             weights = self.fold_frac(src.id, weight_leaf, per_round=True)
-            name = src.node.name  # type: ignore[attr-defined]
+            name = _source_name(src)
             if fixed > total:
                 self._refuse_budget(name, mode, total, fixed)
             per_source[name] = (total - fixed, weights)
             if weights == 0 and fixed == 0:
                 warnings.append(f"source {name} is read by no mechanism")
-        for sp, rec in self.mechs:
-            node = rec.node
-            assert isinstance(node, Mechanism)
+        for sp, rec, node in self.mechs:
             f = node.fixed_share(mode)
             if f is None:
                 remaining, weights = per_source[_source_of(sp, rec)]
@@ -324,7 +334,7 @@ class _Planner:
         totals = []
         report_delta = self._report_delta()
         for src in self.sources:
-            name = src.node.name  # type: ignore[attr-defined]
+            name = _source_name(src)
             cost = self.fold_cost(src.id, cost_leaf)
             self._check_budget(name, cost, mode)
             totals.append(self._source_total(name, cost, mode, total, report_delta))
@@ -353,8 +363,8 @@ class _Planner:
         unit = "rho" if mode == "zcdp" else "epsilon"
         rows = []
         worst, worst_f = "", Fraction(-1)
-        for sp, rec in self.mechs:
-            f = rec.node.fixed_share(mode)  # type: ignore[attr-defined]
+        for sp, rec, m in self.mechs:
+            f = m.fixed_share(mode)
             if f is not None and _source_of(sp, rec) == source:
                 rows.append(f"{_key(sp, rec.id)} {unit}={float(f):.6g}")
                 if f > worst_f:

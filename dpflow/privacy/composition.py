@@ -375,7 +375,7 @@ class Cost:
         if self.delta0 == 0:
             found.append(("Bun-Steinke Prop 1.3", bun_steinke_epsilon(rho_f, d), float(delta), _REF_BS))
         if self.gdp_mu2 is not None and self.delta0 == 0:
-            mu = up(math.sqrt(to_float_up(self.gdp_mu2)))
+            mu = 0.0 if self.gdp_mu2 == 0 else up(math.sqrt(to_float_up(self.gdp_mu2)))
             found.append(("exact Gaussian-DP", gaussian_dp_epsilon(mu, d), float(delta), _REF_GDP))
         if self.pure_eps is not None:
             found.append(("basic composition (pure)", to_float_up(self.pure_eps), 0.0, _REF_BASIC))

@@ -1,0 +1,139 @@
+"""The ``dpflow`` command line.
+
+Exit status: 0 on success, 2 when the planner refuses a plan (the message names
+the node and the fix), 1 on any other error.
+
+    dpflow demo [--out DIR] [--seed N]
+    dpflow check PLAN.py
+    dpflow run PLAN.py --data NAME=path.npy|.csv [--data ...] --report DIR [--seed N]
+    dpflow privacy convert --rho R --delta D [--all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpflow.errors import DpflowError, PlanError
+from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
+from dpflow.plan import Plan
+from dpflow.privacy import Cost, exact, zcdp_to_approx_dp
+from dpflow.report import run
+
+
+def load_plan(path: str) -> Plan:
+    """Run a Python file and return the :class:`Plan` it defines as ``plan``."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no such plan file: {path}")
+    namespace = runpy.run_path(str(p), run_name="__dpflow_plan__")
+    plan = namespace.get("plan")
+    if not isinstance(plan, Plan):
+        raise ValueError(f"{path} must define a variable `plan` holding a dpflow Plan")
+    return plan
+
+
+def load_data(specs: Sequence[str]) -> dict[str, np.ndarray]:
+    """Parse ``NAME=path.npy`` / ``NAME=path.csv`` options into arrays."""
+    out: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--data expects NAME=path, got {spec!r}")
+        if path.endswith(".npy"):
+            out[name] = np.load(path, allow_pickle=False)
+        elif path.endswith(".csv"):
+            out[name] = np.loadtxt(path, delimiter=",", ndmin=2)
+        else:
+            raise ValueError(f"--data {spec!r}: only .npy and .csv files are read")
+    return out
+
+
+def _noise(seed: int | None) -> NoiseSource:
+    return SecureNoise() if seed is None else SeededNoise(seed)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    ledger = load_plan(args.plan).check()
+    print(ledger.summary())
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    result = run(load_plan(args.plan), load_data(args.data), noise=_noise(args.seed))
+    print(result.report.ledger.summary())
+    for name, value in sorted(result.released.items()):
+        print(f"{name} = {np.array2string(np.asarray(value), precision=5)}")
+    for path in result.report.write(args.report):
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from dpflow.demo import run_demo
+
+    return run_demo(out=args.out, seed=args.seed)
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.all:
+        for c in Cost.zcdp(exact(args.rho)).epsilon_at(args.delta):
+            print(f"{c.epsilon:.9g}\t{c.rule}{'  (tightest valid)' if c.tightest else ''}")
+        return 0
+    print(repr(zcdp_to_approx_dp(args.rho, args.delta)))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    ap = argparse.ArgumentParser(prog="dpflow", description="Differentially private statistics as certified plans")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run a real plan end to end on embedded synthetic data")
+    demo.add_argument("--out", default="dpflow-demo-report", help="directory for report.json and report.md")
+    demo.add_argument("--seed", type=int, default=None, help="seeded noise (reports say NOT FOR RELEASE)")
+    demo.set_defaults(fn=_cmd_demo)
+
+    check = sub.add_parser("check", help="certify a plan file (a Python file defining `plan`)")
+    check.add_argument("plan")
+    check.set_defaults(fn=_cmd_check)
+
+    runp = sub.add_parser("run", help="certify and run a plan file on data")
+    runp.add_argument("plan")
+    runp.add_argument("--data", action="append", default=[], metavar="NAME=PATH", help=".npy or .csv")
+    runp.add_argument("--report", required=True, help="directory for report.json and report.md")
+    runp.add_argument("--seed", type=int, default=None, help="seeded noise (reports say NOT FOR RELEASE)")
+    runp.set_defaults(fn=_cmd_run)
+
+    priv = sub.add_parser("privacy", help="privacy calculus")
+    psub = priv.add_subparsers(dest="privacy_command", required=True)
+    conv = psub.add_parser("convert", help="rho-zCDP -> epsilon at delta (Canonne-Kamath-Steinke bound)")
+    conv.add_argument("--rho", type=float, required=True)
+    conv.add_argument("--delta", type=float, required=True)
+    conv.add_argument("--all", action="store_true", help="print every valid conversion")
+    conv.set_defaults(fn=_cmd_convert)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dpflow`` console script."""
+    args = parser().parse_args(argv)
+    try:
+        code: Any = args.fn(args)
+        return int(code)
+    except PlanError as e:
+        print(f"dpflow: plan refused: {e}", file=sys.stderr)
+        return 2
+    except (DpflowError, OSError, ValueError) as e:
+        print(f"dpflow: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
