@@ -33,7 +33,7 @@ from dpflow.handles import Released, Sensitive
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.planner import Ledger, certify
-from dpflow.privacy import ApproxDP, ApproxZCDP, PureDP, ZCDP
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpflow.report import Report, Result, run
 
 __all__ = [

@@ -8,7 +8,7 @@ from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.estimators.tails import chi_radius
 from dpflow.plan import Plan, PlanBuilder
-from dpflow.privacy import ApproxDP, Measure, ZCDP
+from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 
 def naive_pce(

@@ -7,7 +7,7 @@ import math
 from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.plan import Plan, PlanBuilder
-from dpflow.privacy import ApproxDP, Measure, ZCDP
+from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 
 def clipped_mean(

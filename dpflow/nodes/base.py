@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any, ClassVar, Literal, Protocol, Union
+from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 import numpy as np
@@ -106,7 +106,7 @@ class ReleasedT:
     shape: tuple[int, ...] | None = None
 
 
-VType = Union[RowsT, PiecesT, StatT, ReleasedT]
+VType = RowsT | PiecesT | StatT | ReleasedT
 
 
 @attrs.frozen

@@ -116,6 +116,13 @@ class Source(Node):
                 f"source {self.name} declares n={self.n}, but n is private under add_remove neighbours",
                 "drop n, or declare neighbors='replace'",
             )
+        vec = as_vectors(self.domain)
+        if vec.center is not None or (vec.l2_bound is not None and not vec.l2_bound.is_const):
+            raise DomainError(ctx.node_id, "a source's l2 bound must be a constant around the origin",
+                              "declare Vectors(d, l2_bound=Sym.const(r)), or Clip after the source")
+        if vec.l2_bound is not None and vec.box is not None and not vec.box[0] <= 0.0 <= vec.box[1]:
+            raise DomainError(ctx.node_id, "a source with both an l2 bound and a box needs 0 inside the box",
+                              "declare one of the two bounds, or Clip after the source")
         public = ctx.relation == "replace"
         size = Size(public=public, known=self.n if public else None, token=f"n:{ctx.node_id}")
         rows = RowsT(as_vectors(self.domain), self.name, size, 1, frozenset({ctx.relation}))
@@ -149,9 +156,11 @@ class Source(Node):
             cube: np.ndarray = (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
             return cube
         arr = arr.astype(float, copy=False)
-        box = as_vectors(self.domain).box if isinstance(self.domain, (Reals, Vectors)) else None
-        if box is not None:
-            arr = np.clip(np.nan_to_num(arr, nan=0.0), box[0], box[1])
+        vec = as_vectors(self.domain) if isinstance(self.domain, (Reals, Vectors)) else None
+        if vec is not None and vec.l2_bound is not None:
+            arr = project_ball(arr, None, vec.l2_bound.coef)
+        if vec is not None and vec.box is not None:
+            arr = clip_box(arr, vec.box[0], vec.box[1])
         return arr
 
 
@@ -201,13 +210,16 @@ class Clip(Transform):
             origin_in_box = box is not None and box[0] <= 0.0 <= box[1]
             if not (center is None and origin_in_box):
                 box = None
+        elif self.box is not None:
+            l2 = dom.l2_bound
         if self.box is not None:
+            # coordinate clipping is monotone: a box [b0, b1] maps into [clip(b0), clip(b1)]
             lo, hi = self.box
-            box = self.box if box is None else (max(lo, box[0]), max(min(hi, box[1]), max(lo, box[0])))
-            if self.radius is None and not (dom.center is None and lo <= 0.0 <= hi):
+            box = self.box if box is None else (min(max(box[0], lo), hi), max(min(box[1], hi), lo))
+            # it shrinks every coordinate towards 0 only when 0 is inside the box, so an l2 ball
+            # around the origin survives; any other ball does not
+            if not (center is None and lo <= 0.0 <= hi):
                 l2, center = None, None
-            elif self.radius is None:
-                l2 = dom.l2_bound
         out = Vectors(d=dom.d, l2_bound=l2, box=box, center=center)
         return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
 

@@ -17,8 +17,8 @@ from dpflow.plan.serialize import canonical, decode_measure, decode_record, enco
 from dpflow.privacy import Measure
 
 if TYPE_CHECKING:
-    from dpflow.report.report import Result
     from dpflow.planner.ledger import Ledger
+    from dpflow.report.report import Result
 
 SCHEMA = "dpflow.plan/1"
 

@@ -19,7 +19,7 @@ from dpflow.errors import SerializationError
 from dpflow.handles import Ref
 from dpflow.nodes import NODE_KINDS, NodeRecord, SubPlan
 from dpflow.nodes.postprocess import function_path, load_function
-from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, PureDP, ZCDP
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 
 _DOMAINS: dict[str, type[Any]] = {
     c.__name__: c

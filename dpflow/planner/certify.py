@@ -31,16 +31,17 @@ from dpflow.nodes.control import Input, Round, State
 from dpflow.plan.graph import Plan, topological
 from dpflow.planner.ledger import Ledger, LedgerEntry, SourceTotal
 from dpflow.privacy import (
+    ZCDP,
     ApproxDP,
     ApproxZCDP,
     Cost,
     PureDP,
-    ZCDP,
     gdp_mu_for_approx_dp,
     zcdp_rho_for_approx_dp,
 )
 
 T = TypeVar("T")
+_ZERO = Cost.zero()
 
 REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
 REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
@@ -66,6 +67,12 @@ class _Space:
     derivations: dict[str, str]
     children: dict[str, list[NodeRecord]]
     bodies: dict[str, _Space]
+    parents: dict[str, str] = attrs.field(factory=dict)
+    records: dict[str, NodeRecord] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self.parents = {c.id: p for p, cs in self.children.items() for c in cs}
+        self.records = {r.id: r for r in self.order}
 
 
 @attrs.frozen(eq=False)
@@ -231,19 +238,21 @@ class _Planner:
             node = rec.node
             assert isinstance(node, Recurse)
             body = sp.bodies[rec.id]
-            total = Cost.zero()
+            total = _ZERO
             for w, count in sorted(_round_weights(node).items()):
                 total = total.then(self.fold_cost(_body_start(body), leaf, body, mult * w).scaled(count))
             return total
 
         def par(xs: Sequence[Cost], rule: str) -> Cost:
             if not xs:
-                return Cost.zero()
+                return _ZERO
             return Cost.parallel(xs, "add_remove" if rule == "index" else self.relation)
 
         def seq(xs: Sequence[Cost]) -> Cost:
-            out = Cost.zero()
-            for x in xs:
+            if not xs:
+                return _ZERO
+            out = xs[0]
+            for x in xs[1:]:
                 out = out.then(x)
             return out
 
@@ -412,9 +421,9 @@ class _Planner:
     def _rule_text(self, space: _Space, rec: NodeRecord) -> str:
         parts = []
         cur = rec.inputs[0]
-        parents = {c.id: p for p, cs in space.children.items() for c in cs}
+        parents, records = space.parents, space.records
         while cur in parents:
-            node = next(r for r in space.order if r.id == cur).node
+            node = records[cur].node
             if isinstance(node, Piece):
                 split_id = parents[cur]
                 pt = space.types[split_id]
