@@ -1,4 +1,4 @@
-"""Golden values of /work/shared/spec/accounting.md Sec. 1.1-1.6 (tolerance 1e-6 unless the spec gives fewer digits)."""
+"""Golden values of accounting.md Sec. 1.1-1.6 (tolerance 1e-6 unless the spec gives fewer digits)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ TABLE_1_2 = [
 
 
 @pytest.mark.parametrize(
-    ("eps", "rho"), [("0.1", Fraction(1, 200)), ("1.0", Fraction(1, 2)), ("2.0", Fraction(2)), ("5.0", Fraction(25, 2))]
+    ("eps", "rho"),
+    [("0.1", Fraction(1, 200)), ("1.0", Fraction(1, 2)), ("2.0", Fraction(2)), ("5.0", Fraction(25, 2))],
 )
 def test_pure_to_zcdp_is_exact(eps: str, rho: Fraction) -> None:
     assert pure_to_zcdp(eps) == rho
@@ -173,7 +174,8 @@ def test_parallel_composition_rules() -> None:
 
 
 @pytest.mark.parametrize(
-    ("eps", "delta", "sigma"), [(1.0, 1e-5, 3.730632), (0.5, 1e-5, 7.031827), (1.0, 1e-6, 4.224679), (2.0, 1e-6, 2.230476)]
+    ("eps", "delta", "sigma"),
+    [(1.0, 1e-5, 3.730632), (0.5, 1e-5, 7.031827), (1.0, 1e-6, 4.224679), (2.0, 1e-6, 2.230476)],
 )
 def test_analytic_gaussian_goldens(eps: float, delta: float, sigma: float) -> None:
     got = analytic_gaussian_sigma(eps, delta, 1.0)

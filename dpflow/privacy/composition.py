@@ -53,7 +53,9 @@ def advanced_composition(epsilon0: float | Fraction, k: int, delta_prime: float 
 
 @attrs.frozen
 class Conversion:
-    """One valid conversion of a :class:`Cost` to (epsilon, delta)-DP (see :meth:`Cost.epsilon_at`).
+    """One valid conversion of a :class:`Cost` to (epsilon, delta)-DP (Dwork & Roth 2014, Def. 2.4).
+
+    ``reference`` names the paper and theorem of the rule; see :meth:`Cost.epsilon_at`.
 
     >>> Conversion("basic composition (pure)", 1.0, 0.0, "Dwork & Roth 2014, Thm. 3.16", True).epsilon
     1.0

@@ -49,8 +49,8 @@ def up(x: float) -> float:
 
     Used for privacy losses and noise scales computed in floating point.  The relative margin
     dominates the floating-point error of the handful of operations in each formula (policy in the
-    module docstring; cf. the outward-rounded ``inf_*`` arithmetic of OpenDP,
-    ``rust/src/traits/arithmetic``).
+    module docstring; cf. the outward-rounded ``inf_*`` arithmetic of OpenDP and IEEE 754-2008
+    Sec. 4.3.2 directed rounding).
 
     >>> up(1.0) > 1.0 + 0.9e-12
     True
@@ -76,7 +76,7 @@ def down(x: float) -> float:
     """Round ``x`` toward -inf: deflate by a relative 1e-12, then one ``nextafter`` step (mirrors :func:`up`).
 
     Used for "largest budget that fits" answers and for the lower end of interval evaluations
-    (policy in the module docstring; cf. OpenDP's ``neg_inf_*`` arithmetic).
+    (policy in the module docstring; cf. OpenDP's ``neg_inf_*`` arithmetic, IEEE 754-2008 Sec. 4.3.2).
 
     >>> down(1.0) < 1.0 - 0.9e-12
     True
@@ -99,6 +99,8 @@ def down(x: float) -> float:
 def frac_up(x: float) -> Fraction:
     """The exact Fraction of ``up(x)``: an exact upper bound for a float-computed loss (see :func:`up`).
 
+    (Outward rounding as in OpenDP's ``inf_*`` arithmetic; IEEE 754-2008 Sec. 4.3.2.)
+
     >>> frac_up(0.5) > Fraction(1, 2)
     True
     """
@@ -107,6 +109,8 @@ def frac_up(x: float) -> Fraction:
 
 def frac_down(x: float) -> Fraction:
     """The exact Fraction of ``down(x)``: an exact lower bound for a float-computed budget (see :func:`down`).
+
+    (Rounding toward -inf as in OpenDP's ``neg_inf_*`` arithmetic; IEEE 754-2008 Sec. 4.3.2.)
 
     >>> frac_down(0.5) < Fraction(1, 2)
     True

@@ -1,0 +1,76 @@
+"""The command line: demo smoke test, check / run / privacy convert, exit statuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpflow.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_writes_report_and_prints_estimates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--out", str(tmp_path / "rep"), "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "source X: rho=" in out and "l2 error" in out
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert report["run"]["seeded"] is True
+    assert set(report["released"]) == {"mean", "covariance", "histogram_x0"}
+    derivations = [e["derivation"] for e in report["ledger"]["entries"] if e["kind"] == "Mean"]
+    assert derivations and "stability*diameter/n" in derivations[0]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "NOT FOR RELEASE" in md and "### Totals per source" in md and "(used)" in md
+
+
+def test_demo_mean_error_is_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the demo's own printed l2 error of the mean: sigma per coordinate is about 0.0031 (rho = 0.125),
+    # so the l2 error over 5 coordinates is below 6 * 0.0031 * sqrt(5) = 0.042 except with tiny probability
+    main(["demo", "--out", str(tmp_path), "--seed", "11"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "l2 error" in ln)
+    assert float(line.split()[-1]) < 0.042
+
+
+def test_check_refuses_over_budget_with_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(ROOT / "examples" / "over_budget_plan.py")]) == 2
+    err = capsys.readouterr().err
+    assert "gaussian_mech_4" in err and "Fix:" in err and "rho=0.7" in err
+
+
+def test_check_prints_ledger_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(ROOT / "examples" / "clipped_mean_plan.py")]) == 0
+    out = capsys.readouterr().out
+    assert "exact Gaussian-DP" in out and "gaussian_mech_3" in out
+
+
+def test_privacy_convert_prints_cks_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["privacy", "convert", "--rho", "0.5", "--delta", "1e-6"]) == 0
+    assert abs(float(capsys.readouterr().out.strip()) - 5.221534) < 1e-6
+
+
+def test_run_with_npy_and_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = np.random.default_rng(0).normal(size=(2000, 5))
+    np.save(tmp_path / "x.npy", rows)
+    np.savetxt(tmp_path / "x.csv", rows, delimiter=",")
+    plan = str(ROOT / "examples" / "clipped_mean_plan.py")
+    for name in ("x.npy", "x.csv"):
+        rep = tmp_path / f"rep_{name}"
+        assert main(["run", plan, "--data", f"X={tmp_path / name}", "--report", str(rep), "--seed", "1"]) == 0
+        released = json.loads((rep / "report.json").read_text())["released"]
+        assert np.allclose(released["mean"], rows.mean(axis=0), atol=0.5)
+    capsys.readouterr()
+
+
+def test_run_bad_data_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((10, 3)))
+    code = main(["run", str(ROOT / "examples" / "clipped_mean_plan.py"), "--data", f"X={tmp_path / 'x.npy'}",
+                 "--report", str(tmp_path / "r")])
+    assert code == 1
+    assert "expects an (n, 5) array" in capsys.readouterr().err
+
+
+def test_missing_plan_file_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "no/such/plan.py"]) == 1
