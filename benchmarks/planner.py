@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}")
-    print("| shape | nodes | mechanisms | certify (s, best of %d) |" % args.repeat)
+    print(f"| shape | nodes | mechanisms | certify (s, best of {args.repeat}) |")
     print("|---|---|---|---|")
     for size in (100, 1_000, 10_000):
         for name, make in (("wide", wide_plan), ("deep Recurse", deep_plan)):

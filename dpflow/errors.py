@@ -56,7 +56,16 @@ class PlanTypeError(PlanError):
 
 
 class DataError(DpflowError):
-    """The data does not match the public schema (shape, dtype, declared n) of its source."""
+    """The data (or a released parameter) does not match the public schema a node needs.
+
+    Raised only on public facts: shapes, dtypes, declared n, shapes of released values.
+    """
+
+    def __init__(self, node: str, problem: str, fix: str) -> None:
+        self.node = node
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{node}: {problem}. Fix: {fix}.")
 
 
 class SerializationError(DpflowError):

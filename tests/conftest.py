@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# The venv's editable install of dpflow was made when the package directories had no
-# ``__init__.py`` yet, so outside the repository root ``import dpflow`` resolves to an
-# empty namespace package (no ``dpflow.PlanBuilder``).  Put the repository root first.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-_stale = sys.modules.get("dpflow")
-if _stale is not None and getattr(_stale, "__file__", None) is None:
-    for _name in [m for m in sys.modules if m == "dpflow" or m.startswith("dpflow.")]:
-        del sys.modules[_name]
-
-from dpflow.domains import Sym  # noqa: E402
-from dpflow.interpreter.numpy_backend import NumpyBackend  # noqa: E402
-from dpflow.interpreter.run import execute  # noqa: E402
-from dpflow.planner.certify import Certified  # noqa: E402
+from dpflow.domains import Sym
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.interpreter.run import execute
+from dpflow.planner.certify import Certified
 
 
 class ZeroNoise:

@@ -37,7 +37,7 @@ EDGES = (-3.0, -1.0, 0.0, 0.5, 1.0, 3.0)
 PART_RADIUS = 1.0  # PartitionByBall radius around the origin
 N_REPLACE = (2, 3, 4, 5, 7)
 
-TRANSFORMS = ("ball", "ball_released", "centre", "box", "pairs", "pairs_box", "index", "value")
+TRANSFORMS = ("ball", "ball_released", "centre", "box", "columns", "pairs", "pairs_box", "index", "value")
 QUERIES = ("sum", "mean", "count", "m2", "m2c", "hist", "histn")
 DIVIDES_BY_N = ("mean", "m2", "m2c", "histn")
 
@@ -93,6 +93,9 @@ def build_plan(transform: str, queries: tuple[str, ...], relation: str, d: int,
         pieces = [N.Clip(radius=C_RADIUS, center=centre)(X)]
     elif transform == "box":
         pieces = [N.Clip(box=BOX)(X)]
+    elif transform == "columns":
+        keep = tuple(range(d - 1, -1, -1))[: max(1, d - 1)]  # drop a column (when d > 1), reorder
+        pieces = [N.Columns(keep=keep)(N.Clip(radius=RADIUS)(X))]
     elif transform == "pairs":
         pieces = [N.PairDifferences()(N.Clip(radius=RADIUS)(X))]
     elif transform == "pairs_box":
@@ -137,7 +140,7 @@ def valid_queries(transform: str, group: str, relation: str) -> tuple[str, ...]:
                  and not expected_refusal(transform, q, relation))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_case(transform: str, queries: tuple[str, ...], relation: str, d: int, n: int | None) -> Case:
     plan, pairs, public = build_plan(transform, queries, relation, d, n)
     return Case(certify(plan), tuple(pairs), tuple(sorted(public.items())), d)
@@ -234,7 +237,8 @@ ELEMENTS = st.one_of(
 
 def matrices(n: int, d: int, elements: st.SearchStrategy[float] = ELEMENTS) -> st.SearchStrategy[np.ndarray]:
     """(n, d) float arrays (plain lists are much faster to generate than hypothesis.extra.numpy)."""
-    return st.lists(elements, min_size=n * d, max_size=n * d).map(lambda v: np.array(v, dtype=float).reshape(n, d))
+    flat = st.lists(elements, min_size=n * d, max_size=n * d)
+    return flat.map(lambda v: np.array(v, dtype=float).reshape(n, d))
 
 
 @pytest.mark.parametrize(("transform", "group", "relation"), VALID)
@@ -270,6 +274,19 @@ def boundary_pair(transform: str, d: int) -> tuple[np.ndarray, np.ndarray]:
     return RADIUS * u, -RADIUS * u
 
 
+def orthogonal_row(transform: str, d: int) -> np.ndarray | None:
+    """A boundary row orthogonal (about the centre) to the first: the worst case of a second moment."""
+    if d < 2 or transform in ("box", "pairs_box"):
+        return None
+    u = unit(d)
+    v = np.zeros(d)
+    v[0], v[1] = -u[1], u[0]
+    v /= np.linalg.norm(v)
+    if transform == "centre":
+        return np.asarray(CENTER[:d]) + C_RADIUS * v
+    return RADIUS * v
+
+
 def base_data(transform: str, d: int, n: int = 6) -> np.ndarray:
     rng = np.random.default_rng(12345 + d)
     D = rng.normal(0.0, 1.0, (n, d))
@@ -287,7 +304,9 @@ def adversarial_rows(transform: str, d: int) -> list[tuple[str, np.ndarray]]:
     partial_nan[0] = math.nan
     mixed_inf = np.full(d, math.inf)
     mixed_inf[::2] = -math.inf
-    return [
+    orth = orthogonal_row(transform, d)
+    extra = [] if orth is None else [("orthogonal boundary", orth)]
+    return extra + [
         ("outlier 1e6", 1e6 * u),
         ("outlier -1e6", -1e6 * u),
         ("nan row", np.full(d, math.nan)),
@@ -339,6 +358,22 @@ def test_antipode_realises_the_declared_sum_sensitivity():
     declared = bound_value(case.cert.space.types[case.outputs[0][1]].l2)
     assert declared == pytest.approx(2 * RADIUS, rel=1e-9)
     assert change == pytest.approx(declared, rel=1e-9)
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_orthogonal_boundary_rows_realise_the_declared_second_moment_sensitivity(centred):
+    transform = "centre" if centred else "ball"
+    case = get_case(transform, ("m2c" if centred else "m2",), "replace", 3, 6)
+    D = base_data(transform, 3)
+    D2 = D.copy()
+    D2[1] = orthogonal_row(transform, 3)
+    name, qid = case.outputs[0]
+    change = np.linalg.norm(run_zero(case.cert, {"X": D})[name] - run_zero(case.cert, {"X": D2})[name])
+    r = C_RADIUS if centred else RADIUS
+    declared = bound_value(case.cert.space.types[qid].l2)
+    assert declared == pytest.approx(math.sqrt(2) * r**2 / 6, rel=1e-9)
+    assert change == pytest.approx(declared, rel=1e-9)
+    assert change <= declared * (1 + REL_TOL)
 
 
 @pytest.mark.parametrize(("transform", "query", "relation"), REFUSED)
@@ -426,7 +461,7 @@ def test_value_partition_cost_rule(relation, expected):
 # --------------------------------------------------------------------------- Peel's input
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def peel_case(d: int, n: int) -> Case:
     b = dp.PlanBuilder(budget=dp.ZCDP(1))
     X = b.source("X", dp.Vectors(d=d), n=n)

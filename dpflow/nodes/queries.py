@@ -159,7 +159,10 @@ class SecondMoment(Query):
         if self.center is None:
             r = dom.norm_l2()
         else:
-            released_type(self.center, ctx, "center")
+            ct = released_type(self.center, ctx, "center")
+            if ct.shape is not None and ct.shape != (dom.d,):
+                raise DomainError(ctx.node_id, f"center {self.center.id} has shape {ct.shape}, rows have d={dom.d}",
+                                  "pass a centre of the rows' dimension")
             r = dom.l2_bound if dom.center == self.center.id else None
         fro = None if r is None else r.pow(2) * (math.sqrt(2.0) * rows.stability) / n
         stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True)

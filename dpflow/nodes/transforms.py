@@ -77,12 +77,33 @@ def _center_name(c: Ref | tuple[float, ...] | None) -> str | None:
     return "public(" + ",".join(f"{v:.6g}" for v in c[:4]) + (",..." if len(c) > 4 else "") + ")"
 
 
+def _check_ref(ref: Any, ctx: InferContext, slot: str, shape: tuple[int, ...]) -> None:
+    """A released parameter must have the shape the node needs (when its shape is known statically)."""
+    if isinstance(ref, Ref):
+        t = released_type(ref, ctx, slot)
+        if t.shape is not None and t.shape != shape:
+            raise DomainError(ctx.node_id, f"parameter {slot!r} refers to {ref.id} of shape {t.shape}, "
+                              f"expected {shape}", f"pass a released value of shape {shape}")
+
+
+def _scalar(ctx: EvalContext, p: Ref | float, slot: str) -> float:
+    """A public or released scalar parameter (its shape is public, so a wrong one may raise)."""
+    if not isinstance(p, Ref):
+        return p
+    v = np.asarray(ctx.value(p), dtype=float)
+    if v.size != 1:
+        raise DataError(ctx.node_id, f"the released {slot} {p.id} has shape {v.shape}, expected a scalar",
+                        f"release a scalar {slot}")
+    return float(v.reshape(()))
+
+
 def _value(ctx: EvalContext, p: Ref | tuple[float, ...] | float | None, d: int | None = None) -> Any:
     if p is None:
         return None
     v = np.asarray(ctx.value(p) if isinstance(p, Ref) else p, dtype=float)
     if d is not None and v.shape != (d,):
-        raise DataError(f"{ctx.node_id}: released vector parameter has shape {v.shape}, expected ({d},)")
+        raise DataError(ctx.node_id, f"a released vector parameter has shape {v.shape}, expected ({d},)",
+                        "release a vector of the rows' dimension")
     return v
 
 
@@ -137,16 +158,19 @@ class Source(Node):
 
         arr = np.asarray(raw)
         if arr.dtype.kind not in "biuf":
-            raise DataError(f"{node_id}: source {self.name} needs numeric data, got dtype {arr.dtype}")
+            raise DataError(node_id, f"source {self.name} needs numeric data, got dtype {arr.dtype}",
+                            "pass a numeric array (encode categories as integers first)")
         d = as_vectors(self.domain).d
         if arr.ndim == 1 and d == 1:
             arr = arr.reshape(-1, 1)
         if arr.ndim != 2 or arr.shape[1] != d:
-            raise DataError(f"{node_id}: source {self.name} expects an (n, {d}) array, got shape {arr.shape}")
+            raise DataError(node_id, f"source {self.name} expects an (n, {d}) array, got shape {arr.shape}",
+                            f"pass {d} columns, or declare the source's dimension as {arr.shape[-1]}")
         if self.n is not None and arr.shape[0] != self.n:
-            raise DataError(f"{node_id}: source {self.name} declares n={self.n} but the data has {arr.shape[0]} rows")
+            raise DataError(node_id, f"source {self.name} declares n={self.n} but the data has {arr.shape[0]} rows",
+                            "pass the declared number of rows, or declare n=None to read it from the data")
         if arr.shape[0] < 1:
-            raise DataError(f"{node_id}: source {self.name} is empty")
+            raise DataError(node_id, f"source {self.name} is empty", "pass at least one row")
         if isinstance(self.domain, Ordinal):
             if arr.dtype.kind == "f":
                 arr = np.nan_to_num(arr, nan=0.0, posinf=self.domain.N - 1, neginf=0.0)
@@ -194,13 +218,11 @@ class Clip(Transform):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         dom = rows.domain
-        if isinstance(self.center, Ref):
-            released_type(self.center, ctx, "center")
-        elif self.center is not None and len(self.center) != dom.d:
+        _check_ref(self.center, ctx, "center", (dom.d,))
+        if self.center is not None and not isinstance(self.center, Ref) and len(self.center) != dom.d:
             raise DomainError(ctx.node_id, f"center has {len(self.center)} entries, rows have d={dom.d}",
                               "pass a centre of the rows' dimension")
-        if isinstance(self.radius, Ref):
-            released_type(self.radius, ctx, "radius")
+        _check_ref(self.radius, ctx, "radius", ())
         l2: Sym | None = None
         center = dom.center
         box = dom.box
@@ -228,7 +250,7 @@ class Clip(Transform):
         d = X.shape[1]
         c = _value(ctx, self.center, d)
         if self.radius is not None:
-            r = max(float(ctx.value(self.radius)) if isinstance(self.radius, Ref) else self.radius, 0.0)
+            r = max(_scalar(ctx, self.radius, "radius"), 0.0)
             if not math.isfinite(r):
                 r = float(np.finfo(float).max) ** 0.5
             X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
@@ -248,19 +270,22 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
     >>> project_ball(np.array([[3.0, 4.0]]), None, 1.0)
     array([[0.6, 0.8]])
     """
-    D = X if c is None else X - c
-    bad = ~np.all(np.isfinite(D), axis=1)
-    if bad.any():
-        D = np.where(bad[:, None], 0.0, D)
-    norms = np.linalg.norm(D, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(norms > r, r / norms, 1.0)
-    Y = D * scale[:, None]
-    over = np.linalg.norm(Y, axis=1) > r
-    if over.any():
-        Y[over] *= 1.0 - 4.0 * np.finfo(float).eps
-        still = np.linalg.norm(Y, axis=1) > r
-        Y[still] = 0.0
+    with np.errstate(all="ignore"):  # nothing here may warn or raise on private values
+        D = X if c is None else X - c
+        bad = ~np.all(np.isfinite(D), axis=1)
+        if bad.any():
+            D = np.where(bad[:, None], 0.0, D)
+        norms = np.sqrt(np.einsum("ij,ij->i", D, D))
+        Y = D * np.where(norms > r, r / norms, 1.0)[:, None]
+        huge = ~np.isfinite(norms)  # the sum of squares overflowed: rescale those rows first
+        if huge.any():
+            Dh = D[huge] / np.max(np.abs(D[huge]), axis=1, keepdims=True)
+            Y[huge] = Dh * (r / np.linalg.norm(Dh, axis=1))[:, None]
+        over = np.sqrt(np.einsum("ij,ij->i", Y, Y)) > r
+        if over.any():
+            Y[over] *= 1.0 - 4.0 * np.finfo(float).eps
+            still = np.linalg.norm(Y, axis=1) > r
+            Y[still] = 0.0
     out: np.ndarray = Y if c is None else Y + c
     return out
 
@@ -294,8 +319,7 @@ class Precondition(Transform):
                 raise DomainError(ctx.node_id, f"matrix shape {mt.shape} does not map d={rows.domain.d}",
                                   f"pass a (k, {rows.domain.d}) matrix")
             d_out = mt.shape[0] if d_out is None else d_out
-        if isinstance(self.center, Ref):
-            released_type(self.center, ctx, "center")
+        _check_ref(self.center, ctx, "center", (rows.domain.d,))
         out = Vectors(d=d_out if d_out is not None else rows.domain.d)
         return Inferred(attrs.evolve(rows, domain=out), f"affine map by {self.matrix.id} -> {out.describe()}")
 
@@ -304,7 +328,8 @@ class Precondition(Transform):
         A = np.asarray(ctx.value(self.matrix), dtype=float)
         c = _value(ctx, self.center, X.shape[1])
         if A.ndim != 2 or A.shape[1] != X.shape[1]:
-            raise DataError(f"{ctx.node_id}: released matrix has shape {A.shape}, rows have d={X.shape[1]}")
+            raise DataError(ctx.node_id, f"the released matrix has shape {A.shape}, rows have d={X.shape[1]}",
+                            f"release a (k, {X.shape[1]}) matrix")
         return ctx.backend.row_map(X, lambda Z: (Z if c is None else Z - c) @ A.T)
 
 
@@ -394,17 +419,19 @@ class PartitionByBall(Node):
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        if isinstance(self.center, Ref):
-            released_type(self.center, ctx, "center")
-        if isinstance(self.radius, Ref):
-            released_type(self.radius, ctx, "radius")
+        _check_ref(self.center, ctx, "center", (rows.domain.d,))
+        if not isinstance(self.center, Ref) and len(self.center) != rows.domain.d:
+            raise DomainError(ctx.node_id, f"center has {len(self.center)} entries, rows have d={rows.domain.d}",
+                              "pass a centre of the rows' dimension")
+        _check_ref(self.radius, ctx, "radius", ())
         return Inferred(PiecesT(rows, 2, "value"), f"inside / outside the ball ({_center_name(self.center)})")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = np.asarray(ins[0], dtype=float)
         c = _value(ctx, self.center, X.shape[1])
-        r = float(ctx.value(self.radius)) if isinstance(self.radius, Ref) else self.radius
-        inside = np.linalg.norm(X - c, axis=1) <= r
+        r = _scalar(ctx, self.radius, "radius")
+        with np.errstate(all="ignore"):
+            inside = np.linalg.norm(X - c, axis=1) <= r
         return [X[inside], X[~inside]]
 
 

@@ -45,7 +45,19 @@ def build_graph(records: tuple[NodeRecord, ...], what: str = "plan") -> nx.DiGra
 
 
 def topological(records: tuple[NodeRecord, ...], what: str = "plan") -> list[NodeRecord]:
-    """Records in deterministic topological order (ties broken by insertion order)."""
+    """Records in deterministic topological order (ties broken by insertion order).
+
+    This is networkx's lexicographical topological sort keyed by insertion order.  When
+    every node only refers to nodes inserted before it (always so for built plans) that
+    order is the insertion order itself, which is returned without building the graph.
+    """
+    seen: set[str] = set()
+    for rec in records:
+        if rec.id in seen or any(d not in seen for d in rec.inputs) or any(r.id not in seen for r in rec.node.refs()):
+            break
+        seen.add(rec.id)
+    else:
+        return list(records)
     g = build_graph(records, what)
     order = nx.lexicographical_topological_sort(g, key=lambda n: g.nodes[n]["order"])
     return [g.nodes[n]["record"] for n in order]

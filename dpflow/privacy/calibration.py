@@ -162,7 +162,7 @@ def analytic_gaussian_sigma(epsilon: Real, delta: Real, sensitivity: Real = 1.0)
 
     Balle & Wang's exact condition Phi(Delta/(2 sigma) - eps sigma/Delta) - e^eps Phi(-Delta/(2 sigma)
     - eps sigma/Delta) <= delta is the mu-GDP profile at mu = Delta/sigma, solved in log space
-    (``log_ndtr`` + ``brentq``, :func:`gdp_mu_for_approx_dp`); sigma is then rounded up until the
+    (``brentq`` on ln delta, :func:`gdp_mu_for_approx_dp`); sigma is then rounded up until the
     profile at an upward-rounded Delta/sigma is <= delta.
 
     Source: Balle & Wang, ICML 2018, "Improving the Gaussian Mechanism for Differential

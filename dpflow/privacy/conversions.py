@@ -288,19 +288,25 @@ def approx_zcdp_to_approx_dp(rho: Real, delta0: Real, delta: Real) -> float:
 # Gaussian differential privacy (exact for Gaussian mechanisms)
 
 
-def _log_ndtr(x: float) -> float:
-    return float(special.log_ndtr(x))
+_SQRT2_LO = math.nextafter(math.sqrt(2.0), 0.0)  # <= sqrt(2): the float sqrt(2) is within 1 ulp
+_SQRT2_HI = math.nextafter(math.sqrt(2.0), 3.0)  # >= sqrt(2)
 
 
 def gaussian_dp_delta(mu: Real, epsilon: Real) -> float:
     """The exact privacy profile of mu-GDP, rounded up.
 
-    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), evaluated in log space with
-    ``scipy.special.log_ndtr`` as e^a (1 - e^(b-a)), with every argument and term rounded in the
-    safe direction (a up, b down), so the result is a valid upper bound.  Its relative looseness
-    is about 1e-12 |a| / (1 - e^(b-a)), negligible unless mu is tiny and eps/mu large (where delta
-    is astronomically small anyway).  mu = 0 gives 0.0.  For a Gaussian mechanism mu =
-    Delta/sigma (all-Gaussian compositions: mu^2 adds up).
+    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).  With u1 = (eps/mu - mu/2)/sqrt 2
+    and u2 = (eps/mu + mu/2)/sqrt 2 one has u2^2 - u1^2 = eps, so with the scaled complementary
+    error function erfcx(u) = e^(u^2) erfc(u) (``scipy.special.erfcx``)
+
+        delta = (1/2) e^(-u1^2) [erfcx(u1) - erfcx(u2)]   (u1 >= 0),
+        delta = (1/2) [erfc(u1) - e^(-u1^2) erfcx(u2)]     (u1 < 0),
+
+    and no e^eps is ever formed.  u1^2 is exact (Fractions); every other argument and term is
+    rounded in the safe direction (erfc and erfcx are decreasing), so the result is a valid upper
+    bound.  Its relative looseness is about 1e-12 / (1 - e^eps Phi(x - mu) / Phi(x)), x = -eps/mu +
+    mu/2, i.e. small unless mu is tiny and eps/mu large.  mu = 0 gives 0.0.  For a Gaussian
+    mechanism mu = Delta/sigma (all-Gaussian compositions: mu^2 adds up).
 
     Source: Dong, Roth & Su 2022, "Gaussian Differential Privacy", Cor. 2.13 (Gaussian mechanism
     Thm. 2.7); equivalently Balle & Wang 2018, "Improving the Gaussian Mechanism", Thm. 8.
@@ -314,16 +320,23 @@ def gaussian_dp_delta(mu: Real, epsilon: Real) -> float:
     eps_f = _point_down("epsilon", epsilon)
     if mu_f == 0.0:
         return 0.0
-    half_mu = mu_f / 2.0  # exact unless subnormal; then the rounding is covered by up/down below
-    x_hi = up(-down(eps_f / mu_f) + up(half_mu))
-    y_lo = down(-up(eps_f / mu_f) - up(half_mu))
-    a_hi = up(_log_ndtr(x_hi))
-    b_lo = down(eps_f + down(_log_ndtr(y_lo)))
-    if a_hi >= 0.0:
-        a_hi = 0.0  # Phi <= 1
-    d_lo = min(0.0, down(b_lo - a_hi))
-    value = up(up(math.exp(a_hi)) * up(-math.expm1(d_lo)))
-    return min(1.0, value)
+    m, e = Fraction(mu_f), Fraction(eps_f)
+    q1 = e / m - m / 2  # sqrt(2) u1, exact
+    q2 = e / m + m / 2  # sqrt(2) u2, exact, > 0
+    u1_sq = q1 * q1 / 2
+    u1_lo = down(to_float_down(q1) / (_SQRT2_HI if q1 >= 0 else _SQRT2_LO))
+    u2_hi = up(to_float_up(q2) / _SQRT2_LO)
+    erfcx_u2_lo = down(float(special.erfcx(u2_hi)))
+    if q1 >= 0:
+        exp_hi = up(math.exp(-to_float_down(u1_sq)))
+        erfcx_u1_hi = up(float(special.erfcx(u1_lo)))
+        bracket = up(erfcx_u1_hi - max(0.0, erfcx_u2_lo))
+        value = up(0.5 * up(exp_hi * bracket))
+    else:
+        exp_lo = max(0.0, down(math.exp(-to_float_up(u1_sq))))
+        erfc_u1_hi = up(float(special.erfc(u1_lo)))
+        value = up(0.5 * up(erfc_u1_hi - max(0.0, down(exp_lo * max(0.0, erfcx_u2_lo)))))
+    return min(1.0, max(0.0, value))
 
 
 def gaussian_dp_epsilon(mu: Real, delta: Real) -> float:

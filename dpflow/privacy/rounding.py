@@ -12,7 +12,7 @@ Policy (round against the user):
 more float toward +inf with :func:`math.nextafter`.  The relative margin dominates the
 floating-point error of the handful of operations in each formula: a correctly rounded operation
 errs by at most 2**-53 (about 1.1e-16) relative, and the libm / scipy special functions used
-(``exp``, ``expm1``, ``log``, ``log1p``, ``sqrt``, ``log_ndtr``) err by a few ulps, so even a chain
+(``exp``, ``expm1``, ``log``, ``log1p``, ``sqrt``, ``erfc``, ``erfcx``) err by a few ulps, so even a chain
 of a few dozen operations with condition number up to ~1e2 stays four orders of magnitude below
 1e-12.  Formulas that subtract nearly equal quantities are *not* protected by a final relative
 margin; they instead round every term in the safe direction (see ``conversions.py``), or evaluate

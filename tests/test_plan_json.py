@@ -1,0 +1,229 @@
+"""Canonical plan JSON: round trips for every node kind, a stable content hash, refused lambdas,
+and ledgers / reports that round-trip and hold no data."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow import nodes as N
+from dpflow.planner.certify import certify
+from dpflow.planner.ledger import Ledger
+
+
+def _body(rows: Any, state: Any, k: Any) -> Any:
+    centre = N.Get(index=0)(state)
+    step = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0, center=centre)(rows)))
+    return N.Pack()(step, N.Apply(fn=np.add, shape=())(k, k))
+
+
+def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
+    """One plan that uses every node kind of dpflow.nodes.NODE_KINDS."""
+    b = dp.PlanBuilder(budget=budget or dp.ZCDP(1), name="every-kind")
+    X = b.source("X", dp.Vectors(d=3), n=40)
+    Y = b.source("Y", dp.Ordinal(N=5), n=40)
+    A = b.public(np.eye(3))
+    P = N.Precondition(matrix=A, center=b.public([0.0, 0.0, 0.0]))(X)
+    C = N.Clip(radius=radius)(P)
+    left, right = N.split(C, N.SplitByIndex(pieces=2))
+    inside, outside = N.split(X, N.PartitionByBall(center=[0.0, 0.0, 0.0], radius=1.0))
+    s = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(inside)))
+    cnt = N.GaussianMech(rho="1/20")(N.Count()(outside))
+    m = N.GaussianMech(weight=2)(N.Mean()(left))
+    sm = N.GaussianMech()(N.SecondMoment()(N.PairDifferences()(right)))
+    h = N.LaplaceMech()(N.Histogram(edges=[0, 1, 2, 3, 4, 5])(Y))
+    pk = N.Peel(s=1)(N.Mean()(N.Clip(box=(-1, 1))(right)))
+    hx = N.GaussianMech()(N.Histogram(edges=[-1.0, 0.0, 1.0])(N.Columns(keep=[2])(C)))
+    psd = N.PSDProject(floor=0.01)(sm)
+    w = N.Get(index=0)(N.Eigh()(psd))
+    ab = N.Apply(fn=np.abs)(m)
+    packed = N.Pack()(ab, w)
+    init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
+    rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
+    return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec)
+
+
+def kinds(records: tuple[N.NodeRecord, ...]) -> set[str]:
+    out: set[str] = set()
+    for r in records:
+        out.add(r.node.kind)
+        if isinstance(r.node, N.Recurse):
+            out |= kinds(r.node.body.records)
+    return out
+
+
+def test_every_kind_plan_uses_every_node_kind_and_certifies():
+    plan = every_kind_plan()
+    assert kinds(plan.records) == set(N.NODE_KINDS)
+    certify(plan)
+
+
+def test_round_trip_every_node_kind():
+    plan = every_kind_plan()
+    text = plan.to_json()
+    back = dp.Plan.from_json(text)
+    assert back.to_json() == text
+    assert back.hash == plan.hash
+    assert kinds(back.records) == set(N.NODE_KINDS)
+    # the read-back plan means the same thing: same ledger, and it runs
+    assert certify(back).ledger.to_json() == certify(plan).ledger.to_json()
+    # Apply's function is restored as the same importable function
+    applies = [r.node for r in back.records if r.node.kind == "Apply"]
+    assert applies and all(a.fn is np.abs for a in applies)
+
+
+def test_round_tripped_plan_runs_like_the_original():
+    plan = every_kind_plan()
+    back = dp.Plan.from_json(plan.to_json())
+    rng = np.random.default_rng(0)
+    data = {"X": rng.normal(size=(40, 3)), "Y": rng.integers(0, 5, size=40)}
+    r1 = plan.run(data, noise=dp.SeededNoise(3)).released
+    r2 = back.run(data, noise=dp.SeededNoise(3)).released
+    assert sorted(r1) == sorted(r2)
+    for k in r1:
+        np.testing.assert_equal(r1[k], r2[k])
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [dp.ZCDP("0.5"), dp.PureDP(1), dp.ApproxDP("1", "1e-6"), dp.ApproxZCDP("0.5", "1e-7"), dp.ZCDP(0.1)],
+    ids=["zcdp", "pure", "approx-dp", "approx-zcdp", "zcdp-binary"],
+)
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_round_trip_budgets_and_relations(budget, relation):
+    b = dp.PlanBuilder(budget=budget, neighbors=relation, report_delta=1e-8, name="small")
+    X = b.source("X", dp.Vectors(d=2, box=(-1.0, 1.0)))
+    plan = b.build(c=N.LaplaceMech()(N.Count()(X)), s=N.LaplaceMech(weight=2)(N.Sum()(X)))
+    back = dp.Plan.from_json(plan.to_json())
+    assert back.to_json() == plan.to_json()
+    assert back.hash == plan.hash
+    assert back.budget == plan.budget
+    assert back.neighbors == relation
+    assert back.report_delta == 1e-8
+
+
+@pytest.mark.parametrize(
+    "domain",
+    [dp.Vectors(d=2), dp.Vectors(d=2, box=(0.0, 1.0)), dp.Vectors(d=2, l2_bound=dp.Sym.const(3.0)),
+     dp.Reals(lower=-1.0, upper=4.0), dp.BooleanCube(d=2), dp.Ordinal(N=7)],
+    ids=lambda dom: dom.describe(),
+)
+def test_round_trip_source_domains(domain):
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", domain, n=10)
+    plan = b.build(c=N.GaussianMech()(N.Count()(X)))
+    back = dp.Plan.from_json(plan.to_json())
+    assert back.records[0].node.domain == domain
+    assert back.hash == plan.hash
+
+
+def test_hash_is_stable_and_content_based():
+    a, b = every_kind_plan(), every_kind_plan()
+    assert a is not b
+    assert a.hash == b.hash
+    assert a.hash.startswith("sha256:") and len(a.hash) == len("sha256:") + 64
+    assert every_kind_plan(radius=2.5).hash != a.hash
+    assert every_kind_plan(budget=dp.ZCDP("0.9")).hash != a.hash
+
+
+def test_hash_changes_with_any_parameter():
+    def plan(radius: float = 1.0, weight: float = 1.0, relation: str = "replace", n: int = 50) -> dp.Plan:
+        b = dp.PlanBuilder(budget=dp.ZCDP(1), neighbors=relation)
+        X = b.source("X", dp.Vectors(d=2), n=n if relation == "replace" else None)
+        return b.build(s=N.GaussianMech(weight=weight)(N.Sum()(N.Clip(radius=radius)(X))))
+
+    base = plan().hash
+    assert plan().hash == base
+    variants = {plan(radius=1.5).hash, plan(weight=2.0).hash, plan(relation="add_remove").hash,
+                plan(n=51).hash}
+    assert base not in variants and len(variants) == 4
+
+
+def test_lambda_in_apply_is_refused_when_read_back():
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=10)
+    out = N.Apply(fn=lambda v: 2 * v)(N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(X))))
+    plan = b.build(o=out)
+    certify(plan)  # fine in memory
+    text = plan.to_json()
+    with pytest.raises(dp.SerializationError):
+        dp.Plan.from_json(text)
+
+
+def test_local_function_in_apply_is_refused_when_read_back():
+    def double(v: Any) -> Any:
+        return 2 * v
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=10)
+    plan = b.build(o=N.Apply(fn=double)(N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(X)))))
+    with pytest.raises(dp.SerializationError):
+        dp.Plan.from_json(plan.to_json())
+
+
+def test_unknown_node_kind_and_schema_are_refused():
+    data = json.loads(every_kind_plan().to_json())
+    data["nodes"][0]["kind"] = "Teleport"
+    with pytest.raises(dp.SerializationError):
+        dp.Plan.from_json(json.dumps(data))
+    data = json.loads(every_kind_plan().to_json())
+    data["schema"] = "dpflow.plan/999"
+    with pytest.raises(dp.SerializationError):
+        dp.Plan.from_json(json.dumps(data))
+
+
+# --------------------------------------------------------------------------- ledger and report
+
+SECRET = 123456.789
+
+
+def test_ledger_round_trip():
+    ledger = certify(every_kind_plan()).ledger
+    text = ledger.to_json()
+    back = Ledger.from_json(text)
+    assert back == ledger
+    assert back.to_json() == text
+    assert back.plan_hash == every_kind_plan().hash
+    assert back.totals[0].tightest() == ledger.totals[0].tightest()
+
+
+def secret_run() -> tuple[dp.Result, np.ndarray]:
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=50)
+    Y = b.source("Y", dp.Reals(), n=50)
+    C = N.Clip(radius=1.0)(X)
+    plan = b.build(
+        mean=N.GaussianMech()(N.Mean()(C)),
+        cov=N.GaussianMech()(N.SecondMoment()(C)),
+        hist=N.GaussianMech()(N.Histogram(edges=[0.0, 1.0, 2.0])(Y)),
+    )
+    data = np.zeros((50, 2))
+    data[7] = [SECRET, -SECRET]
+    data[8] = [SECRET, 1.0]
+    ys = np.full(50, SECRET)
+    return plan.run({"X": data, "Y": ys}, noise=dp.SeededNoise(1)), data
+
+
+def test_ledger_and_run_settings_contain_no_data():
+    res, _ = secret_run()
+    report = res.report.to_data()
+    for needle in ("123456.789", "123456", "1.23456789e+05", "-123456"):
+        assert needle not in json.dumps(report["ledger"]), needle
+        assert needle not in json.dumps(report["run"]), needle
+        stripped = {k: v for k, v in report.items() if k != "released"}
+        assert needle not in json.dumps(stripped), needle
+    ledger_back = Ledger.from_json(res.report.ledger.to_json())
+    assert ledger_back == res.report.ledger
+
+
+def test_report_json_round_trips_through_text():
+    res, _ = secret_run()
+    text = res.report.to_json()
+    data = json.loads(text)
+    assert data["ledger"] == json.loads(res.report.ledger.to_json())
+    assert set(data["released"]) == {"mean", "cov", "hist"}
+    assert data["run"]["seeded"] is True
