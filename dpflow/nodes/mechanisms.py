@@ -8,6 +8,7 @@ are known; the realised cost never exceeds the share (scales are rounded up).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -52,6 +53,12 @@ def _pure_eps_from_rho(rho: Fraction) -> Fraction:
     return eps
 
 
+@functools.lru_cache(maxsize=4096)
+def _sigma(sensitivity: float, num: int, den: int) -> float:
+    """The Gaussian sigma the interpreter will use for a constant sensitivity (cached for big ledgers)."""
+    return gaussian_sigma_for_zcdp(sensitivity, Fraction(num, den))
+
+
 def _sym_noise(noise: np.ndarray) -> np.ndarray:
     upper = np.triu(noise)
     out: np.ndarray = upper + upper.T - np.diag(np.diag(upper))
@@ -69,11 +76,6 @@ def _unbounded(ctx: InferContext, norm: str) -> UnboundedSensitivityError:
         f"its input has unbounded {norm} sensitivity (the rows it aggregates are not bounded)",
         "insert Clip (an l2 ball or a box) before the query",
     )
-
-
-def gaussian_cost(rho: Fraction) -> Cost:
-    """The cost of a Gaussian mechanism calibrated to ``rho``-zCDP: mu = sqrt(2 rho)-GDP."""
-    return Cost(rho=rho, delta0=Fraction(0), pure_eps=None, gdp_mu2=2 * rho, pure_count=0, pure_max=Fraction(0))
 
 
 @attrs.frozen(kw_only=True)
@@ -111,12 +113,12 @@ class GaussianMech(Mechanism):
         if mode == "pure":
             raise PlanTypeError(self.kind, "a Gaussian mechanism is not pure DP",
                                 "use LaplaceMech, or a zCDP or (epsilon, delta) budget")
-        return gaussian_cost(share)
+        return Cost.gaussian_zcdp(share)
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         formula = f"sigma = {text_of(stat.l2)} / sqrt(2*{float(share):.6g})"
         if stat.l2 is not None and stat.l2.is_const:
-            formula += f" = {gaussian_sigma_for_zcdp(stat.l2.coef, share):.6g}"
+            formula += f" = {_sigma(stat.l2.coef, share.numerator, share.denominator):.6g}"
         return f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

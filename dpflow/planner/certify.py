@@ -16,6 +16,7 @@ realised cost is at most its share (noise scales are rounded up).
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -69,6 +70,7 @@ class _Space:
     bodies: dict[str, _Space]
     parents: dict[str, str] = attrs.field(factory=dict)
     records: dict[str, NodeRecord] = attrs.field(factory=dict)
+    steps: list[tuple[str, NodeRecord, list[str], list[list[str]], str]] | None = None
 
     def __attrs_post_init__(self) -> None:
         self.parents = {c.id: p for p, cs in self.children.items() for c in cs}
@@ -142,26 +144,46 @@ def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: 
     return Inferred(ReleasedT(out.shape), f"{node.times} rounds of a {len(node.body.records)}-node body")
 
 
+_Step = tuple[str, NodeRecord, list[str], list[list[str]], str]
+
+
+def _fold_steps(space: _Space) -> list[_Step]:
+    """The sensitive nodes of a space, children before parents, tagged with how they fold (cached)."""
+    if space.steps is None:
+        steps: list[_Step] = []
+        for rec in reversed(space.order):
+            kids = [k.id for k in space.children.get(rec.id, [])]
+            t = space.types[rec.id]
+            if isinstance(rec.node, Mechanism):
+                steps.append(("mech", rec, kids, [], ""))
+            elif isinstance(rec.node, Recurse):
+                steps.append(("recurse", rec, kids, [], ""))
+            elif isinstance(t, PiecesT):
+                groups: dict[int, list[str]] = defaultdict(list)
+                for k in space.children.get(rec.id, []):
+                    assert isinstance(k.node, Piece)
+                    groups[k.node.index].append(k.id)
+                steps.append(("pieces", rec, kids, list(groups.values()), t.rule))
+            elif isinstance(t, (RowsT, StatT)):
+                steps.append(("seq", rec, kids, [], ""))
+        space.steps = steps
+    return space.steps
+
+
 def _fold(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord], T],
           rec_fn: Callable[[_Space, NodeRecord], T], seq: Callable[[Sequence[T]], T],
           par: Callable[[Sequence[T], str], T]) -> T:
     """Fold the per-record cost structure below ``start`` (children before parents)."""
     acc: dict[str, T] = {}
-    for rec in reversed(space.order):
-        kids = space.children.get(rec.id, [])
-        t = space.types[rec.id]
-        if isinstance(rec.node, Mechanism):
+    for tag, rec, kids, groups, rule in _fold_steps(space):
+        if tag == "seq":
+            acc[rec.id] = seq([acc[k] for k in kids])
+        elif tag == "mech":
             acc[rec.id] = leaf(space, rec)
-        elif isinstance(rec.node, Recurse):
+        elif tag == "recurse":
             acc[rec.id] = rec_fn(space, rec)
-        elif isinstance(t, PiecesT):
-            groups: dict[int, list[T]] = defaultdict(list)
-            for k in kids:
-                assert isinstance(k.node, Piece)
-                groups[k.node.index].append(acc[k.id])
-            acc[rec.id] = par([seq(g) for g in groups.values()], t.rule)
-        elif isinstance(t, (RowsT, StatT)):
-            acc[rec.id] = seq([acc[k.id] for k in kids])
+        else:
+            acc[rec.id] = par([seq([acc[k] for k in g]) for g in groups], rule)
     return acc[start]
 
 
@@ -248,15 +270,8 @@ class _Planner:
                 return _ZERO
             return Cost.parallel(xs, "add_remove" if rule == "index" else self.relation)
 
-        def seq(xs: Sequence[Cost]) -> Cost:
-            if not xs:
-                return _ZERO
-            out = xs[0]
-            for x in xs[1:]:
-                out = out.then(x)
-            return out
 
-        return _fold(space or self.space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, seq, par)
+        return _fold(space or self.space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, Cost.sequential, par)
 
     # -- budget -------------------------------------------------------------------------------
     def mode_and_total(self) -> tuple[Mode, Fraction, str]:
@@ -275,11 +290,11 @@ class _Planner:
         if delta <= 0:
             return "pure", budget.epsilon, "pure mode (delta = 0): epsilon shared by weight"
         if kinds == {"GaussianMech"}:
-            mu = gdp_mu_for_approx_dp(eps, delta)
+            mu = gdp_mu_for_approx_dp(budget.epsilon, budget.delta)
             rho = Fraction(mu) ** 2 / 2
             return "zcdp", rho, (f"all mechanisms Gaussian: exact Gaussian-DP mu={mu:.6g} meets "
                                  f"({eps:.6g}, {delta:.3g}); rho=mu^2/2={float(rho):.6g} shared by weight")
-        rho = zcdp_rho_for_approx_dp(eps, delta)
+        rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
         text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
         if kinds and kinds <= {"LaplaceMech", "Peel"} and not any(
             m.fixed_share("pure") is not None for _, _, m in self.mechs
@@ -332,13 +347,15 @@ class _Planner:
                 raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
             allocations[_key(sp, rec.id)] = Allocation(mode, f, cost)
 
+        memo: dict[tuple[Mechanism, int, int, int, int], Cost] = {}
+
         def cost_leaf(sp: _Space, rec: NodeRecord, mult: Fraction) -> Cost:
-            node = rec.node
-            assert isinstance(node, Mechanism)
+            node = _mech(rec)
             share = shares[_key(sp, rec.id)]
-            if node.fixed_share(mode) is None:
-                share = share * mult
-            return node.cost(share, mode)
+            key = (node, share.numerator, share.denominator, mult.numerator, mult.denominator)
+            if key not in memo:  # mechanisms repeat across rounds and weights: cost each share once
+                memo[key] = node.cost(share * mult if node.fixed_share(mode) is None else share, mode)
+            return memo[key]
 
         totals = []
         report_delta = self._report_delta()
@@ -525,5 +542,11 @@ def certify(plan: Plan) -> Certified:
     >>> c.allocations["gaussian_mech_3"].share
     Fraction(1, 2)
     """
-    return _Planner(plan).certify()
+    enabled = gc.isenabled()
+    gc.disable()  # the planner allocates many small objects and no cycles: skip collection passes
+    try:
+        return _Planner(plan).certify()
+    finally:
+        if enabled:
+            gc.enable()
 

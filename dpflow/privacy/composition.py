@@ -8,7 +8,7 @@ marks the tightest.  Floating point enters only in those final conversions, roun
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -81,6 +81,19 @@ def _add_opt(a: Fraction | None, b: Fraction | None) -> Fraction | None:
     return None if a is None or b is None else a + b
 
 
+def _fsum(values: Iterable[Fraction]) -> Fraction:
+    """Exact sum of Fractions, adding numerators over each common denominator as integers."""
+    by_den: dict[int, int] = {}
+    for v in values:
+        by_den[v.denominator] = by_den.get(v.denominator, 0) + v.numerator
+    return sum((Fraction(num, den) for den, num in by_den.items()), Fraction(0))
+
+
+def _sum_opt(values: Sequence[Fraction | None]) -> Fraction | None:
+    present = [v for v in values if v is not None]
+    return _fsum(present) if len(present) == len(values) else None
+
+
 def _top_two_sum(values: Sequence[Fraction]) -> Fraction:
     top = sorted(values, reverse=True)[:2]
     return sum(top, Fraction(0))
@@ -134,6 +147,38 @@ class Cost:
 
     # ------------------------------------------------------------------------------------------
     # constructors
+
+    @classmethod
+    def _trusted(
+        cls,
+        rho: Fraction,
+        delta0: Fraction,
+        pure_eps: Fraction | None,
+        gdp_mu2: Fraction | None,
+        pure_count: int,
+        pure_max: Fraction,
+    ) -> Cost:
+        """Build from fields that are already valid Fractions (skips the converters: the
+        planner composes tens of thousands of costs).  Internal: callers guarantee validity."""
+        c = object.__new__(cls)
+        for name, value in (("rho", rho), ("delta0", delta0), ("pure_eps", pure_eps), ("gdp_mu2", gdp_mu2),
+                            ("pure_count", pure_count), ("pure_max", pure_max)):
+            object.__setattr__(c, name, value)
+        return c
+
+    @classmethod
+    def gaussian_zcdp(cls, rho: Fraction) -> Cost:
+        """A Gaussian mechanism calibrated to rho-zCDP (sigma = Delta / sqrt(2 rho)): mu^2 = 2 rho.
+
+        Sources: Bun & Steinke 2016, Prop. 1.6; Dong, Roth & Su 2022, Thm. 2.7.
+
+        >>> Cost.gaussian_zcdp(Fraction(1, 2)).gdp_mu2
+        Fraction(1, 1)
+        """
+        r = exact(rho)
+        if r == 0:
+            return cls.zero()
+        return cls._trusted(r, Fraction(0), None, 2 * r, 0, Fraction(0))
 
     @classmethod
     def zero(cls) -> Cost:
@@ -237,13 +282,26 @@ class Cost:
         >>> Cost.pure(Fraction(1)).then(Cost.pure(Fraction(2))).pure_eps
         Fraction(3, 1)
         """
-        return Cost(
-            rho=self.rho + other.rho,
-            delta0=self.delta0 + other.delta0,
-            pure_eps=_add_opt(self.pure_eps, other.pure_eps),
-            gdp_mu2=_add_opt(self.gdp_mu2, other.gdp_mu2),
-            pure_count=self.pure_count + other.pure_count,
-            pure_max=max(self.pure_max, other.pure_max),
+        return Cost.sequential((self, other))
+
+    @staticmethod
+    def sequential(costs: Sequence[Cost]) -> Cost:
+        """Sequential composition of many costs in one pass (same rules as :meth:`then`).
+
+        >>> Cost.sequential([Cost.zcdp(Fraction(1, 4))] * 2).rho
+        Fraction(1, 2)
+        """
+        if not costs:
+            return Cost.zero()
+        if len(costs) == 1:
+            return costs[0]
+        return Cost._trusted(
+            _fsum(c.rho for c in costs),
+            _fsum(c.delta0 for c in costs),
+            _sum_opt([c.pure_eps for c in costs]),
+            _sum_opt([c.gdp_mu2 for c in costs]),
+            sum(c.pure_count for c in costs),
+            max(c.pure_max for c in costs),
         )
 
     def scaled(self, k: int) -> Cost:
