@@ -288,6 +288,9 @@ class Cost:
     def sequential(costs: Sequence[Cost]) -> Cost:
         """Sequential composition of many costs in one pass (same rules as :meth:`then`).
 
+        Sources: Bun & Steinke 2016, Lemma 1.7 / 8.2; Dwork & Roth 2014, Thm. 3.16; Dong, Roth & Su
+        2022, Cor. 3.3.
+
         >>> Cost.sequential([Cost.zcdp(Fraction(1, 4))] * 2).rho
         Fraction(1, 2)
         """
