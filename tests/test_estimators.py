@@ -1,0 +1,73 @@
+"""The first estimators: accuracy against thresholds computed from their guarantees."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import dpflow as dp
+from dpflow.estimators import chi_radius, clipped_mean, naive_pce
+from dpflow.privacy import analytic_gaussian_sigma
+
+
+def test_chi_radius_golden() -> None:
+    assert abs(chi_radius(50, 0.01) - 9.4636) < 1e-4
+    assert abs(chi_radius(10, 0.1) - 4.9196) < 1e-4
+
+
+def test_clipped_mean_zcdp_error_within_noise_and_sampling_bounds() -> None:
+    d, n, rho = 5, 20_000, 0.5
+    rng = np.random.default_rng(1)
+    mu = rng.uniform(-1, 1, size=d)
+    X = rng.normal(size=(n, d)) + mu
+    res = clipped_mean(d=d, n=n, budget=dp.ZCDP(rho), mean_bound=1.0).run({"X": X}, noise=dp.SeededNoise(2))
+    R = 1.0 + math.sqrt(2 * math.log(n))
+    sigma = 2 * R * math.sqrt(d) / n / math.sqrt(2 * rho)          # CWZ Alg. 3.1, Bun-Steinke Prop 1.6
+    (fact,) = res.report.execution.facts["gaussian_mech_3"]
+    assert math.isclose(fact["sigma"], sigma, rel_tol=1e-9) and fact["sigma"] >= sigma
+    err = np.abs(res.released["mean"] - mu)
+    assert np.all(err <= 5 * sigma + 5 / math.sqrt(n))
+    assert np.abs(res.released["mean"] - X.mean(axis=0)).max() <= 5 * sigma + 1e-9
+
+
+def test_clipped_mean_approx_dp_uses_the_analytic_gaussian() -> None:
+    d, n = 4, 10_000
+    plan = clipped_mean(d=d, n=n, budget=dp.ApproxDP(1.0, 1e-6), radius=3.0)
+    ledger = plan.check()
+    best = ledger.totals[0].tightest()
+    assert best.rule == "exact Gaussian-DP" and 0.999 <= best.epsilon <= 1.0
+    X = np.random.default_rng(3).normal(size=(n, d))
+    res = plan.run({"X": X}, noise=dp.SeededNoise(4))
+    delta2 = 2 * 3.0 * math.sqrt(d) / n
+    (fact,) = res.report.execution.facts["gaussian_mech_3"]
+    # an all-Gaussian plan calibrated by the exact GDP profile is the analytic Gaussian (Balle-Wang)
+    assert math.isclose(fact["sigma"], analytic_gaussian_sigma(1.0, 1e-6, delta2), rel_tol=1e-6)
+    # and it beats the classical formula, which is not even valid at eps = 1
+    assert fact["sigma"] < delta2 * math.sqrt(2 * math.log(1.25 / 1e-6))
+
+
+def test_naive_pce_error_is_the_noise_only() -> None:
+    d, n, rho, kappa = 3, 50_000, 0.5, 4.0
+    rng = np.random.default_rng(5)
+    Sigma = np.diag([1.0, 2.0, 3.0])
+    X = rng.multivariate_normal(np.full(d, 5.0), Sigma, size=n)
+    res = naive_pce(d=d, n=n, budget=dp.ZCDP(rho), kappa=kappa).run({"X": X}, noise=dp.SeededNoise(6))
+    m = n // 2
+    pairs = (X[0:2 * m:2] - X[1:2 * m:2]) / math.sqrt(2)
+    T = kappa * chi_radius(d, 0.1 / m) ** 2
+    assert np.all(np.sum(pairs**2, axis=1) <= T)              # no row was clipped at this seed
+    S = pairs.T @ pairs / m                                    # the non-private estimate on the same pairs
+    sigma = math.sqrt(2) * T / m / math.sqrt(2 * rho)          # KLSU Alg. 1 Frobenius sensitivity
+    est = res.released["covariance"]
+    assert np.all(np.linalg.eigvalsh(est) >= -1e-12)           # PSD projection
+    # the PSD projection is a projection onto a convex set containing S: it can only get closer
+    assert np.linalg.norm(est - S) <= 5 * sigma * d
+    assert np.linalg.norm(est - Sigma) <= 5 * sigma * d + 6 * np.linalg.norm(Sigma) * math.sqrt(2 / m)
+
+
+def test_naive_pce_known_mean_uses_all_rows() -> None:
+    ledger = naive_pce(d=2, n=1000, budget=dp.ZCDP(0.5), kappa=1.0, unknown_mean=False).check()
+    mech = next(e for e in ledger.entries if e.kind == "GaussianMech")
+    T = chi_radius(2, 0.1 / 1000) ** 2
+    assert f"{math.sqrt(2) * T / 1000:.6g}" in mech.sensitivity
