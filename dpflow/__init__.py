@@ -14,7 +14,7 @@
 
 __version__ = "0.1.0"
 
-from dpflow import nodes
+from dpflow import estimators, nodes
 from dpflow.domains import BooleanCube, Ordinal, Reals, Sym, SymmetricMatrices, Vectors
 from dpflow.errors import (
     BudgetError,
@@ -41,5 +41,5 @@ __all__ = [
     "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
     "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "Report", "Result", "SecureNoise",
     "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",
-    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "nodes", "run",
+    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run",
 ]

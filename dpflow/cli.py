@@ -7,11 +7,13 @@ the node and the fix), 1 on any other error.
     dpflow check PLAN.py
     dpflow run PLAN.py --data NAME=path.npy|.csv [--data ...] --report DIR [--seed N]
     dpflow privacy convert --rho R --delta D [--all]
+    dpflow budget open|show|verify DATASET [--store PATH] [--rho R | --epsilon E]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import runpy
 import sys
 from collections.abc import Sequence
@@ -20,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from dpflow.budget import BudgetStore, describe_status
 from dpflow.errors import DpflowError, PlanError
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan
-from dpflow.privacy import Cost, exact, zcdp_to_approx_dp
+from dpflow.privacy import ZCDP, Cost, PureDP, exact, zcdp_to_approx_dp
 from dpflow.report import run
 
 
@@ -65,8 +68,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store(path: str | None) -> BudgetStore:
+    return BudgetStore(path or os.environ.get("DPFLOW_BUDGET_STORE", "dpflow-budget.sqlite"))
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    result = run(load_plan(args.plan), load_data(args.data), noise=_noise(args.seed))
+    store = _store(args.budget_store) if args.dataset else None
+    result = run(load_plan(args.plan), load_data(args.data), noise=_noise(args.seed), budget_store=store,
+                 dataset=args.dataset)
     print(result.report.ledger.summary())
     for name, value in sorted(result.released.items()):
         print(f"{name} = {np.array2string(np.asarray(value), precision=5)}")
@@ -90,6 +99,27 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_budget(args: argparse.Namespace) -> int:
+    store = _store(args.store)
+    if args.budget_command == "open":
+        if (args.rho is None) == (args.epsilon is None):
+            raise ValueError("budget open needs exactly one of --rho (zCDP filter) or --epsilon (pure filter)")
+        store.open(args.dataset, ZCDP(args.rho) if args.rho is not None else PureDP(args.epsilon))
+        print(describe_status(store.status(args.dataset)))
+        return 0
+    if args.budget_command == "show":
+        print(describe_status(store.status(args.dataset)))
+        for e in store.entries(args.dataset):
+            ref = f" of {e.ref}" if e.ref is not None else ""
+            print(f"  {e.seq:>6} {e.created} {e.kind:<8}{ref:<10} {e.amount:<24} {e.plan_hash[:23]}")
+        return 0
+    check = store.verify(args.dataset)
+    for p in check.problems:
+        print(f"dpflow: budget store: {p}", file=sys.stderr)
+    print(f"{args.dataset}: {check.rows} rows, " + ("chain verified" if check.ok else "VERIFICATION FAILED"))
+    return 0 if check.ok else 1
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     ap = argparse.ArgumentParser(prog="dpflow", description="Differentially private statistics as certified plans")
@@ -109,6 +139,9 @@ def parser() -> argparse.ArgumentParser:
     runp.add_argument("--data", action="append", default=[], metavar="NAME=PATH", help=".npy or .csv")
     runp.add_argument("--report", required=True, help="directory for report.json and report.md")
     runp.add_argument("--seed", type=int, default=None, help="seeded noise (reports say NOT FOR RELEASE)")
+    runp.add_argument("--dataset", default=None, help="charge the run to this dataset in the budget store")
+    runp.add_argument("--budget-store", default=None, help="SQLite budget store (default $DPFLOW_BUDGET_STORE "
+                      "or dpflow-budget.sqlite)")
     runp.set_defaults(fn=_cmd_run)
 
     priv = sub.add_parser("privacy", help="privacy calculus")
@@ -118,6 +151,19 @@ def parser() -> argparse.ArgumentParser:
     conv.add_argument("--delta", type=float, required=True)
     conv.add_argument("--all", action="store_true", help="print every valid conversion")
     conv.set_defaults(fn=_cmd_convert)
+
+    bud = sub.add_parser("budget", help="the persistent privacy budget store")
+    bsub = bud.add_subparsers(dest="budget_command", required=True)
+    for name, text in (("open", "declare a dataset's lifetime budget"), ("show", "budget, spending and rows"),
+                       ("verify", "check the hash chain and the totals (exit 1 if tampered)")):
+        bp = bsub.add_parser(name, help=text)
+        bp.add_argument("dataset")
+        bp.add_argument("--store", default=None, help="SQLite file (default $DPFLOW_BUDGET_STORE or "
+                        "dpflow-budget.sqlite)")
+        if name == "open":
+            bp.add_argument("--rho", type=str, default=None, help="lifetime rho (zCDP filter), exact: 1/2 or 0.5")
+            bp.add_argument("--epsilon", type=str, default=None, help="lifetime epsilon (basic epsilon filter)")
+        bp.set_defaults(fn=_cmd_budget)
     return ap
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,22 @@ class ZeroNoise:
     def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
         self.calls += 1
         return np.zeros(shape)
+
+    exact = False
+
+    def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        self.calls += 1
+        return np.zeros(shape, dtype=np.int64)
+
+    def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        self.calls += 1
+        return np.zeros(shape, dtype=np.int64)
+
+
+class ExactZeroNoise(ZeroNoise):
+    """Zero draws through the exact (lattice) path: releases are the lattice-rounded statistics."""
+
+    exact = True
 
 
 def run_zero(cert: Certified, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ def _body(rows: Any, state: Any, k: Any) -> Any:
 
 def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     """One plan that uses every node kind of dpflow.nodes.NODE_KINDS."""
-    b = dp.PlanBuilder(budget=budget or dp.ZCDP(1), name="every-kind")
+    b = dp.PlanBuilder(budget=budget or dp.ApproxZCDP(1, "1/1000000"), name="every-kind")  # delta: StabilityHistogram
     X = b.source("X", dp.Vectors(d=3), n=40)
     Y = b.source("Y", dp.Ordinal(N=5), n=40)
     A = b.public(np.eye(3))
@@ -41,10 +41,36 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     psd = N.PSDProject(floor=0.01)(sm)
     w = N.Get(index=0)(N.Eigh()(psd))
     ab = N.Apply(fn=np.abs)(m)
-    packed = N.Pack()(ab, w)
+    packed = N.Pack()(ab, w, N.param(b, "gamma", 2.5, "a named public parameter"))
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
     rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
-    return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec)
+    return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
+                   **_discrete_kinds(b, X, Y))
+
+
+def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
+    """The node kinds of dpflow/nodes/quantile.py, regression.py and truncation.py."""
+    mags = N.Magnitudes(of="rows")(Z)
+    edges = [0.0, 1.0, 2.0, 4.0]
+    hi = N.ModeBinUpper(edges=edges)(N.LaplaceMech()(N.Histogram(edges=edges)(mags)))
+    A = N.ScaleShift(scale=2.0, shift=1.0)(N.Quantile(q=0.5)(N.OrderStatistics(upper=hi)(mags)))
+    g = N.GradientStep(beta=b.public([0.0, 0.0]), eta=0.5, x_bound=1.0, residual_bound=A, radius=1.0)(Z)
+    coef = N.ProjectCoef(radius=1.0, sparsity=1)(N.GaussianMech()(g))
+    tm = N.GaussianMech()(N.TruncatedMean(bound=A)(Z))
+    ridge = N.RidgeSolve(ridge=0.1, scale=A)(N.GaussianMech()(N.SecondMoment()(N.Clip(radius=A)(Z))))
+    return {"coef": coef, "tm": tm, "ridge": ridge}
+
+
+def _discrete_kinds(b: dp.PlanBuilder, X: Any, Y: Any) -> dict[str, Any]:
+    """The node kinds of dpflow/nodes/discrete.py."""
+    J = N.DyadicExpMech()(N.DyadicCounts(N=5)(Y))
+    cdf = N.AddKnots(N=5)(J, N.LaplaceMech()(N.IntervalCounts(interval=J)(Y)))
+    J2 = N.DyadicExpMech(cdf=cdf)(N.DyadicCounts(N=5)(Y))
+    cdf2 = N.AddKnots(N=5)(cdf, J2, N.LaplaceMech()(N.IntervalCounts(interval=J2)(Y)))
+    oc = N.LaplaceMech()(N.OrdinalCounts(edges=[0, 2, 5])(Y))
+    sh = N.StabilityHistogram(delta="1/10000000")(N.BinCounts(width=1.0)(Y))
+    tb = N.GaussianMech()(N.TruncatedBinaryMean(tau=2, mask=b.public([1, 0, 1]))(N.Clip(box=(0, 1))(X)))
+    return {"cdf": cdf2, "oc": oc, "sh": sh, "tb": tb}
 
 
 def kinds(records: tuple[N.NodeRecord, ...]) -> set[str]:

@@ -632,3 +632,14 @@ def test_certify_reads_no_data():
     before = certify(plan).ledger.to_json()
     plan.run({"X": np.full((100, 2), math.pi)}, noise=dp.SeededNoise(0))
     assert certify(plan).ledger.to_json() == before
+
+
+def test_mechanism_deltas_that_use_the_whole_budget_delta_still_get_a_ledger() -> None:
+    from dpflow.nodes.discrete import BinCounts, StabilityHistogram
+
+    b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
+    h = StabilityHistogram(delta=1e-6)(BinCounts(width=1.0)(b.source("X", dp.Reals(), n=100)))
+    ledger = b.build(h=h).check()
+    (total,) = ledger.totals
+    assert total.delta0 == str(Fraction(1e-6))
+    assert all(c.delta > 1e-6 for c in total.conversions if c.rule.startswith("zCDP"))

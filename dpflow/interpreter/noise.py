@@ -1,17 +1,26 @@
-"""Noise sources.  The release default draws from OS entropy; the seeded source is
-for tests and examples and marks every report it touches as not for release.
+"""Noise sources.
 
-Both sample continuous Gaussian and Laplace variates in floating point.  Floating-
-point samplers have known attacks (Mironov 2012); the exact discrete samplers of
-the privacy-assurance work replace them behind this same interface.
+``SecureNoise`` (the default of every run) draws exact discrete Gaussian and discrete
+Laplace integers from the OS CSPRNG (Canonne-Kamath-Steinke samplers,
+:mod:`dpflow.interpreter.samplers`); the Gaussian and Laplace mechanisms then release
+on a 2^-k lattice, so no floating-point operation touches the noise (Mironov 2012).
+Its continuous draws (``normal``, ``laplace``, used by mechanisms without a lattice
+form) come from a generator freshly seeded with 256 bits of OS entropy per draw.
+
+``SeededNoise`` is for tests and examples and stamps every report NOT FOR RELEASE;
+``exact=True`` makes it use the same exact samplers from a seeded integer source.
 """
 
 from __future__ import annotations
 
+import random
 import secrets
+from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
 
 
 @runtime_checkable
@@ -22,24 +31,65 @@ class NoiseSource(Protocol):
     seeded: bool
 
     def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        """Gaussian noise with standard deviation ``sigma``."""
+        """Gaussian noise with standard deviation ``sigma`` (floating point)."""
         ...
 
     def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        """Laplace noise with scale ``scale``."""
+        """Laplace noise with scale ``scale`` (floating point)."""
+        ...
+
+    @property
+    def exact(self) -> bool:
+        """True when the source samples exact discrete noise (lattice releases)."""
+        ...
+
+    def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        """Integers from the discrete Gaussian with variance parameter ``sigma2``."""
+        ...
+
+    def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        """Integers from the discrete Laplace with scale ``scale``."""
         ...
 
 
-class SecureNoise:
-    """Noise from OS entropy: every draw uses a generator freshly seeded with 256 bits
-    from ``secrets`` (the OS CSPRNG), so no generator state outlives a draw.
+def _draw_ints(shape: tuple[int, ...], draw: object) -> np.ndarray:
+    size = int(np.prod(shape, dtype=np.int64))
+    values = [draw() for _ in range(size)]  # type: ignore[operator]
+    return np.array(values, dtype=object).reshape(shape)
+
+
+class _ExactDraws:
+    """Exact discrete draws from an integer source."""
+
+    _ints: IntSource
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        return _draw_ints(shape, lambda: discrete_gaussian(sigma2, self._ints))
+
+    def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        return _draw_ints(shape, lambda: discrete_laplace(scale, self._ints))
+
+
+class SecureNoise(_ExactDraws):
+    """Release noise: exact discrete samplers on OS-CSPRNG integers (lattice releases);
+    continuous draws from a generator seeded afresh with 256 OS-entropy bits per draw.
 
     >>> SecureNoise().normal(1.0, (3,)).shape
     (3,)
     """
 
-    description = "secure: OS entropy (fresh 256-bit seed per draw); continuous floating-point samplers"
+    description = (
+        "secure: OS CSPRNG; exact discrete Gaussian/Laplace (Canonne-Kamath-Steinke) on a 2^-k lattice for "
+        "Gaussian and Laplace mechanisms; continuous draws freshly seeded from OS entropy otherwise"
+    )
     seeded = False
+
+    def __init__(self) -> None:
+        self._ints = IntSource()
 
     def _gen(self) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64DXSM(secrets.randbits(256)))
@@ -51,8 +101,11 @@ class SecureNoise:
         return self._gen().laplace(0.0, scale, shape) if scale > 0 else np.zeros(shape)
 
 
-class SeededNoise:
+class SeededNoise(_ExactDraws):
     """Reproducible noise for tests and examples: NOT FOR RELEASE.
+
+    With ``exact=True`` it runs the exact discrete samplers (and lattice releases) from a
+    seeded integer source, to test that path deterministically.
 
     >>> a = SeededNoise(1).normal(1.0, (2,)); b = SeededNoise(1).normal(1.0, (2,))
     >>> bool((a == b).all())
@@ -61,10 +114,17 @@ class SeededNoise:
 
     seeded = True
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, exact: bool = False) -> None:
         self.seed = seed
-        self.description = f"seeded (seed={seed}): NOT FOR RELEASE"
+        self._exact = exact
+        kind = "exact discrete samplers" if exact else "continuous floating-point samplers"
+        self.description = f"seeded (seed={seed}, {kind}): NOT FOR RELEASE"
         self._rng = np.random.default_rng(seed)
+        self._ints = IntSource(random.Random(seed))
+
+    @property
+    def exact(self) -> bool:
+        return self._exact
 
     def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
         return self._rng.normal(0.0, sigma, shape) if sigma > 0 else np.zeros(shape)

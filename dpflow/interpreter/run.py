@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +18,7 @@ from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Allocation, Backend, StatT
 from dpflow.nodes.control import Input, Round, State
 from dpflow.planner.certify import Certified, _Space
+from dpflow.privacy.rounding import up
 
 
 @attrs.frozen(eq=False)
@@ -48,13 +49,18 @@ class _Ctx:
         return self.env[ref.id]
 
     def bound(self, sym: Sym) -> float:
+        return sym.value(self.public_values(sym.refs()))
+
+    def public_values(self, names: Sequence[str]) -> dict[str, float]:
         vals: dict[str, float] = {}
-        for name in sym.refs():
+        for name in names:
             if name.startswith("n:"):
                 vals[name] = float(self.backend.nrows(self.env[name[2:]]))
+            elif name.startswith("norm:"):  # the l2 norm of a released vector, rounded up
+                vals[name] = up(float(np.linalg.norm(np.asarray(self.env[name[5:]], dtype=float))))
             else:
                 vals[name] = float(np.asarray(self.env[name], dtype=float))
-        return sym.value(vals)
+        return vals
 
     def allocation(self) -> Allocation:
         assert self._rec is not None and isinstance(self._rec.node, Mechanism)

@@ -23,9 +23,22 @@ from dpflow.nodes.base import (
     Transform,
 )
 from dpflow.nodes.control import Input, Recurse, Round, State, recurse
+from dpflow.nodes.discrete import (
+    AddKnots,
+    BinCounts,
+    DyadicCounts,
+    DyadicExpMech,
+    IntervalCounts,
+    OrdinalCounts,
+    StabilityHistogram,
+    TruncatedBinaryMean,
+)
+from dpflow.nodes.gaussian_nodes import Param, param
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
 from dpflow.nodes.postprocess import Apply, Eigh, Get, Pack, PSDProject, Public
+from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
+from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
 from dpflow.nodes.transforms import (
     Clip,
     Columns,
@@ -38,6 +51,7 @@ from dpflow.nodes.transforms import (
     project_ball,
     split,
 )
+from dpflow.nodes.truncation import TruncatedMean
 
 NODE_KINDS: dict[str, type[Node]] = {
     cls.kind: cls
@@ -47,14 +61,23 @@ NODE_KINDS: dict[str, type[Node]] = {
         GaussianMech, LaplaceMech, Peel,
         Public, Apply, PSDProject, Eigh, Get, Pack,
         Recurse, Input, State, Round,
+        Magnitudes, OrderStatistics, Quantile, ScaleShift, ModeBinUpper, GradientStep, ProjectCoef, RidgeSolve,
+        TruncatedMean,
+        Param,
+        OrdinalCounts, BinCounts, StabilityHistogram, DyadicCounts, DyadicExpMech, IntervalCounts, AddKnots,
+        TruncatedBinaryMean,
     )
 }
 """Every node class by its ``kind`` (used to read plans back from JSON)."""
 
 __all__ = [
-    "NODE_KINDS", "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
+    "NODE_KINDS", "GradientStep", "Magnitudes", "ModeBinUpper", "OrderStatistics", "ProjectCoef", "Quantile",
+    "RidgeSolve", "ScaleShift", "TruncatedMean",
+    "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
     "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "PSDProject", "Pack",
-    "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
+    "PairDifferences", "Param", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
-    "State", "StatT", "SubPlan", "Sum", "Transform", "project_ball", "recurse", "split",
+    "State", "StatT", "SubPlan", "Sum", "Transform", "param", "project_ball", "recurse", "split",
+    "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
+    "TruncatedBinaryMean",
 ]

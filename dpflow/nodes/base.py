@@ -24,6 +24,7 @@ import numpy as np
 from dpflow.domains import Bound, Sym, Vectors
 from dpflow.errors import PlanTypeError, PostProcessingError
 from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value
+from dpflow.nodes.floaterr import FloatError
 from dpflow.privacy import Cost
 
 Relation = Literal["replace", "add_remove"]
@@ -97,6 +98,13 @@ class StatT:
     l2: Bound
     linf: Bound
     symmetric: bool = False
+    float_error: FloatError | None = None
+    """How to bound the distance between the statistic as computed in floating point and its
+    exact value (``None``: not bounded, e.g. a sum over a private number of rows).  Lattice
+    releases add twice the bound to the sensitivity (neighbours may err in opposite ways)."""
+    rank: Bound = None
+    """Order statistics only: how far one record's change can move the count of values below any
+    threshold (the utility sensitivity of a private quantile); ``None`` for every other statistic."""
 
 
 @attrs.frozen
@@ -184,6 +192,19 @@ class NoiseLike(Protocol):
         """Laplace noise with scale ``scale``."""
         ...
 
+    @property
+    def exact(self) -> bool:
+        """True when the source samples exact discrete noise (lattice releases)."""
+        ...
+
+    def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        """Integers from the discrete Gaussian with variance parameter ``sigma2`` (exact)."""
+        ...
+
+    def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        """Integers from the discrete Laplace with scale ``scale`` (exact)."""
+        ...
+
 
 @attrs.frozen
 class Allocation:
@@ -192,6 +213,9 @@ class Allocation:
     mode: Mode
     share: Fraction
     cost: Cost
+    continuous_gaussian: bool = False
+    """True when the certificate rests on the exact Gaussian-DP profile, which is proven for
+    continuous Gaussian noise: the mechanism then samples continuous noise, not the lattice form."""
 
 
 class EvalContext(Protocol):
@@ -218,6 +242,10 @@ class EvalContext(Protocol):
 
     def bound(self, sym: Sym) -> float:
         """Evaluate a bound with the run-time released values and public sizes."""
+        ...
+
+    def public_values(self, names: Sequence[str]) -> dict[str, float]:
+        """Run-time public values by name: ``n:<node>`` sizes, ``norm:<node>`` norms, released scalars."""
         ...
 
     def allocation(self) -> Allocation:

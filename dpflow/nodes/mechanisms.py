@@ -31,7 +31,7 @@ from dpflow.nodes.base import (
     text_of,
 )
 from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale
-from dpflow.privacy.rounding import down
+from dpflow.privacy.rounding import down, up
 
 
 def _weight(x: Any) -> float:
@@ -57,6 +57,94 @@ def _pure_eps_from_rho(rho: Fraction) -> Fraction:
 def _sigma(sensitivity: float, num: int, den: int) -> float:
     """The Gaussian sigma the interpreter will use for a constant sensitivity (cached for big ledgers)."""
     return gaussian_sigma_for_zcdp(sensitivity, Fraction(num, den))
+
+
+def _exact(ctx: EvalContext) -> bool:
+    """Whether the noise source samples exact discrete noise (sources without the flag do not)."""
+    return bool(getattr(ctx.noise, "exact", False))
+
+
+LATTICE_BITS = 40
+"""The lattice step is the power of two at or below (noise scale) / 2^40."""
+
+
+def _lattice_step(scale: float) -> float:
+    return math.ldexp(1.0, math.frexp(scale)[1] - 1 - LATTICE_BITS)
+
+
+def _noised_entries(value: np.ndarray, symmetric: bool) -> np.ndarray:
+    """The entries that get noise: the upper triangle of a symmetric matrix, else all."""
+    return value[np.triu_indices(value.shape[0])] if symmetric else value.ravel()
+
+
+def _slack(stat: StatT, ctx: EvalContext, entries: int) -> tuple[float, float]:
+    """Twice the (l2, l1) floating-point error bound of the statistic (inf when unbounded)."""
+    fe = stat.float_error
+    if fe is None:
+        return math.inf, math.inf
+    l2, l1 = fe.bound(ctx.public_values(fe.refs()), entries)
+    return 2.0 * l2, 2.0 * l1
+
+
+def _lattice_release(value: np.ndarray, step: float, noise: np.ndarray, symmetric: bool) -> np.ndarray:
+    """Round the statistic to the lattice, add the integer noise exactly, map back to floats.
+
+    The last step (an exact integer times a power of two, rounded to the nearest float) is
+    post-processing of the exact release.
+    """
+    flat = _noised_entries(np.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0), symmetric)
+    ints = [int(v) for v in np.rint(flat / step)]
+    out = np.array([float(k + int(z)) * step for k, z in zip(ints, noise.ravel(), strict=True)])
+    if not symmetric:
+        return out.reshape(value.shape)
+    d = value.shape[0]
+    full = np.zeros((d, d))
+    full[np.triu_indices(d)] = out
+    return full + np.triu(full, 1).T
+
+
+def _lattice_gaussian(value: np.ndarray, delta: float, rho: Fraction, stat: StatT, ctx: EvalContext) -> np.ndarray:
+    """Discrete Gaussian on a 2^-k lattice (Canonne-Kamath-Steinke 2020 Thm. 4: an integer query of
+    l2 sensitivity D with N_Z(0, s^2) noise is D^2/(2 s^2)-zCDP).  The sensitivity is widened by the
+    lattice rounding (step * sqrt(m)) and twice the floating-point error of the statistic."""
+    m = int(_noised_entries(value, stat.symmetric).size)
+    slack, _ = _slack(stat, ctx, m)
+    sigma0 = gaussian_sigma_for_zcdp(delta + slack, rho)
+    if sigma0 == 0.0:
+        ctx.record("sigma", 0.0)
+        return value  # sensitivity 0: the statistic does not depend on the data
+    if not math.isfinite(sigma0):
+        ctx.record("sigma", math.inf)
+        return np.full(value.shape, np.nan)  # infinite noise: a data-independent output
+    step = _lattice_step(sigma0)
+    widened = up(delta + slack + step * math.sqrt(m))
+    sigma = gaussian_sigma_for_zcdp(widened, rho)
+    ctx.record("sigma", sigma)
+    ctx.record("lattice", {"step": step, "sensitivity": widened, "float_slack": slack})
+    sigma2 = (Fraction(sigma) / Fraction(step)) ** 2
+    return _lattice_release(value, step, ctx.noise.discrete_gaussian(sigma2, (m,)), stat.symmetric)
+
+
+def _lattice_laplace(value: np.ndarray, delta1: float, eps: Fraction, stat: StatT, ctx: EvalContext) -> np.ndarray:
+    """Discrete Laplace on a 2^-k lattice (an integer query of l1 sensitivity D with noise
+    P(k) ~ exp(-|k|/t) is D/t-DP; Canonne-Kamath-Steinke 2020 Sec. 2; OpenDP's discrete Laplace).
+    The sensitivity is widened by the lattice rounding (step * m) and twice the float error."""
+    m = int(_noised_entries(value, stat.symmetric).size)
+    _, slack = _slack(stat, ctx, m)
+    b0 = laplace_scale(delta1 + slack, eps)
+    if b0 == 0.0:
+        ctx.record("scale", 0.0)
+        return value  # sensitivity 0: the statistic does not depend on the data
+    if not math.isfinite(b0):
+        ctx.record("scale", math.inf)
+        return np.full(value.shape, np.nan)  # infinite noise: a data-independent output
+    step = _lattice_step(b0)
+    widened = up(delta1 + slack + step * m)
+    b = laplace_scale(widened, eps)
+    ctx.record("scale", b)
+    ctx.record("lattice", {"step": step, "sensitivity": widened, "float_slack": slack})
+    t = Fraction(b) / Fraction(step)
+    return _lattice_release(value, step, ctx.noise.discrete_laplace(t, (m,)), stat.symmetric)
 
 
 def _sym_noise(noise: np.ndarray) -> np.ndarray:
@@ -119,15 +207,20 @@ class GaussianMech(Mechanism):
         formula = f"sigma = {text_of(stat.l2)} / sqrt(2*{float(share):.6g})"
         if stat.l2 is not None and stat.l2.is_const:
             formula += f" = {_sigma(stat.l2.coef, share.numerator, share.denominator):.6g}"
-        return f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
+        return (f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
+                + "; exact sources: discrete Gaussian on a 2^-k lattice, sensitivity + lattice + 2 x float error"
+                " (continuous noise when the certificate uses the exact Gaussian-DP profile)")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
         alloc = ctx.allocation()
         assert stat.l2 is not None
-        sigma = gaussian_sigma_for_zcdp(ctx.bound(stat.l2), alloc.share)
-        ctx.record("sigma", sigma)
         value = np.asarray(ins[0], dtype=float)
+        delta = ctx.bound(stat.l2)
+        if _exact(ctx) and not alloc.continuous_gaussian and stat.float_error is not None:
+            return _lattice_gaussian(value, delta, alloc.share, stat, ctx)
+        sigma = gaussian_sigma_for_zcdp(delta, alloc.share)
+        ctx.record("sigma", sigma)
         noise = ctx.noise.normal(sigma, value.shape)
         if stat.symmetric:
             noise = _sym_noise(noise)
@@ -180,15 +273,19 @@ class LaplaceMech(Mechanism):
         formula = f"b = {text_of(stat.l1)} / {float(eps):.6g}"
         if stat.l1 is not None and stat.l1.is_const:
             formula += f" = {laplace_scale(stat.l1.coef, eps):.6g}"
-        return f"Laplace, {formula}"
+        return (f"Laplace, {formula}; exact sources: discrete Laplace on a 2^-k lattice, "
+                "sensitivity + lattice + 2 x float error")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
         alloc = ctx.allocation()
         assert stat.l1 is not None
-        b = laplace_scale(ctx.bound(stat.l1), self._eps(alloc.share, alloc.mode))
-        ctx.record("scale", b)
         value = np.asarray(ins[0], dtype=float)
+        eps = self._eps(alloc.share, alloc.mode)
+        if _exact(ctx) and stat.float_error is not None:
+            return _lattice_laplace(value, ctx.bound(stat.l1), eps, stat, ctx)
+        b = laplace_scale(ctx.bound(stat.l1), eps)
+        ctx.record("scale", b)
         return value + ctx.noise.laplace(b, value.shape)
 
 

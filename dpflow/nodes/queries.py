@@ -31,6 +31,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.floaterr import FloatError
 
 
 def _edges(e: Any) -> tuple[float, ...]:
@@ -72,7 +73,8 @@ class Sum(Query):
         l2 = change_bound(rows, dom.diameter_l2(), dom.norm_l2())
         l1 = change_bound(rows, dom.diameter_l1(), dom.norm_l1())
         linf = change_bound(rows, dom.diameter_linf(), dom.norm_linf())
-        stat = StatT((dom.d,), rows.source, l1, l2, linf)
+        fe = FloatError("sum", dom, rows.size.sym()) if rows.size.public else None
+        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(stat, f"Sum over {dom.describe()}, {_changes(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -100,7 +102,7 @@ class Mean(Query):
         l2 = _div(change_bound(rows, dom.diameter_l2(), None), n)
         l1 = _div(change_bound(rows, dom.diameter_l1(), None), n)
         linf = _div(change_bound(rows, dom.diameter_linf(), None), n)
-        stat = StatT((dom.d,), rows.source, l1, l2, linf)
+        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=FloatError("mean", dom, n))
         return Inferred(
             stat,
             f"Mean over {dom.describe()}, n={rows.size.text()}, {_changes(rows)}: "
@@ -127,7 +129,8 @@ class Count(Query):
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         one = Sym.const(1.0)
         s = change_bound(rows, Sym.const(0.0), one)
-        return Inferred(StatT((), rows.source, s, s, s), f"Count, {_changes(rows)}: sensitivity {text_of(s)}")
+        stat = StatT((), rows.source, s, s, s, float_error=FloatError("exact", rows.domain))
+        return Inferred(stat, f"Count, {_changes(rows)}: sensitivity {text_of(s)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return np.float64(ctx.backend.nrows(ins[0]))
@@ -165,7 +168,8 @@ class SecondMoment(Query):
                                   "pass a centre of the rows' dimension")
             r = dom.l2_bound if dom.center == self.center.id else None
         fro = None if r is None else r.pow(2) * (math.sqrt(2.0) * rows.stability) / n
-        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True)
+        fe = FloatError("gram", dom, n, None if self.center is None else self.center.id)
+        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=fe)
         around = "origin" if self.center is None else self.center.id
         return Inferred(
             stat,
@@ -218,7 +222,8 @@ class Histogram(Query):
             l1, l2, linf = _div(l1, n), _div(l2, n), _div(linf, n)
         k = len(self.edges) - 1
         return Inferred(
-            StatT((k,), rows.source, l1, l2, linf),
+            StatT((k,), rows.source, l1, l2, linf,
+                  float_error=FloatError("freq" if self.normalize else "exact", rows.domain, rows.size.sym())),
             f"Histogram, {k} public bins, {_changes(rows)}: l1 {text_of(l1)}, l2 {text_of(l2)}",
         )
 

@@ -26,7 +26,9 @@ class PlanBuilder:
     ``budget`` is the total privacy budget (``ZCDP``, ``PureDP``, ``ApproxDP`` or
     ``ApproxZCDP``); ``neighbors`` is ``"replace"`` (one record substituted, n public)
     or ``"add_remove"``.  ``report_delta`` is the delta at which a budget without one
-    is also reported in (epsilon, delta) (default 1e-6).
+    is also reported in (epsilon, delta) (default 1e-6).  ``accounting="basic"`` (with an
+    ``ApproxDP`` budget) gives every mechanism its own (epsilon_i, delta_i) share and composes them
+    by basic composition (the accounting of CWZ 2021); the default ``"auto"`` is zCDP / pure.
 
     >>> import dpflow as dp
     >>> from dpflow import nodes as N
@@ -44,6 +46,7 @@ class PlanBuilder:
         report_delta: float | None = None,
         name: str = "plan",
         _prefix: str = "",
+        accounting: str = "auto",
     ) -> None:
         if neighbors not in ("replace", "add_remove"):
             raise ValueError(f"neighbors must be 'replace' or 'add_remove', got {neighbors!r}")
@@ -51,6 +54,9 @@ class PlanBuilder:
         self.neighbors: Relation = neighbors
         self.report_delta = report_delta
         self.name = name
+        if accounting not in ("auto", "basic"):
+            raise ValueError(f"accounting must be 'auto' or 'basic', got {accounting!r}")
+        self.accounting = accounting
         self._records: list[NodeRecord] = []
         self._ids: set[str] = set()
         self._prefix = _prefix
@@ -92,7 +98,7 @@ class PlanBuilder:
         """A builder for a Recurse body."""
         self._children += 1
         return PlanBuilder(self.budget, self.neighbors, self.report_delta, self.name,
-                           _prefix=f"{self._prefix}b{self._children}.")
+                           _prefix=f"{self._prefix}b{self._children}.", accounting=self.accounting)
 
     def freeze(self, output: str) -> SubPlan:
         """The nodes added so far as a sub-plan returning ``output``."""
@@ -118,4 +124,5 @@ class PlanBuilder:
             outputs=tuple(pairs),
             report_delta=self.report_delta,
             name=self.name,
+            accounting=self.accounting,
         )

@@ -85,14 +85,20 @@ class Plan:
     outputs: tuple[tuple[str, str], ...]
     report_delta: float | None = None
     name: str = "plan"
+    accounting: str = "auto"
+    """``"auto"`` (zCDP or pure, chosen by the planner) or ``"basic"`` (per-mechanism (epsilon, delta)
+    shares, basic composition; ApproxDP budgets only)."""
 
     def graph(self) -> nx.DiGraph:
         """The plan as a networkx DiGraph (nodes carry ``record`` and ``order``)."""
         return build_graph(self.records)
 
     def to_data(self) -> dict[str, Any]:
-        """The plan as JSON data."""
+        """The plan as JSON data (``accounting`` only when it is not the default, so hashes of
+        existing plans do not change)."""
+        extra = {} if self.accounting == "auto" else {"accounting": self.accounting}
         return {
+            **extra,
             "schema": SCHEMA,
             "name": self.name,
             "budget": encode_measure(self.budget),
@@ -122,6 +128,7 @@ class Plan:
             outputs=tuple(sorted((str(k), str(v)) for k, v in data["outputs"].items())),
             report_delta=data.get("report_delta"),
             name=str(data.get("name", "plan")),
+            accounting=str(data.get("accounting", "auto")),
         )
 
     @property

@@ -17,6 +17,7 @@ realised cost is at most its share (noise scales are rounded up).
 from __future__ import annotations
 
 import gc
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -40,10 +41,24 @@ from dpflow.privacy import (
     gdp_mu_for_approx_dp,
     zcdp_rho_for_approx_dp,
 )
+from dpflow.privacy.rounding import up
 
 T = TypeVar("T")
 _ZERO = Cost.zero()
 
+
+def _gdp_mu(epsilon: Fraction, delta: Fraction) -> float:
+    """The largest mu (from :func:`gdp_mu_for_approx_dp`) whose ledger conversion, which rounds mu and
+    epsilon outward once more, still reports epsilon <= the budget: shrunk by a few ulps if needed."""
+    mu = gdp_mu_for_approx_dp(epsilon, delta)
+    for _ in range(64):
+        convs = Cost.gaussian_zcdp(Fraction(mu) ** 2 / 2).epsilon_at(float(delta))
+        if next(c.epsilon for c in convs if c.rule == "exact Gaussian-DP") <= float(epsilon):
+            break
+        mu = math.nextafter(mu, 0.0) * (1.0 - 1e-15)
+    return mu
+
+_GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
 REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
 REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
 
@@ -232,6 +247,7 @@ class _Planner:
         self.space = _infer_space(plan.records, plan.neighbors, "")
         self.mechs = _mechanisms(self.space)
         self.sources = [r for r in self.space.order if isinstance(r.node, Source)]
+        self.basic = plan.accounting == "basic"
 
     # -- generic folds over one source ------------------------------------------------------
     def _par_frac(self, xs: Sequence[Fraction], rule: str) -> Fraction:
@@ -276,6 +292,11 @@ class _Planner:
     # -- budget -------------------------------------------------------------------------------
     def mode_and_total(self) -> tuple[Mode, Fraction, str]:
         budget = self.plan.budget
+        if self.plan.accounting not in ("auto", "basic"):
+            raise PlanTypeError(self.plan.name, f"unknown accounting {self.plan.accounting!r}",
+                                "use accounting='auto' or 'basic'")
+        if self.basic:
+            return self._basic_mode()
         kinds = {m.kind for _, _, m in self.mechs}
         if isinstance(budget, PureDP):
             for sp, rec, _ in self.mechs:
@@ -290,30 +311,92 @@ class _Planner:
         if delta <= 0:
             return "pure", budget.epsilon, "pure mode (delta = 0): epsilon shared by weight"
         if kinds == {"GaussianMech"}:
-            mu = gdp_mu_for_approx_dp(budget.epsilon, budget.delta)
+            mu = _gdp_mu(budget.epsilon, budget.delta)
             rho = Fraction(mu) ** 2 / 2
-            return "zcdp", rho, (f"all mechanisms Gaussian: exact Gaussian-DP mu={mu:.6g} meets "
+            return "zcdp", rho, (f"{_GDP_TEXT} mu={mu:.6g} meets "
                                  f"({eps:.6g}, {delta:.3g}); rho=mu^2/2={float(rho):.6g} shared by weight")
         rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
         text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
         if kinds and kinds <= {"LaplaceMech", "Peel"} and not any(
             m.fixed_share("pure") is not None for _, _, m in self.mechs
         ):
-            fracs = [Fraction(m.weight) for _, _, m in self.mechs]
-            total = sum(fracs, Fraction(0))
-            var_pure = sum(1 / (budget.epsilon * f / total) ** 2 for f in fracs)
-            var_zcdp = sum(1 / (2 * rho * f / total) for f in fracs)
-            if var_pure <= var_zcdp:
+            if self._noise_variance("pure", budget.epsilon) <= self._noise_variance("zcdp", rho):
                 return "pure", budget.epsilon, "pure mode: basic composition meets the budget with delta to spare"
         return "zcdp", rho, text
 
+    def _noise_variance(self, mode: Mode, total: Fraction) -> Fraction:
+        """Total noise variance (up to a common factor) if the budget is shared by weight in ``mode``.
+
+        A mechanism's variance is proportional to 1 / (the rho it realises at its share): 1/eps^2 vs
+        1/(2 rho) for Laplace, and right for Peel too (3s vs 5s/2 unit losses); every round of a
+        Recurse counts (pure shares shrink like 1/T, zCDP variances only like T).
+        """
+        var = Fraction(0)
+        for src in self.sources:
+            weights = self.fold_frac(src.id, lambda sp, r: Fraction(_mech(r).weight), per_round=True)
+            if weights > 0:
+                unit = total / weights
+
+                def leaf(sp: _Space, r: NodeRecord, unit: Fraction = unit) -> Fraction:
+                    return 1 / _mech(r).cost(unit * Fraction(_mech(r).weight), mode).rho
+
+                var += self.fold_frac(src.id, leaf, per_round=False)
+        return var
+
+    def _basic_mode(self) -> tuple[Mode, Fraction, str]:
+        """Basic (epsilon, delta) accounting: epsilon shared by weight (pure-mode folds), delta alongside."""
+        budget = self.plan.budget
+        if not isinstance(budget, ApproxDP) or budget.delta <= 0:
+            raise PlanTypeError(self.plan.name, "basic (epsilon, delta) accounting needs an ApproxDP budget "
+                                f"with delta > 0, got {budget.describe()}",
+                                "use dp.ApproxDP(epsilon, delta), or accounting='auto'")
+        for sp, rec, m in self.mechs:
+            if m.fixed_share("pure") is not None or m.fixed_share("zcdp") is not None:
+                raise PlanTypeError(_key(sp, rec.id), "a fixed-cost mechanism in basic (epsilon, delta) accounting",
+                                    "give it a weight= instead")
+        for sp in _spaces(self.space):
+            for rec in sp.order:
+                if isinstance(rec.node, Recurse) and rec.node.round_weights is not None:
+                    raise PlanTypeError(_key(sp, rec.id), "round weights in basic (epsilon, delta) accounting",
+                                        "drop round_weights (every round gets an equal share)")
+        text = (f"basic (epsilon, delta) mode: mechanism i gets (epsilon, delta) * w_i / W of "
+                f"({float(budget.epsilon):.6g}, {float(budget.delta):.3g}) and is calibrated to be "
+                "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
+                "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
+                "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
+        return "pure", budget.epsilon, text
+
+    def _basic_allocation(self, sp: _Space, rec: NodeRecord, node: Mechanism, eps: Fraction) -> Allocation:
+        """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon."""
+        budget = self.plan.budget
+        assert isinstance(budget, ApproxDP)
+        delta = budget.delta * eps / budget.epsilon
+        if node.kind == "GaussianMech":  # the exact Gaussian-DP profile (Balle-Wang 2018 Thm 8)
+            rho = Fraction(gdp_mu_for_approx_dp(eps, delta)) ** 2 / 2
+            return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta), continuous_gaussian=True)
+        best: tuple[Mode, Fraction, Cost] | None = None
+        shares: tuple[tuple[Mode, Fraction], ...] = (("pure", eps), ("zcdp", zcdp_rho_for_approx_dp(eps, delta)))
+        for mode, share in shares:  # CKS (Canonne-Kamath-Steinke 2020 Prop 12) is valid for every rho-zCDP event
+            try:
+                cost = node.cost(share, mode)
+            except PlanError:
+                continue
+            if cost.delta0 == 0 and (best is None or cost.rho > best[2].rho):  # more rho = less noise
+                best = (mode, share, cost)
+        if best is None:
+            raise PlanTypeError(_key(sp, rec.id), f"{node.kind} has no (epsilon, delta) calibration",
+                                "use accounting='auto'")
+        mode, share, cost = best
+        return Allocation(mode, share, cost.with_basic(eps, Fraction(0) if mode == "pure" else delta))
+
     def certify(self) -> Certified:
         mode, total, alloc_text = self.mode_and_total()
+        relies_on_gdp = alloc_text.startswith(_GDP_TEXT)
         allocations: dict[str, Allocation] = {}
         shares: dict[str, Fraction] = {}
         warnings: list[str] = []
         for sp, rec, node in self.mechs:
-            if mode == "pure" and node.kind == "GaussianMech":
+            if mode == "pure" and node.kind == "GaussianMech" and not self.basic:
                 raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot run in pure mode",
                                     "use a zCDP budget")
 
@@ -341,15 +424,20 @@ class _Planner:
                 remaining, weights = per_source[_source_of(sp, rec)]
                 f = remaining * Fraction(node.weight) / weights
             shares[_key(sp, rec.id)] = f
+            if self.basic:
+                allocations[_key(sp, rec.id)] = self._basic_allocation(sp, rec, node, f)
+                continue
             try:
                 cost = node.cost(f, mode)
             except PlanError as e:
                 raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
-            allocations[_key(sp, rec.id)] = Allocation(mode, f, cost)
+            allocations[_key(sp, rec.id)] = Allocation(mode, f, cost, continuous_gaussian=relies_on_gdp)
 
         memo: dict[tuple[Mechanism, int, int, int, int], Cost] = {}
 
         def cost_leaf(sp: _Space, rec: NodeRecord, mult: Fraction) -> Cost:
+            if self.basic:  # every round has round weight 1 in basic mode (refused otherwise)
+                return allocations[_key(sp, rec.id)].cost
             node = _mech(rec)
             share = shares[_key(sp, rec.id)]
             key = (node, share.numerator, share.denominator, mult.numerator, mult.denominator)
@@ -379,6 +467,14 @@ class _Planner:
         )
         return Certified(self.plan, self.space, allocations, ledger)
 
+    def _conversion_delta(self, cost: Cost, delta: float) -> float:
+        """The delta of the (eps, delta) totals: the plan's, or, when the mechanisms' own delta0 already
+        uses all of it, delta0 plus the plan's reporting delta (default 1e-6), rounded up."""
+        if Fraction(delta) > cost.delta0:
+            return delta
+        extra = self.plan.report_delta if self.plan.report_delta is not None else 1e-6
+        return up(float(cost.delta0) + extra)
+
     def _report_delta(self) -> float:
         b = self.plan.budget
         if isinstance(b, (ApproxDP, ApproxZCDP)) and b.delta > 0:
@@ -405,7 +501,10 @@ class _Planner:
     def _check_budget(self, source: str, cost: Cost, mode: Mode) -> None:
         b = self.plan.budget
         ok = True
-        if isinstance(b, PureDP):
+        if self.basic:
+            assert isinstance(b, ApproxDP)
+            ok = cost.basic_eps is not None and cost.basic_eps <= b.epsilon and cost.basic_delta <= b.delta
+        elif isinstance(b, PureDP):
             ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
         elif isinstance(b, ZCDP):
             ok = cost.rho <= b.rho and cost.delta0 == 0
@@ -423,6 +522,8 @@ class _Planner:
 
     def _source_total(self, name: str, cost: Cost, mode: Mode, total: Fraction, delta: float) -> SourceTotal:
         used = cost.rho if mode == "zcdp" else (cost.pure_eps or Fraction(0))
+        if self.basic:
+            used = cost.basic_eps or Fraction(0)
         frac = float(used / total) if total > 0 else 0.0
         return SourceTotal(
             source=name,
@@ -432,7 +533,7 @@ class _Planner:
             pure_eps=None if cost.pure_eps is None else str(cost.pure_eps),
             gdp_mu=None if cost.gdp_mu2 is None else float(cost.gdp_mu2) ** 0.5,
             budget_used=f"{100 * frac:.4g}%",
-            conversions=tuple(cost.epsilon_at(delta)),
+            conversions=tuple(cost.epsilon_at(self._conversion_delta(cost, delta))),
         )
 
     def _rule_text(self, space: _Space, rec: NodeRecord) -> str:
@@ -473,6 +574,9 @@ class _Planner:
                 deriv = space.derivations[rec.inputs[0]]
                 noise = node.noise_text(stat, alloc.share, alloc.mode)
                 cost = alloc.cost.total_measure().describe() + (" per unit round weight" if space.path else "")
+                if self.basic and alloc.cost.basic_eps is not None:
+                    cost += (f"; (epsilon, delta) = ({float(alloc.cost.basic_eps):.6g}, "
+                             f"{float(alloc.cost.basic_delta):.3g}) per {'round' if space.path else 'run'}")
                 rule = self._rule_text(space, rec)
             elif isinstance(t, StatT):
                 sens = f"l2 {_txt(t.l2)}; l1 {_txt(t.l1)}; linf {_txt(t.linf)}"

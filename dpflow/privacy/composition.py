@@ -94,6 +94,13 @@ def _sum_opt(values: Sequence[Fraction | None]) -> Fraction | None:
     return _fsum(present) if len(present) == len(values) else None
 
 
+def _basic(eps: Fraction | None, delta: Fraction) -> tuple[Fraction | None, Fraction]:
+    """A composed basic (epsilon, delta) pair; a delta that reaches 1 says nothing, so it is dropped."""
+    if eps is None or delta >= 1:
+        return None, Fraction(0)
+    return eps, delta
+
+
 def _top_two_sum(values: Sequence[Fraction]) -> Fraction:
     top = sorted(values, reverse=True)[:2]
     return sum(top, Fraction(0))
@@ -125,6 +132,11 @@ class Cost:
     * ``pure_count``, ``pure_max``: number of pure-DP events and their largest epsilon, for
       advanced composition (Dwork, Rothblum & Vadhan 2010); meaningful only when ``pure_eps`` is
       not ``None``.
+    * ``basic_eps``, ``basic_delta``: basic composition of per-event (epsilon_i, delta_i)-DP
+      guarantees, (sum epsilon_i, sum delta_i) (Dwork & Roth 2014, Thm. 3.16, which covers
+      (epsilon, delta) mechanisms; Dwork, Kenthapadi, McSherry, Mironov & Naor 2006); ``None`` as soon
+      as an event declares no single (epsilon, delta) point (a zCDP event).  Pure events count as
+      (epsilon, 0).  This is the "paper" accounting of CWZ 2021 (epsilon/T, delta/T per step).
 
     Events with no privacy loss at all (epsilon = 0, rho = 0, sensitivity 0) are :meth:`zero`:
     their output does not depend on the data, so they are pure, Gaussian (mu = 0) and not counted.
@@ -140,10 +152,16 @@ class Cost:
     gdp_mu2: Fraction | None = attrs.field(converter=_opt_exact)
     pure_count: int = attrs.field(validator=_nonneg_int)
     pure_max: Fraction = attrs.field(converter=exact)
+    basic_eps: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    basic_delta: Fraction = attrs.field(default=Fraction(0), converter=exact)
 
     def __attrs_post_init__(self) -> None:
         if self.delta0 > 0 and (self.pure_eps is not None or self.gdp_mu2 is not None):
             raise ValueError("a Cost with delta0 > 0 cannot carry a pure epsilon or a GDP mu")
+        if self.basic_eps is None and self.basic_delta != 0:
+            raise ValueError("basic_delta needs a basic_eps")
+        if self.basic_delta >= 1:
+            raise ValueError(f"basic_delta must be < 1, got {self.basic_delta!r}")
 
     # ------------------------------------------------------------------------------------------
     # constructors
@@ -157,12 +175,15 @@ class Cost:
         gdp_mu2: Fraction | None,
         pure_count: int,
         pure_max: Fraction,
+        basic_eps: Fraction | None = None,
+        basic_delta: Fraction = Fraction(0),
     ) -> Cost:
         """Build from fields that are already valid Fractions (skips the converters: the
         planner composes tens of thousands of costs).  Internal: callers guarantee validity."""
         c = object.__new__(cls)
         for name, value in (("rho", rho), ("delta0", delta0), ("pure_eps", pure_eps), ("gdp_mu2", gdp_mu2),
-                            ("pure_count", pure_count), ("pure_max", pure_max)):
+                            ("pure_count", pure_count), ("pure_max", pure_max), ("basic_eps", basic_eps),
+                            ("basic_delta", basic_delta if basic_eps is not None else Fraction(0))):
             object.__setattr__(c, name, value)
         return c
 
@@ -194,6 +215,7 @@ class Cost:
             gdp_mu2=Fraction(0),
             pure_count=0,
             pure_max=Fraction(0),
+            basic_eps=Fraction(0),
         )
 
     @classmethod
@@ -224,7 +246,7 @@ class Cost:
         e = exact(epsilon)
         if e == 0:
             return cls.zero()
-        return cls(rho=e * e / 2, delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e)
+        return cls(rho=e * e / 2, delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e, basic_eps=e)
 
     @classmethod
     def zcdp(cls, rho: Fraction | float) -> Cost:
@@ -268,7 +290,22 @@ class Cost:
         d = exact(delta)
         if d == 0:
             return cls.pure(e)
-        return cls.approx_zcdp(e * e / 2, d)
+        return attrs.evolve(cls.approx_zcdp(e * e / 2, d), basic_eps=e, basic_delta=d)
+
+    def with_basic(self, epsilon: Fraction, delta: Fraction) -> Cost:
+        """This cost, also certified (epsilon, delta)-DP as one event of basic composition.
+
+        The caller guarantees that the event is (epsilon, delta)-DP (a Gaussian calibrated by the
+        exact Gaussian-DP profile, a zCDP event converted by CKS, a pure event with delta = 0).
+        Source: Dwork & Roth 2014, Def. 2.4 and Thm. 3.16.
+
+        >>> Cost.zcdp(Fraction(1, 8)).with_basic(Fraction(1), Fraction(1, 10**6)).basic_eps
+        Fraction(1, 1)
+        """
+        e, d = exact(epsilon), exact(delta)
+        if self.pure_eps is not None and d == 0:
+            e = min(e, self.pure_eps)
+        return attrs.evolve(self, basic_eps=e, basic_delta=d)
 
     # ------------------------------------------------------------------------------------------
     # composition
@@ -305,6 +342,7 @@ class Cost:
             _sum_opt([c.gdp_mu2 for c in costs]),
             sum(c.pure_count for c in costs),
             max(c.pure_max for c in costs),
+            *_basic(_sum_opt([c.basic_eps for c in costs]), _fsum(c.basic_delta for c in costs)),
         )
 
     def scaled(self, k: int) -> Cost:
@@ -319,6 +357,7 @@ class Cost:
             raise ValueError(f"k must be a non-negative int, got {k!r}")
         if k == 0:
             return Cost.zero()
+        basic_eps, basic_delta = _basic(None if self.basic_eps is None else self.basic_eps * k, self.basic_delta * k)
         return Cost(
             rho=self.rho * k,
             delta0=self.delta0 * k,
@@ -326,6 +365,8 @@ class Cost:
             gdp_mu2=None if self.gdp_mu2 is None else self.gdp_mu2 * k,
             pure_count=self.pure_count * k,
             pure_max=self.pure_max,
+            basic_eps=basic_eps,
+            basic_delta=basic_delta,
         )
 
     @staticmethod
@@ -368,6 +409,8 @@ class Cost:
             gdp_mu2=opt([c.gdp_mu2 for c in costs]),
             pure_count=pure_count,
             pure_max=max(c.pure_max for c in costs),
+            basic_eps=opt([c.basic_eps for c in costs]),
+            basic_delta=combine([c.basic_delta for c in costs]) if all(c.basic_eps is not None for c in costs) else 0,
         )
 
     def group(self, k: int) -> Cost:
@@ -397,6 +440,10 @@ class Cost:
             gdp_mu2=None if self.gdp_mu2 is None else self.gdp_mu2 * k * k,
             pure_count=self.pure_count,
             pure_max=self.pure_max * k,
+            # (epsilon, 0) -> (k epsilon, 0) for groups (Dwork & Roth 2014, Thm. 2.2); a delta > 0 grows
+            # like k e^{(k-1) epsilon} delta, which is not used here: dropped for k > 1
+            basic_eps=None if self.basic_eps is None or (self.basic_delta > 0 and k > 1) else self.basic_eps * k,
+            basic_delta=self.basic_delta if self.basic_eps is not None and k == 1 else 0,
         )
 
     # ------------------------------------------------------------------------------------------
@@ -406,7 +453,9 @@ class Cost:
         """Every valid (epsilon, delta)-DP conversion of this cost; exactly one is marked tightest.
 
         Rules, in order: CKS from (approximate) zCDP (always); Bun-Steinke Prop. 1.3 (delta0 = 0);
-        exact Gaussian DP (all-Gaussian, delta0 = 0); basic pure composition (delta 0; pure only);
+        exact Gaussian DP (all-Gaussian, delta0 = 0); basic (epsilon, delta) composition (every event
+        declares an (epsilon_i, delta_i) point, 0 < sum delta_i <= delta; reported at its own delta);
+        basic pure composition (delta 0; pure only);
         advanced composition (pure only, at least one pure event, delta' = delta).  The tightest
         is the smallest epsilon (ties: the first).  ``delta`` must be in (delta0, 1).
 
@@ -440,6 +489,9 @@ class Cost:
         if self.gdp_mu2 is not None and self.delta0 == 0:
             mu = 0.0 if self.gdp_mu2 == 0 else up(math.sqrt(to_float_up(self.gdp_mu2)))
             found.append(("exact Gaussian-DP", gaussian_dp_epsilon(mu, d), float(delta), _REF_GDP))
+        if self.basic_eps is not None and 0 < self.basic_delta <= d:
+            found.append(("basic composition (epsilon, delta)", to_float_up(self.basic_eps),
+                          to_float_up(self.basic_delta), _REF_BASIC))
         if self.pure_eps is not None:
             found.append(("basic composition (pure)", to_float_up(self.pure_eps), 0.0, _REF_BASIC))
             if self.pure_count > 0:

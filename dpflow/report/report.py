@@ -10,9 +10,10 @@ from typing import Any
 import attrs
 import numpy as np
 
+from dpflow.budget import BudgetStore
 from dpflow.interpreter.noise import NoiseSource, SecureNoise
 from dpflow.interpreter.numpy_backend import NumpyBackend
-from dpflow.interpreter.run import Execution, execute
+from dpflow.interpreter.run import Execution, execute, prepare_data
 from dpflow.nodes.base import Backend
 from dpflow.plan.graph import Plan
 from dpflow.planner.certify import certify
@@ -50,11 +51,13 @@ class Report:
 
     ledger: Ledger
     execution: Execution
+    budget: dict[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
         """The report as JSON data."""
         ex = self.execution
-        return {
+        extra = {} if self.budget is None else {"budget": self.budget}
+        return extra | {
             "schema": REPORT_SCHEMA,
             "ledger": self.ledger.to_data(),
             "released": _jsonable(ex.released),
@@ -98,12 +101,33 @@ def run(
     data: Mapping[str, Any],
     noise: NoiseSource | None = None,
     backend: Backend | None = None,
+    budget_store: BudgetStore | None = None,
+    dataset: str | Mapping[str, str] | None = None,
 ) -> Result:
     """Certify ``plan`` and run it on ``data`` (source name -> array).
 
     ``noise`` defaults to :class:`dpflow.SecureNoise` (OS entropy).  Public schema
     errors (shape, dtype, declared n, unknown sources) raise before any value is used.
+    With ``budget_store`` (a :class:`dpflow.budget.BudgetStore`) the certified cost is
+    reserved on ``dataset`` (one id, or plan source -> id) before any data is read,
+    released if the public schema check fails, and committed otherwise (also when the
+    run fails after data was read); the report records the reservation.
     """
     cert = certify(plan)
-    ex = execute(cert, data, noise if noise is not None else SecureNoise(), backend or NumpyBackend())
-    return Result(ex.released, Report(cert.ledger, ex))
+    source = noise if noise is not None else SecureNoise()
+    if budget_store is None:
+        if dataset is not None:
+            raise ValueError("dataset= needs budget_store= (the store that accounts for it)")
+        ex = execute(cert, data, source, backend or NumpyBackend())
+        return Result(ex.released, Report(cert.ledger, ex))
+    if dataset is None:
+        raise ValueError("budget_store= needs dataset=: the dataset id (or source -> id) the run is charged to")
+    with budget_store.charge(cert.ledger, dataset) as charge:
+        prepared = prepare_data(cert, data)  # public schema only: a refusal here releases the reservation
+        charge.reading()
+        ex = execute(cert, prepared, source, backend or NumpyBackend())
+    res = charge.reservation
+    spent = {"store": budget_store.path, "plan_hash": res.plan_hash,
+             "charges": [{"dataset": ds, "reservation": seq, "amount": str(amount)}
+                         for (ds, seq), (_, amount) in zip(res.ids, res.amounts, strict=True)]}
+    return Result(ex.released, Report(cert.ledger, ex, spent))

@@ -1,0 +1,469 @@
+"""A privacy budget that outlives the process: a persistent, tamper-evident ledger of spent privacy
+per dataset, backed by SQLite (standard library) with transactions.
+
+Each dataset gets a lifetime budget once (:meth:`BudgetStore.open`): ``ZCDP(rho)`` (a zCDP filter)
+or ``PureDP(epsilon)`` (a basic-epsilon filter).  A run reserves its certified cost before any data
+is read (:meth:`BudgetStore.reserve`); the reservation is admitted only if everything already
+reserved or committed plus the new cost stays within the budget, decided inside one ``BEGIN
+IMMEDIATE`` transaction, so concurrent processes cannot together overspend.  The run then commits
+the reservation, or releases it when no private value was read.  A reservation whose process died
+stays *pending* and keeps counting as spent: a crash never frees budget that may have been spent.
+
+Validity of the filters (the admitted sequence is the order of the reservations; each run is a
+non-interactive mechanism whose cost is fixed before it starts, so concurrent runs compose as the
+same runs in that order):
+
+* zCDP filter "admit while sum rho_i <= rho_B": valid under full adaptivity (Feldman & Zrnic,
+  NeurIPS 2021, the Renyi filter applied at every order; OpenDP cites their Remark 4.4 for
+  fully adaptive zCDP composition).  Costs with delta0 > 0 (approximate zCDP) are refused: the
+  approximate-zCDP filter of Whitehouse et al. (ICML 2023) is not implemented here.
+* basic epsilon filter "admit while sum eps_i <= eps_B": valid under full adaptivity (Rogers,
+  Roth, Ullman & Vadhan, NeurIPS 2016).  Plans without a pure epsilon are refused by it.
+
+A PLD or f-DP filter is deliberately not offered: it is invalid under full adaptivity (Tran,
+Koskela, Raisa & Honkela 2026).  All amounts are exact fractions stored as text, never floats.
+
+Every row commits to the previous row of its dataset (a sha256 hash chain), so editing or deleting
+a row is detected by :meth:`BudgetStore.verify`.  Truncating the newest rows is only detected
+against a head hash kept elsewhere (``show`` prints it).
+
+>>> import tempfile, os, numpy as np, dpflow as dp
+>>> from dpflow import nodes as N
+>>> store = BudgetStore(os.path.join(tempfile.mkdtemp(), "budget.sqlite"))
+>>> store.open("census", dp.ZCDP(1))
+>>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+>>> X = b.source("X", dp.Vectors(d=2), n=100)
+>>> plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
+>>> res = plan.run({"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0), budget_store=store, dataset="census")
+>>> store.status("census").remaining
+Fraction(1, 2)
+>>> store.verify("census").ok
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from fractions import Fraction
+from pathlib import Path
+
+import attrs
+
+from dpflow.errors import BudgetError
+from dpflow.planner.ledger import Ledger
+from dpflow.privacy import ZCDP, Measure, PureDP
+
+GENESIS = "0" * 64
+FILTER_REFERENCES = {
+    "zcdp": "zCDP filter: Feldman-Zrnic 2021 (Renyi filter, every order); fully adaptive zCDP composition",
+    "pure": "basic epsilon filter: Rogers-Roth-Ullman-Vadhan 2016 (valid under full adaptivity)",
+}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS datasets (
+    dataset TEXT PRIMARY KEY,
+    filter TEXT NOT NULL CHECK (filter IN ('zcdp', 'pure')),
+    limit_value TEXT NOT NULL,
+    charged TEXT NOT NULL,
+    head TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('open', 'reserve', 'commit', 'release')),
+    ref INTEGER,
+    amount TEXT NOT NULL,
+    plan_hash TEXT NOT NULL,
+    created TEXT NOT NULL,
+    prev TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_dataset ON entries (dataset, seq);
+"""
+
+
+class BudgetExhaustedError(BudgetError):
+    """The dataset's lifetime budget cannot pay for this run (decided before any data is read)."""
+
+
+@attrs.frozen
+class Entry:
+    """One row of a dataset's hash chain."""
+
+    seq: int
+    dataset: str
+    kind: str
+    ref: int | None
+    amount: str
+    plan_hash: str
+    created: str
+    prev: str
+    hash: str
+
+
+@attrs.frozen
+class Status:
+    """A dataset's budget: the limit, what is committed, what is pending (counted as spent)."""
+
+    dataset: str
+    filter: str
+    limit: Fraction
+    committed: Fraction
+    pending: Fraction
+    pending_ids: tuple[int, ...]
+    runs: int
+    head: str
+
+    @property
+    def spent(self) -> Fraction:
+        """Committed plus pending: everything that counts against the limit."""
+        return self.committed + self.pending
+
+    @property
+    def remaining(self) -> Fraction:
+        """What later runs may still reserve."""
+        return self.limit - self.spent
+
+
+@attrs.frozen
+class Verification:
+    """The result of :meth:`BudgetStore.verify`: ``ok`` and the problems found."""
+
+    dataset: str
+    ok: bool
+    problems: tuple[str, ...]
+    rows: int
+
+
+@attrs.frozen
+class Reservation:
+    """Reserved budget: one reserve row per dataset, all written in one transaction."""
+
+    ids: tuple[tuple[str, int], ...]
+    amounts: tuple[tuple[str, Fraction], ...]
+    plan_hash: str
+
+
+def _row_hash(prev: str, dataset: str, kind: str, ref: int | None, amount: str, plan_hash: str,
+              created: str) -> str:
+    text = "\x1f".join([prev, dataset, kind, "" if ref is None else str(ref), amount, plan_hash, created])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _limit_of(budget: Measure) -> tuple[str, Fraction]:
+    if isinstance(budget, ZCDP):
+        return "zcdp", budget.rho
+    if isinstance(budget, PureDP):
+        return "pure", budget.epsilon
+    raise ValueError(f"a lifetime budget is ZCDP(rho) (zCDP filter) or PureDP(epsilon) (basic epsilon filter), "
+                     f"got {budget.describe()}: no filter for it is implemented")
+
+
+def _amount(filt: str, ledger: Ledger, sources: list[str], dataset: str) -> Fraction:
+    """The cost a run charges to one dataset: the sum over the plan sources drawn from it
+    (basic sequential composition, valid whether or not the sources share records)."""
+    total = Fraction(0)
+    for t in ledger.totals:
+        if t.source not in sources:
+            continue
+        if filt == "zcdp":
+            if Fraction(t.delta0) != 0:
+                raise BudgetExhaustedError(dataset, f"source {t.source} costs approximate zCDP "
+                                           f"(delta0={t.delta0}), which the zCDP filter cannot account for",
+                                           "use a ZCDP plan budget (delta0 = 0) on this dataset")
+            total += Fraction(t.rho)
+        else:
+            if t.pure_eps is None:
+                raise BudgetExhaustedError(dataset, f"source {t.source} has no pure-DP cost, so the basic "
+                                           "epsilon filter cannot account for it",
+                                           "use pure-DP mechanisms (a PureDP plan budget) on this dataset")
+            total += Fraction(t.pure_eps)
+    return total
+
+
+def datasets_of(ledger: Ledger, dataset: str | Mapping[str, str]) -> dict[str, list[str]]:
+    """Dataset id -> the plan sources charged to it.  A single id takes every source.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> datasets_of(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).check(), "d1")
+    {'d1': ['X']}
+    """
+    names = [t.source for t in ledger.totals]
+    if isinstance(dataset, str):
+        return {dataset: names}
+    unknown = sorted(set(dataset) - set(names))
+    missing = sorted(set(names) - set(dataset))
+    if unknown or missing:
+        raise ValueError(f"dataset= must map every plan source to a dataset id: sources {names}, "
+                         f"unknown {unknown}, unmapped {missing}")
+    out: dict[str, list[str]] = {}
+    for src in names:
+        out.setdefault(dataset[src], []).append(src)
+    return out
+
+
+class BudgetStore:
+    """A persistent ledger of spent privacy per dataset identifier (SQLite file at ``path``).
+
+    Safe to share between processes: every change is one ``BEGIN IMMEDIATE`` transaction, and each
+    call opens its own connection (so a store object survives ``fork``).
+    """
+
+    def __init__(self, path: str | Path, timeout: float = 120.0) -> None:
+        self.path = str(path)
+        self.timeout = timeout
+        with self._connect() as con:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        con.execute("PRAGMA synchronous=FULL")
+        return con
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    @staticmethod
+    def _append(con: sqlite3.Connection, dataset: str, kind: str, ref: int | None, amount: Fraction,
+                plan_hash: str) -> int:
+        row = con.execute("SELECT head FROM datasets WHERE dataset = ?", (dataset,)).fetchone()
+        prev = GENESIS if row is None else str(row[0])
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        h = _row_hash(prev, dataset, kind, ref, str(amount), plan_hash, created)
+        cur = con.execute(
+            "INSERT INTO entries (dataset, kind, ref, amount, plan_hash, created, prev, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (dataset, kind, ref, str(amount), plan_hash, created, prev, h))
+        con.execute("UPDATE datasets SET head = ? WHERE dataset = ?", (h, dataset))
+        seq = cur.lastrowid
+        assert seq is not None
+        return seq
+
+    @staticmethod
+    def _dataset(con: sqlite3.Connection, dataset: str) -> tuple[str, Fraction, Fraction]:
+        row = con.execute("SELECT filter, limit_value, charged FROM datasets WHERE dataset = ?",
+                          (dataset,)).fetchone()
+        if row is None:
+            raise BudgetExhaustedError(dataset, "the budget store has no lifetime budget for this dataset",
+                                       "declare one first with BudgetStore.open(dataset, ZCDP(rho) or PureDP(eps))")
+        return str(row[0]), Fraction(row[1]), Fraction(row[2])
+
+    def open(self, dataset: str, budget: Measure) -> None:
+        """Declare ``dataset``'s lifetime budget (once; opening again with the same budget is a no-op)."""
+        filt, limit = _limit_of(budget)
+        if not dataset:
+            raise ValueError("a dataset id must be a non-empty string")
+        with self._transaction() as con:
+            row = con.execute("SELECT filter, limit_value FROM datasets WHERE dataset = ?", (dataset,)).fetchone()
+            if row is not None:
+                if (str(row[0]), Fraction(row[1])) != (filt, limit):
+                    raise ValueError(f"dataset {dataset!r} already has the lifetime budget {row[0]} {row[1]}; "
+                                     "a lifetime budget cannot be changed")
+                return
+            con.execute("INSERT INTO datasets (dataset, filter, limit_value, charged, head) VALUES (?, ?, ?, '0', ?)",
+                        (dataset, filt, str(limit), GENESIS))
+            self._append(con, dataset, "open", None, limit, filt)
+
+    def reserve(self, ledger: Ledger, dataset: str | Mapping[str, str]) -> Reservation:
+        """Reserve the certified cost of ``ledger`` on ``dataset`` (one id, or plan source -> id).
+
+        All datasets are charged in one transaction, or none is; raises
+        :class:`BudgetExhaustedError` if any would exceed its lifetime budget.
+        """
+        groups = datasets_of(ledger, dataset)
+        ids: list[tuple[str, int]] = []
+        amounts: list[tuple[str, Fraction]] = []
+        with self._transaction() as con:
+            for ds, sources in sorted(groups.items()):
+                filt, limit, charged = self._dataset(con, ds)
+                amount = _amount(filt, ledger, sources, ds)
+                if charged + amount > limit:
+                    unit = "rho" if filt == "zcdp" else "epsilon"
+                    raise BudgetExhaustedError(
+                        ds, f"this run needs {unit}={amount} but only {limit - charged} of the lifetime budget "
+                        f"{unit}={limit} remains (spent or reserved: {charged})",
+                        "lower the plan's budget, or use another dataset")
+                con.execute("UPDATE datasets SET charged = ? WHERE dataset = ?", (str(charged + amount), ds))
+                ids.append((ds, self._append(con, ds, "reserve", None, amount, ledger.plan_hash)))
+                amounts.append((ds, amount))
+        return Reservation(tuple(ids), tuple(amounts), ledger.plan_hash)
+
+    def _close(self, reservation: Reservation, kind: str) -> None:
+        with self._transaction() as con:
+            for (ds, seq), (_, amount) in zip(reservation.ids, reservation.amounts, strict=True):
+                done = con.execute("SELECT kind FROM entries WHERE dataset = ? AND ref = ?", (ds, seq)).fetchone()
+                if done is not None:
+                    raise ValueError(f"reservation {seq} on {ds!r} was already {done[0]}ed")
+                if kind == "release":
+                    _, _, charged = self._dataset(con, ds)
+                    con.execute("UPDATE datasets SET charged = ? WHERE dataset = ?", (str(charged - amount), ds))
+                self._append(con, ds, kind, seq, amount, reservation.plan_hash)
+
+    def commit(self, reservation: Reservation) -> None:
+        """Mark the reserved cost as spent (atomically, for every dataset of the reservation)."""
+        self._close(reservation, "commit")
+
+    def release(self, reservation: Reservation) -> None:
+        """Give the reserved budget back.  Only correct when no private value was read."""
+        self._close(reservation, "release")
+
+    @contextmanager
+    def charge(self, ledger: Ledger, dataset: str | Mapping[str, str]) -> Iterator[Charge]:
+        """Reserve on entry; on exit commit, or release if the block failed before :meth:`Charge.reading`.
+
+        Once ``reading()`` was called the cost is committed whatever happens, since data was read.
+        """
+        ch = Charge(self, self.reserve(ledger, dataset))
+        try:
+            yield ch
+        except BaseException:
+            if ch.read:
+                self.commit(ch.reservation)
+            else:
+                self.release(ch.reservation)
+            raise
+        self.commit(ch.reservation)
+
+    def entries(self, dataset: str) -> list[Entry]:
+        """The dataset's rows, oldest first."""
+        con = self._connect()
+        try:
+            rows = con.execute("SELECT seq, dataset, kind, ref, amount, plan_hash, created, prev, hash "
+                               "FROM entries WHERE dataset = ? ORDER BY seq", (dataset,)).fetchall()
+        finally:
+            con.close()
+        return [Entry(*r) for r in rows]
+
+    def datasets(self) -> list[str]:
+        """Every dataset id the store knows."""
+        con = self._connect()
+        try:
+            return [str(r[0]) for r in con.execute("SELECT dataset FROM datasets ORDER BY dataset")]
+        finally:
+            con.close()
+
+    def status(self, dataset: str) -> Status:
+        """The dataset's limit, committed and pending amounts (from its rows)."""
+        con = self._connect()
+        try:
+            filt, limit, _ = self._dataset(con, dataset)
+            head = str(con.execute("SELECT head FROM datasets WHERE dataset = ?", (dataset,)).fetchone()[0])
+        finally:
+            con.close()
+        reserved: dict[int, Fraction] = {}
+        outcome: dict[int, str] = {}
+        for e in self.entries(dataset):
+            if e.kind == "reserve":
+                reserved[e.seq] = Fraction(e.amount)
+            elif e.kind in ("commit", "release") and e.ref is not None:
+                outcome[e.ref] = e.kind
+        committed = sum((a for s, a in reserved.items() if outcome.get(s) == "commit"), Fraction(0))
+        pending_ids = tuple(s for s in reserved if s not in outcome)
+        pending = sum((reserved[s] for s in pending_ids), Fraction(0))
+        runs = sum(1 for s in reserved if outcome.get(s) == "commit")
+        return Status(dataset, filt, limit, committed, pending, pending_ids, runs, head)
+
+    def verify(self, dataset: str) -> Verification:
+        """Check the hash chain, the declared limit, the reservation outcomes and the running total."""
+        problems: list[str] = []
+        con = self._connect()
+        try:
+            row = con.execute("SELECT filter, limit_value, charged, head FROM datasets WHERE dataset = ?",
+                              (dataset,)).fetchone()
+        finally:
+            con.close()
+        if row is None:
+            return Verification(dataset, False, (f"unknown dataset {dataset!r}",), 0)
+        filt, limit_text, charged_text, head = (str(x) for x in row)
+        entries = self.entries(dataset)
+        prev = GENESIS
+        reserved: dict[int, Fraction] = {}
+        outcome: dict[int, str] = {}
+        for i, e in enumerate(entries):
+            if e.prev != prev:
+                problems.append(f"row {e.seq}: does not follow the previous row (a row was removed or edited)")
+            if _row_hash(e.prev, e.dataset, e.kind, e.ref, e.amount, e.plan_hash, e.created) != e.hash:
+                problems.append(f"row {e.seq}: its content does not match its hash (the row was edited)")
+            prev = e.hash
+            try:
+                amount = Fraction(e.amount)
+            except ValueError:
+                problems.append(f"row {e.seq}: amount {e.amount!r} is not an exact fraction")
+                continue
+            if (i == 0) != (e.kind == "open"):
+                problems.append(f"row {e.seq}: the chain must start with exactly one 'open' row")
+            elif e.kind == "open" and (e.plan_hash != filt or amount != Fraction(limit_text)):
+                problems.append(f"row {e.seq}: the declared budget {filt} {limit_text} differs from the chain's "
+                                f"{e.plan_hash} {e.amount}")
+            elif e.kind == "reserve":
+                reserved[e.seq] = amount
+            elif e.kind in ("commit", "release"):
+                if e.ref not in reserved or e.ref in outcome or reserved[e.ref] != amount:
+                    problems.append(f"row {e.seq}: {e.kind} of reservation {e.ref} does not match one open "
+                                    "reservation")
+                else:
+                    outcome[e.ref] = e.kind
+        if prev != head:
+            problems.append("the chain's last row is not the recorded head (rows were removed or added)")
+        charged = sum((a for s, a in reserved.items() if outcome.get(s) != "release"), Fraction(0))
+        if charged != Fraction(charged_text):
+            problems.append(f"the running total {charged_text} differs from the rows' total {charged}")
+        if charged > Fraction(limit_text):
+            problems.append(f"spent {charged} exceeds the lifetime budget {limit_text}")
+        return Verification(dataset, not problems, tuple(problems), len(entries))
+
+
+@attrs.define
+class Charge:
+    """A reservation in progress (see :meth:`BudgetStore.charge`)."""
+
+    store: BudgetStore
+    reservation: Reservation
+    read: bool = False
+
+    def reading(self) -> None:
+        """From now on private data is read: the cost is committed whatever happens."""
+        self.read = True
+
+
+def describe_status(s: Status) -> str:
+    """The text ``dpflow budget show`` prints.
+
+    >>> print(describe_status(Status("d", "zcdp", Fraction(1), Fraction(1, 4), Fraction(0), (), 1, GENESIS)))
+    dataset d: zCDP filter, lifetime rho = 1 (1)
+      committed 1/4 in 1 runs, pending 0 (0 reservations), remaining 3/4 (0.75)
+      head 0000000000000000000000000000000000000000000000000000000000000000
+    """
+    unit = "rho" if s.filter == "zcdp" else "epsilon"
+    name = "zCDP filter" if s.filter == "zcdp" else "basic epsilon filter"
+    lines = [
+        f"dataset {s.dataset}: {name}, lifetime {unit} = {s.limit} ({float(s.limit):.6g})",
+        f"  committed {s.committed} in {s.runs} runs, pending {s.pending} ({len(s.pending_ids)} reservations), "
+        f"remaining {s.remaining} ({float(s.remaining):.6g})",
+        f"  head {s.head}",
+    ]
+    if s.pending_ids:
+        lines.insert(2, f"  pending reservations (counted as spent): {', '.join(map(str, s.pending_ids))}")
+    return "\n".join(lines)
+
+
+__all__ = ["BudgetExhaustedError", "BudgetStore", "Charge", "Entry", "Reservation", "Status", "Verification",
+           "datasets_of", "describe_status"]

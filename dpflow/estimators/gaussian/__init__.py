@@ -1,0 +1,345 @@
+"""Gaussian mean and covariance without strong a-priori bounds: CoinPress, KLSU and Karwa-Vadhan
+as plans in dpflow's DSL (gaussian.md; docs/gaussian.md).
+
+``mean(...)``, ``covariance(...)`` and ``gaussian(...)`` return plans (inspect, ``check()``,
+``run()``); ``fit(X, budget=..., mean_bound=..., cov_bound=...)`` runs the full-Gaussian plan and
+returns the estimates with the report.  Every parameter a user cannot know (truncation radii,
+tail probabilities, round counts, per-round noise factors) is derived from public quantities
+(n, d, the declared bounds, the budget) and shown in the ledger as a ``Param`` node; a plan
+whose stated sample-size requirement is not met carries a ``warning`` parameter.
+
+>>> import numpy as np, dpflow as dp
+>>> plan = mean(d=5, n=2000, budget=dp.ZCDP(0.5), R=10.0)
+>>> plan.check().totals[0].rho
+'1/2'
+>>> X = np.random.default_rng(0).normal(size=(2000, 5)) + 3.0
+>>> est = plan.run({"X": X}, noise=dp.SeededNoise(1)).released["mean"]
+>>> bool(np.linalg.norm(est - 3.0) < 0.5)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+
+from dpflow import nodes as N
+from dpflow.domains import Vectors
+from dpflow.errors import DomainError, PlanTypeError
+from dpflow.estimators.covariance import naive_pce
+from dpflow.estimators.gaussian import coinpress, klsu, kv, steps
+from dpflow.estimators.mean import clipped_mean
+from dpflow.handles import Released, Rows, Sensitive
+from dpflow.plan import Plan, PlanBuilder
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gdp_mu_for_approx_dp
+
+MeanMethod = Literal["coinpress", "kv", "pme", "naive"]
+CovMethod = Literal["coinpress", "pce", "naive"]
+PCE_PPC_SHARE = 0.25
+"""PCE's budget share for the PPC rounds (the rest goes to the final NaivePCE); chosen by measurement."""
+
+
+def _refuse(where: str, problem: str, fix: str) -> DomainError:
+    return DomainError(where, problem, fix)
+
+
+def total_rho(budget: Measure) -> Fraction:
+    """The zCDP rho the planner will share among these all-Gaussian plans: rho itself, or for an
+    ``ApproxDP(eps, delta)`` budget ``mu^2 / 2`` with mu the exact Gaussian-DP parameter.
+
+    >>> total_rho(ZCDP(0.5))
+    Fraction(1, 2)
+    """
+    if isinstance(budget, (ZCDP, ApproxZCDP)):
+        return budget.rho
+    if isinstance(budget, ApproxDP) and budget.delta > 0:
+        return Fraction(gdp_mu_for_approx_dp(budget.epsilon, budget.delta)) ** 2 / 2
+    raise PlanTypeError("gaussian", f"the Gaussian estimators use Gaussian noise; got {budget.describe()}",
+                        "use a ZCDP, ApproxZCDP or ApproxDP (delta > 0) budget")
+
+
+def _check_common(where: str, d: int, n: int, budget: Measure) -> Fraction:
+    if d < 1:
+        raise _refuse(where, f"d={d}", "declare d >= 1")
+    if n < 2:
+        raise _refuse(where, f"n={n} rows", "these estimators need n >= 2")
+    return total_rho(budget)
+
+
+def _check_bound(where: str, name: str, value: float, low: float) -> None:
+    if not (math.isfinite(value) and value >= low):
+        raise _refuse(where, f"{name}={value} makes the plan vacuous (need a finite value >= {low:g})",
+                      f"declare a finite {name} >= {low:g}")
+
+
+def default_rounds(bound: float, d: int, base: int) -> int:
+    """CoinPress round count from public quantities: ``base`` (2 for the mean, 3 for the covariance: the
+    coin-press defaults at ``R = 10 sqrt(d)``, ``K = 10 sqrt(d)``) plus one round per factor 8 of the
+    bound beyond ``10 sqrt(d)`` (each round shrinks the ball or the spectrum bound by a large factor; the
+    paper's R and K sweeps, gaussian.md 1.7).
+
+    >>> default_rounds(10 * 50 ** 0.5, 50, 2), default_rounds(1e6, 20, 3)
+    (2, 8)
+    """
+    excess = bound / (10.0 * math.sqrt(d))
+    return base + (math.ceil(math.log2(excess) / 3.0 - 1e-9) if excess > 1.0 else 0)
+
+
+def _warn(b: PlanBuilder, text: str) -> None:
+    N.param(b, "warning", 0.0, text)
+
+
+def _mean_part(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, R: float, rho: Fraction, weight: float,
+               t: int, beta: float, sigma: float) -> Released[Any]:
+    """CoinPress mean of rows with covariance <= sigma^2 I and ||mu|| <= R (rescaled when sigma != 1)."""
+    rows = X
+    if sigma != 1.0:
+        rows = N.Precondition(matrix=N.param(b, "scale", np.eye(d) / sigma, f"1/sigma, sigma={sigma:g}"))(X)
+    radii = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, beta)
+    N.param(b, "predicted_radii", radii, "public radius schedule if no point is clipped (gaussian.md 1.2)")
+    if radii[-1] >= R / sigma:
+        _warn(b, f"n={n} is too small: the final ball (radius {radii[-1]:.3g}) is no smaller than the prior "
+                 f"({R / sigma:.3g}); the estimate is no better than the centre of the prior ball")
+    init = N.Pack()(b.public(np.zeros(d)), b.public(R / sigma))
+    state = coinpress.mvm_rec(rows, init, n, d, rho, weight, t, beta)
+    c = N.Get(index=0)(state)
+    return c if sigma == 1.0 else N.Apply(fn=steps.kv_unscale, shape=(d,))(c, b.public(np.zeros(d)), b.public(sigma))
+
+
+def mean(
+    d: int,
+    n: int,
+    budget: Measure,
+    R: float,
+    method: MeanMethod = "coinpress",
+    t: int | None = None,
+    sigma: float = 1.0,
+    beta: float | None = None,
+) -> Plan:
+    """Private mean of n rows of N(mu, Sigma), ``Sigma <= sigma^2 I``, ``||mu||_2 <= R`` (coinpress,
+    pme; for kv and naive: ``|mu_j| <= R``).  Source ``X``; output ``mean``.
+
+    * ``coinpress``: MVMRec with t rounds (default :func:`default_rounds` of ``R / sigma``), schedule
+      ``[1/4 split over t-1, 3/4]`` (BDKU 2020); ``beta`` (default 0.01) is the chi-radius tail probability.
+    * ``kv``: coordinate-wise Karwa-Vadhan (KLSU's NaivePME): histograms (rho/2), clipped mean (rho/2).
+    * ``pme``: KLSU's PME: coarse histograms (rho/2), one l2 clip, Gaussian mean (rho/2).
+    * ``naive``: every coordinate clipped to ``[-(R + 3 sigma), R + 3 sigma]`` (CoinPress's naive baseline,
+      with the clipping actually done) = :func:`dpflow.estimators.clipped_mean`.
+
+    >>> import dpflow as dp
+    >>> [e.kind for e in mean(d=2, n=100, budget=dp.ZCDP(1), R=5.0, method="pme").check().entries][-2:]
+    ['Mean', 'GaussianMech']
+    """
+    where = f"gaussian.mean({method})"
+    rho = _check_common(where, d, n, budget)
+    _check_bound(where, "R", R, 0.0)
+    _check_bound(where, "sigma", sigma, 1e-300)
+    if method == "naive":
+        return clipped_mean(d=d, n=n, budget=budget, radius=R + 3.0 * sigma)
+    b = PlanBuilder(budget=budget, neighbors="replace", name=f"gaussian_mean_{method}")
+    X = b.source("X", Vectors(d=d), n=n)
+    refs = {"coinpress": coinpress.REF_MEAN, "kv": kv.REF, "pme": klsu.REF_PME}
+    N.param(b, "algorithm", 0.0, refs.get(method, ""))
+    if method == "coinpress":
+        if t is None:
+            t = default_rounds(R / sigma, d, 2)
+            N.param(b, "rounds", float(t), "default_rounds(R / sigma, d, 2)")
+        if t < 1:
+            raise _refuse(where, f"t={t} rounds", "use t >= 1")
+        out = _mean_part(b, X, n, d, R, rho, 1.0, t, 0.01 if beta is None else beta, sigma)
+    elif method == "kv":
+        out = kv.coordinate_mean(X, n, d, sigma, R, 1.0, 1.0, 0.1 if beta is None else beta)
+    elif method == "pme":
+        out = klsu.pme(X, n, d, sigma, R, 1.0, 1.0, 0.1 if beta is None else beta)
+    else:
+        raise _refuse(where, f"unknown method {method!r}", "use 'coinpress', 'kv', 'pme' or 'naive'")
+    return b.build(mean=out)
+
+
+def univariate_mean(
+    n: int,
+    budget: Measure,
+    R: float,
+    sigma: float | None = None,
+    sigma_bounds: tuple[float, float] | None = None,
+    beta: float = 0.1,
+) -> Plan:
+    """KVMean (Karwa-Vadhan 2018, zCDP form, gaussian.md 2.4) of n reals with ``|mu| <= R``: with a known
+    ``sigma``, or with ``sigma`` unknown in ``sigma_bounds`` (range found on pair differences over
+    log-scale bins, gaussian.md 2.3).  Source ``X`` (d = 1); output ``mean`` (shape (1,)).
+
+    >>> import dpflow as dp
+    >>> univariate_mean(1000, dp.ZCDP(0.5), R=100.0, sigma_bounds=(0.1, 10.0)).check().totals[0].rho
+    '1/2'
+    """
+    where = "gaussian.univariate_mean"
+    _check_common(where, 1, n, budget)
+    _check_bound(where, "R", R, 0.0)
+    if (sigma is None) == (sigma_bounds is None):
+        raise _refuse(where, "give exactly one of sigma and sigma_bounds", "pass sigma=... or sigma_bounds=(lo, hi)")
+    if sigma is not None:
+        _check_bound(where, "sigma", sigma, 1e-300)
+    if sigma_bounds is not None and not (0 < sigma_bounds[0] <= sigma_bounds[1] < math.inf):
+        raise _refuse(where, f"sigma_bounds={sigma_bounds}", "pass 0 < lo <= hi < inf")
+    b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_univariate_mean")
+    X = b.source("X", Vectors(d=1), n=n)
+    N.param(b, "algorithm", 0.0, kv.REF)
+    return b.build(mean=kv.univariate_mean(X, n, R, sigma, sigma_bounds, beta))
+
+
+def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, method: CovMethod, weight: float,
+              t: int, beta: float | None) -> tuple[Released[Any], Released[Any] | None]:
+    """(covariance estimate, whitening preconditioner or None) of m mean-zero rows."""
+    if m < d + 1:
+        _warn(b, f"only {m} (pair) rows for d={d}: the second moment is rank deficient")
+    if method == "coinpress":
+        A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} (gaussian.md 1.3)")
+        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta)
+        return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get(index=0)(state)
+    if method == "pce":
+        R = klsu.ppc_rounds(K)
+        if R:
+            need = 64.0 * d**1.5 / math.sqrt(float(total_rho(b.budget)) * weight * PCE_PPC_SHARE / R)
+            if m < need:
+                _warn(b, f"m={m} rows < 64 d^1.5 / sqrt(rho_r) = {need:.3g}: WeakPPC rounds may fail to "
+                         "shrink the spectrum (gaussian.md 3.2)")
+        N.param(b, "pce_split", [PCE_PPC_SHARE, 1 - PCE_PPC_SHARE],
+                "PPC rounds, final NaivePCE (chosen by measurement: docs/gaussian.md)")
+        return klsu.pce(rows, m, d, K, weight * PCE_PPC_SHARE, weight * (1 - PCE_PPC_SHARE),
+                        0.1 if beta is None else beta), None
+    raise _refuse("gaussian.covariance", f"unknown method {method!r}", "use 'coinpress', 'pce' or 'naive'")
+
+
+def covariance(
+    d: int,
+    n: int,
+    budget: Measure,
+    K: float,
+    method: CovMethod = "coinpress",
+    t: int | None = None,
+    unknown_mean: bool = False,
+    beta: float | None = None,
+) -> Plan:
+    """Private covariance of n rows of N(mu, Sigma) with ``Sigma <= K I`` (and, for ``pce``, ``Sigma >= I``).
+    With ``unknown_mean`` the estimators run on the ``n // 2`` pair differences.  Source ``X``; output
+    ``covariance``.
+
+    * ``coinpress``: MVCRec with t rounds (default :func:`default_rounds` of K; BDKU 2020, corrected per
+      gaussian.md 1.6).
+    * ``pce``: KLSU PCE: PPC rounds (rho/4) and NaivePCE (3 rho/4) (gaussian.md 3.2-3.4 [RECON]).
+    * ``naive``: :func:`dpflow.estimators.naive_pce` with ``kappa = K``.
+
+    >>> import dpflow as dp
+    >>> covariance(d=3, n=3000, budget=dp.ZCDP(0.5), K=30.0).check().totals[0].rho
+    '1/2'
+    """
+    where = f"gaussian.covariance({method})"
+    _check_common(where, d, n, budget)
+    _check_bound(where, "K", K, 1.0)
+    if t is not None and t < 1:
+        raise _refuse(where, f"t={t} rounds", "use t >= 1")
+    if method == "naive":
+        return naive_pce(d=d, n=n, budget=budget, kappa=K, beta=0.1 if beta is None else beta,
+                         unknown_mean=unknown_mean)
+    b = PlanBuilder(budget=budget, neighbors="replace", name=f"gaussian_covariance_{method}")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, coinpress.REF_COV if method == "coinpress" else klsu.REF_PCE)
+    rows = N.PairDifferences()(X) if unknown_mean else X
+    if t is None and method == "coinpress":
+        t = default_rounds(K, d, 3)
+        N.param(b, "rounds", float(t), "default_rounds(K, d, 3)")
+    cov, _ = _cov_part(b, rows, n // 2 if unknown_mean else n, d, K, method, 1.0, t or 1, beta)
+    return b.build(covariance=cov)
+
+
+def gaussian(
+    d: int,
+    n: int,
+    budget: Measure,
+    R: float,
+    K: float,
+    t_cov: int | None = None,
+    t_mean: int | None = None,
+    split: float = 0.5,
+) -> Plan:
+    """Unknown mean and covariance (gaussian.md 1.4): CoinPress covariance on the ``n // 2`` pair
+    differences with ``split`` of the budget, then CoinPress mean on all n rows whitened by the released
+    preconditioner ``A`` (ball ``B(0, ||A|| R)``) with the rest; ``mu = A^{-1} c``.  Both parts read every
+    record: sequential composition.  ``||mu|| <= R``, ``Sigma <= K I``.  Outputs ``mean``, ``covariance``.
+
+    >>> import dpflow as dp
+    >>> gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0).check().totals[0].rho
+    '1/2'
+    """
+    where = "gaussian.gaussian"
+    rho = _check_common(where, d, n, budget)
+    _check_bound(where, "R", R, 0.0)
+    _check_bound(where, "K", K, 1.0)
+    if not 0.0 < split < 1.0:
+        raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
+    t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
+    if t_cov < 1 or t_mean < 1:
+        raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
+    b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_full")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, f"gaussian.md 1.4 [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
+    N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
+    N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
+    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None)
+    assert A is not None
+    rho_mean = rho * Fraction(1.0 - split) / (Fraction(split) + Fraction(1.0 - split))
+    Y = N.Precondition(matrix=A)(X)
+    radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
+    N.param(b, "predicted_radii", radii, "whitened-mean radius schedule if ||A|| = 1 (gaussian.md 1.2)")
+    init = N.Pack()(b.public(np.zeros(d)), N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R)))
+    state = coinpress.mvm_rec(Y, init, n, d, rho_mean, 1.0 - split, t_mean)
+    mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get(index=0)(state))
+    return b.build(mean=mu, covariance=cov)
+
+
+@attrs.frozen(eq=False)
+class Fit:
+    """What :func:`fit` returns: the estimates and the report (ledger, run facts)."""
+
+    mean: np.ndarray
+    covariance: np.ndarray
+    report: Any
+    plan: Plan
+
+
+def fit(
+    X: Any,
+    budget: Measure,
+    mean_bound: float,
+    cov_bound: float,
+    t_cov: int | None = None,
+    t_mean: int | None = None,
+    split: float = 0.5,
+    noise: Any = None,
+) -> Fit:
+    """Estimate the mean and covariance of the rows of ``X`` (n x d) privately with :func:`gaussian`:
+    ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``.  ``noise`` defaults to
+    OS entropy (``dpflow.SecureNoise``).
+
+    >>> import numpy as np, dpflow as dp
+    >>> X = np.random.default_rng(0).normal(size=(5000, 3))
+    >>> f = fit(X, budget=dp.ZCDP(0.5), mean_bound=10.0, cov_bound=30.0, noise=dp.SeededNoise(0))
+    >>> f.covariance.shape, f.report.ledger.totals[0].rho
+    ((3, 3), '1/2')
+    """
+    shape = np.shape(X)
+    if len(shape) != 2:
+        raise _refuse("gaussian.fit", f"X has shape {shape}", "pass an (n, d) array")
+    plan = gaussian(d=shape[1], n=shape[0], budget=budget, R=mean_bound, K=cov_bound, t_cov=t_cov,
+                    t_mean=t_mean, split=split)
+    res = plan.run({"X": X}, noise=noise)
+    return Fit(np.asarray(res.released["mean"]), np.asarray(res.released["covariance"]), res.report, plan)
+
+
+__all__ = ["Fit", "coinpress", "covariance", "default_rounds", "fit", "gaussian", "klsu", "kv", "mean", "steps",
+           "total_rho", "univariate_mean"]

@@ -1,0 +1,119 @@
+"""Floating-point error of computed statistics, added to the sensitivity of exact-noise releases.
+
+A statistic computed in floating point differs from its exact value; two neighbouring
+datasets can err in opposite directions, so a release on a lattice with exact integer
+noise must use ``sensitivity + 2 * error + lattice`` (accounting.md section 3; Casacuberta et
+al., CCS 2022, on float sums).  The bounds are Higham's: a sum of n terms in any order is
+within ``gamma_{n-1} * sum |x_i|`` of the exact sum, ``gamma_k = k u / (1 - k u)``, u = 2^-53
+(Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and eq. (4.4)).
+They are evaluated at run time from public quantities only: the public row count, the
+declared bounds, and the norm of a released centre.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import attrs
+
+from dpflow.domains import Sym, Vectors
+
+U = 2.0**-53
+
+
+def gamma(k: float) -> float:
+    """Higham's gamma_k = k u / (1 - k u), rounded up (k u must stay below 1/2).
+
+    >>> gamma(10) > 10 * U
+    True
+    """
+    ku = k * U
+    if not ku < 0.5:
+        raise ValueError(f"gamma_k needs k * u < 1/2, got k = {k}")
+    return math.nextafter(ku / (1.0 - ku) * (1.0 + 4 * U), math.inf)
+
+
+@attrs.frozen
+class FloatError:
+    """How a query's floating-point error is bounded.
+
+    ``kind``: ``sum`` (a sum of rows), ``mean`` (sum over the public n), ``gram`` (the second
+    moment about ``gram_center``), ``exact`` (integer counts: no error) or ``freq`` (counts over n).
+    ``n``: the public number of rows summed; the row bounds come from ``domain``.
+    """
+
+    kind: Literal["sum", "mean", "gram", "exact", "freq"]
+    domain: Vectors
+    n: Sym | None = None
+    gram_center: str | None = None
+
+    def row_norm(self, value: dict[str, float], widen: bool = True) -> float:
+        """A bound on the l2 norm of one computed row: the declared bound, widened (unless
+        ``widen`` is false) by the relative error of the norm computed inside ``Clip``
+        ((d + 2) u, Higham Lemma 3.1)."""
+        dom = self.domain
+        slack = 1.0 + gamma(dom.d + 2) if widen else 1.0
+        bounds = []
+        if dom.box is not None:
+            bounds.append(max(abs(dom.box[0]), abs(dom.box[1])) * math.sqrt(dom.d))
+        if dom.l2_bound is not None:
+            r = dom.l2_bound.value(value) * slack
+            c = 0.0 if dom.center is None else value[f"norm:{dom.center}"]
+            bounds.append(r + c)
+        return min(bounds) if bounds else math.inf
+
+    def centred_norm(self, value: dict[str, float], widen: bool = True) -> float:
+        """A bound on the norm of ``x - c`` for the gram's centre c, as computed (declared if not ``widen``)."""
+        dom = self.domain
+        if self.gram_center is None:
+            return self.row_norm(value, widen)
+        if dom.l2_bound is None or dom.center != self.gram_center:
+            return math.inf
+        if not widen:
+            return dom.l2_bound.value(value)
+        r = dom.l2_bound.value(value) * (1.0 + gamma(dom.d + 2))
+        return r + U * (r + value[f"norm:{self.gram_center}"]) * 2.0
+
+    def refs(self) -> tuple[str, ...]:
+        """Run-time names the bound needs (see :meth:`bound`)."""
+        names: list[str] = []
+        if self.n is not None:
+            names += self.n.refs()
+        if self.domain.l2_bound is not None:
+            names += self.domain.l2_bound.refs()
+        for c in (self.domain.center, self.gram_center):
+            if c is not None:
+                names.append(f"norm:{c}")
+        return tuple(names)
+
+    def bound(self, value: dict[str, float], entries: int) -> tuple[float, float]:
+        """(l2, l1) bounds on ``computed - exact`` given the run-time values of :meth:`refs`.
+
+        >>> fe = FloatError("mean", Vectors(d=2, l2_bound=Sym.const(1.0)), Sym.const(100.0))
+        >>> l2, l1 = fe.bound({}, 2)
+        >>> 0 < l2 < 1e-12
+        True
+        """
+        if self.kind == "exact":
+            return 0.0, 0.0
+        n = self.n.value(value) if self.n is not None else math.inf
+        if not math.isfinite(n):
+            return math.inf, math.inf
+        if self.kind == "freq":  # each count (exact) divided by n: relative error u per entry
+            l2 = U * 1.0
+        elif self.kind == "gram":
+            b, r = self.centred_norm(value), self.centred_norm(value, widen=False)
+            # entries sum n products: error <= gamma_n sum_i |z_ij z_ik|, Frobenius <= gamma_n n b^2;
+            # then the division by n (relative u); plus half the sensitivity excess of rows within
+            # b rather than the declared radius r (sqrt(2) b^2 / n against sqrt(2) r^2 / n)
+            excess = (b * b - r * r) * math.sqrt(2.0) / (2.0 * n)
+            l2 = (gamma(n) * b * b + U * b * b + excess) * (1.0 + 2 * U)
+        else:
+            b = self.row_norm(value)
+            # a sum of n rows in any order; plus half the diameter excess of computed rows (2 b vs 2 r)
+            l2 = gamma(n) * n * b + b * gamma(self.domain.d + 2)
+            if self.kind == "mean":
+                l2 = (l2 / n + U * b * (1.0 + gamma(n))) * (1.0 + 2 * U)
+        l2 = math.nextafter(l2, math.inf)
+        return l2, math.nextafter(l2 * math.sqrt(entries), math.inf)

@@ -1,0 +1,332 @@
+"""Private quantiles: magnitudes of rows, order statistics over a public or released range, the
+exponential mechanism over the gaps of the sorted data (exact sampling), and the small
+post-processing steps that turn a released quantile or a log-scale histogram into a radius.
+
+The quantile mechanism is Smith's (2011) exponential mechanism over the continuum ``[lo, hi]``:
+with ``z_(0) = lo <= z_(1) <= ... <= z_(n) <= z_(n+1) = hi`` (the data clamped and sorted), every
+point of the gap ``I_k = [z_(k), z_(k+1)]`` has utility ``u_k = -|k - q n|``, and one record's change
+moves the count of values below any point by at most ``Delta_u`` (its stability), so ``u`` moves by
+at most ``Delta_u``.  Sampling a gap with probability proportional to
+``|I_k| exp(epsilon u_k / (2 Delta_u))`` and then a uniform point inside it is epsilon-DP
+(McSherry-Talwar 2007 Thm 6).  The gap is drawn by the Gumbel-max trick, which samples that
+distribution exactly (up to floating point): ``argmax_k log w_k + G_k``.
+
+>>> import dpflow as dp
+>>> from dpflow import nodes as N
+>>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+>>> X = b.source("X", dp.Vectors(d=3), n=500)
+>>> med = N.Quantile(q=0.5)(N.OrderStatistics(lower=0.0, upper=10.0)(N.Magnitudes()(X)))
+>>> plan = b.build(median=med)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.domains import Sym, Vectors
+from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
+from dpflow.handles import Ref, param
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Inferred,
+    Mechanism,
+    Mode,
+    PostProcess,
+    Query,
+    ReleasedT,
+    RowsT,
+    Size,
+    StatT,
+    Transform,
+    VType,
+    finite_tuple,
+    need,
+    released_type,
+    text_of,
+)
+from dpflow.nodes.mechanisms import _opt_exact, _pure_eps_from_rho, _weight
+from dpflow.privacy import Cost
+
+
+def _finite(x: Any) -> float:
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError(f"expected a finite number, got {x!r}")
+    return v
+
+
+def _bound_param(x: Any) -> Any:
+    x = param(x)
+    return x if isinstance(x, Ref) else _finite(x)
+
+
+def _edges(e: Any) -> tuple[float, ...]:
+    return finite_tuple(e, "edges")
+
+
+@attrs.frozen(kw_only=True)
+class Magnitudes(Transform):
+    """One-dimensional rows of magnitudes: ``of="coordinates"`` pools ``|x_ij|`` over the d
+    coordinates (n*d rows, stability d: one record moves d of them), ``of="rows"`` gives the row
+    norms ``||x_i||_2`` (n rows, stability 1).  NaN counts as 0 and +-inf as +inf (declared
+    policy; later nodes clamp).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> Z = Magnitudes(of="rows")(b.source("X", dp.Vectors(d=2), n=10))
+    """
+
+    kind: ClassVar[str] = "Magnitudes"
+    reference: ClassVar[str] = "row-wise map; pooling d coordinates of a record gives stability d (Dwork-Roth 2.2)"
+    of: str = "coordinates"
+
+    def __attrs_post_init__(self) -> None:
+        if self.of not in ("coordinates", "rows"):
+            raise ValueError(f"Magnitudes of must be 'coordinates' or 'rows', got {self.of!r}")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        dom = rows.domain
+        if self.of == "rows":
+            nb = dom.norm_l2()
+            out = Vectors(d=1, box=None if nb is None or not nb.is_const else (0.0, nb.coef))
+            return Inferred(attrs.evolve(rows, domain=out), f"row l2 norms of {dom.describe()}")
+        nb = dom.norm_linf()
+        out = Vectors(d=1, box=None if nb is None or not nb.is_const else (0.0, nb.coef))
+        known = None if rows.size.known is None else rows.size.known * dom.d
+        size = Size(public=rows.size.public, known=known, token=f"n:{ctx.node_id}")
+        return Inferred(attrs.evolve(rows, domain=out, size=size, stability=rows.stability * dom.d),
+                        f"|x_ij| pooled over d={dom.d} coordinates: stability x {dom.d}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        with np.errstate(all="ignore"):
+            if self.of == "rows":
+                A = np.nan_to_num(X, nan=0.0, posinf=np.inf, neginf=-np.inf)
+                return ctx.backend.row_map(A, lambda Z: np.linalg.norm(Z, axis=1, keepdims=True))
+            return np.abs(np.nan_to_num(X, nan=0.0, posinf=np.inf, neginf=-np.inf)).reshape(-1, 1)
+
+
+def _range_syms(lower: float | Ref, upper: float | Ref) -> Sym | None:
+    """The width ``upper - lower`` as a bound (products only: a released upper needs lower = 0)."""
+    if not isinstance(lower, Ref) and not isinstance(upper, Ref):
+        return Sym.const(max(upper - lower, 0.0))
+    if isinstance(upper, Ref) and not isinstance(lower, Ref) and lower == 0.0:
+        return Sym.ref(upper.id)
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class OrderStatistics(Query):
+    """The one-dimensional rows clamped into ``[lower, upper]`` and sorted, framed by the two ends:
+    ``(lower, z_(1), ..., z_(n), upper)``.  NaN rows count as ``lower`` (declared policy).
+
+    Sensitivities: sorting is non-expansive in every l_p norm, so a replaced row moves the vector
+    by at most ``upper - lower`` in l1, l2 and linf (times the stability); the *rank* (count of
+    values below any threshold) moves by at most the stability, which is what ``Quantile`` uses.
+    ``upper`` may be released (a range found by a log-scale histogram) when ``lower`` is 0.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> z = OrderStatistics(lower=0.0, upper=4.0)(b.source("X", dp.Reals(), n=10))
+    """
+
+    kind: ClassVar[str] = "OrderStatistics"
+    reference: ClassVar[str] = ("Smith 2011 (private quantiles); sorting is non-expansive in l_p "
+                                "(rearrangement inequality, Hardy-Littlewood-Polya Thm 368)")
+    lower: float | Ref = attrs.field(default=0.0, converter=_bound_param)
+    upper: float | Ref = attrs.field(converter=_bound_param)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.lower, Ref) and not isinstance(self.upper, Ref) and self.lower > self.upper:
+            raise ValueError(f"OrderStatistics needs lower <= upper, got [{self.lower}, {self.upper}]")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        if rows.domain.d != 1:
+            raise DomainError(ctx.node_id, f"order statistics need one-dimensional rows, got d={rows.domain.d}",
+                              "select one column (Columns) or take Magnitudes first")
+        for slot in ("lower", "upper"):
+            ref = getattr(self, slot)
+            if isinstance(ref, Ref):
+                t = released_type(ref, ctx, slot)
+                if t.shape is not None and t.shape != ():
+                    raise DomainError(ctx.node_id, f"{slot} refers to {ref.id} of shape {t.shape}",
+                                      "pass a released scalar")
+        width = _range_syms(self.lower, self.upper)
+        diam = None if width is None else width * float(rows.stability)
+        rank = Sym.const(float(rows.stability))
+        n = rows.size.known if rows.size.public else None
+        stat = StatT(((n or 0) + 2,), rows.source, diam, diam, diam, rank=rank)
+        return Inferred(stat, f"sorted values clamped to [{_txt(self.lower)}, {_txt(self.upper)}], "
+                              f"n={rows.size.text()}: rank sensitivity {text_of(rank)}, l_p {text_of(diam)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        lo = _scalar_value(ctx, self.lower)
+        hi = max(_scalar_value(ctx, self.upper), lo)
+        z = np.asarray(ins[0], dtype=float)[:, 0]
+        z = np.clip(np.nan_to_num(z, nan=lo, posinf=hi, neginf=lo), lo, hi)
+        return np.concatenate(([lo], np.sort(z), [hi]))
+
+
+def _txt(x: float | Ref) -> str:
+    return x.id if isinstance(x, Ref) else f"{x:.6g}"
+
+
+def _scalar_value(ctx: EvalContext, x: float | Ref) -> float:
+    if not isinstance(x, Ref):
+        return x
+    v = float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0])
+    return v if math.isfinite(v) else (float(np.finfo(float).max) if v > 0 else 0.0)
+
+
+def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sensitivity: float) -> np.ndarray:
+    """Log-probabilities (unnormalised) of the gaps of ``framed = (lo, z_(1..n), hi)`` under the
+    exponential mechanism for the q-quantile: ``log|I_k| + epsilon u_k / (2 Delta_u)``,
+    ``u_k = -|k - q n|``; empty gaps get ``-inf``.
+
+    >>> w = quantile_log_weights(np.array([0.0, 1.0, 2.0]), 0.5, 1.0, 1.0)
+    >>> bool(w[0] == w[1])
+    True
+    """
+    n = framed.shape[0] - 2
+    gaps = np.diff(framed)
+    k = np.arange(n + 1, dtype=float)
+    with np.errstate(divide="ignore"):
+        logw = np.log(gaps) - epsilon * np.abs(k - q * n) / (2.0 * rank_sensitivity)
+    out: np.ndarray = np.where(gaps > 0, logw, -np.inf)
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class Quantile(Mechanism):
+    """The private ``q``-quantile of :class:`OrderStatistics` by the exponential mechanism over the
+    gaps of the sorted data, sampled exactly (Gumbel-max over the gaps, then uniform in the gap).
+
+    Cost: epsilon-DP (McSherry-Talwar 2007 Thm 6, Smith 2011); under a zCDP budget a share rho
+    becomes epsilon = sqrt(2 rho) (Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost.
+    Output: a released scalar in ``[lower, upper]`` (``lower`` when the range is empty).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> z = OrderStatistics(upper=4.0)(b.source("X", dp.Reals(), n=10))
+    >>> med = Quantile(q=0.5)(z)
+    """
+
+    kind: ClassVar[str] = "Quantile"
+    reference: ClassVar[str] = ("exponential mechanism, McSherry-Talwar 2007 Thm 6; private quantile over gaps, "
+                                "Smith 2011; zCDP via Bun-Steinke 2016 Prop. 1.4")
+    q: float = attrs.field(converter=float)
+    weight: float = attrs.field(default=1.0, converter=_weight)
+    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+
+    def __attrs_post_init__(self) -> None:
+        if not 0.0 <= self.q <= 1.0:
+            raise ValueError(f"Quantile needs 0 <= q <= 1, got {self.q}")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        need(ins, StatT, ctx, "order statistics (OrderStatistics)")
+        return Inferred(ReleasedT(()), "")
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        if stat.rank is None:
+            raise UnboundedSensitivityError(ctx.node_id, "Quantile needs order statistics (a rank sensitivity)",
+                                            "feed it OrderStatistics(lower=..., upper=...)")
+        return f"rank utility = {stat.rank.text()}"
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        if self.epsilon is None:
+            return None
+        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
+
+    def _eps(self, share: Fraction, mode: Mode) -> Fraction:
+        return share if mode == "pure" else _pure_eps_from_rho(share)
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        return Cost.pure(self._eps(share, mode))
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        return (f"exponential mechanism over gaps, weights |I_k| exp({float(self._eps(share, mode)):.6g} u_k / "
+                f"(2*{text_of(stat.rank)})), u_k = -|k - {self.q:g} n|")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        stat = ctx.stat()
+        alloc = ctx.allocation()
+        if stat.rank is None:
+            raise PlanTypeError(ctx.node_id, "Quantile without a rank sensitivity", "report this as a dpflow bug")
+        framed = np.asarray(ins[0], dtype=float)
+        eps = float(self._eps(alloc.share, alloc.mode))
+        ctx.record("epsilon", eps)
+        logw = quantile_log_weights(framed, self.q, eps, ctx.bound(stat.rank))
+        # |Laplace(1)| ~ Exp(1); -log Exp(1) ~ Gumbel(0, 1); exp(-Exp(1)) ~ Uniform(0, 1)
+        e = np.abs(ctx.noise.laplace(1.0, logw.shape))
+        u = math.exp(-abs(float(ctx.noise.laplace(1.0, (1,))[0])))
+        with np.errstate(all="ignore"):
+            keys = np.where(np.isfinite(logw), logw - np.log(e), -np.inf)
+        if not np.any(keys > -np.inf):  # every gap is empty: the range is one point
+            return float(framed[0])
+        k = int(np.argmax(np.where(np.isnan(keys), -np.inf, keys)))
+        return float(min(framed[k] + u * (framed[k + 1] - framed[k]), framed[k + 1]))
+
+
+@attrs.frozen(kw_only=True)
+class ScaleShift(PostProcess):
+    """``scale * x + shift`` of a released scalar (a radius from a quantile, a residual bound).
+
+    >>> import dpflow as dp
+    >>> r = ScaleShift(scale=2.0, shift=1.0)(dp.PlanBuilder(budget=dp.ZCDP(0.5)).public(3.0))
+    """
+
+    kind: ClassVar[str] = "ScaleShift"
+    scale: float = attrs.field(converter=_finite)
+    shift: float = attrs.field(default=0.0, converter=_finite)
+
+    def __attrs_post_init__(self) -> None:
+        if self.scale < 0 or self.shift < 0:
+            raise ValueError("ScaleShift keeps radii non-negative: scale and shift must be >= 0")
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        return ()
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        x = float(np.asarray(ins[0], dtype=float).reshape(-1)[0])
+        return self.scale * (x if x > 0 else 0.0) + self.shift
+
+
+@attrs.frozen(kw_only=True)
+class ModeBinUpper(PostProcess):
+    """``factor`` times the right edge of the largest bin of a released histogram over ``edges``
+    (the range ``[0, 2^(k*+2)]`` of CWZ's data-driven truncation when the bins are powers of two
+    and ``factor`` is 2).
+
+    >>> import dpflow as dp
+    >>> hi = ModeBinUpper(edges=[0.0, 1.0, 2.0, 4.0])(dp.PlanBuilder(budget=dp.ZCDP(0.5)).public([1.0, 5.0, 2.0]))
+    """
+
+    kind: ClassVar[str] = "ModeBinUpper"
+    edges: tuple[float, ...] = attrs.field(converter=_edges)
+    factor: float = attrs.field(default=2.0, converter=_finite)
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        return ()
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        counts = np.nan_to_num(np.asarray(ins[0], dtype=float).reshape(-1), nan=-np.inf)
+        k = int(np.argmax(counts))
+        return self.factor * self.edges[min(k + 1, len(self.edges) - 1)]
+
+
+def log2_edges(lo_exp: int = -60, hi_exp: int = 60) -> tuple[float, ...]:
+    """Public log-scale bin edges ``(0, 2^lo_exp, ..., 2^hi_exp)`` for magnitudes.
+
+    >>> log2_edges(-1, 1)
+    (0.0, 0.5, 1.0, 2.0)
+    """
+    return (0.0,) + tuple(2.0**k for k in range(lo_exp, hi_exp + 1))

@@ -1,0 +1,113 @@
+"""Product distributions: the truncated Boolean mean's sensitivity (random and adversarial neighbours),
+PPDE's ledger (parallel composition over index blocks), the TV error function, and accuracy against the
+non-private baseline."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import run_zero
+
+import dpflow as dp
+from dpflow import nodes as N
+from dpflow.errors import DomainError
+from dpflow.estimators.product import naive_product, ppde, product_tv
+from dpflow.nodes.base import StatT
+from dpflow.planner.certify import certify
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("tau", [None, 1, 3, 50])
+def test_truncated_binary_mean_neighbours(tau: int | None) -> None:
+    d, n = 8, 12
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.BooleanCube(d=d), n=n)
+    mask = b.public([1, 1, 0, 1, 1, 1, 0, 1])
+    flip = b.public([0, 1, 0, 0, 1, 0, 0, 0])
+    q = N.TruncatedBinaryMean(tau=tau, mask=mask, flip=flip)(X)
+    cert = certify(b.build(m=N.GaussianMech()(q)))
+    st = cert.space.types[q.id]
+    assert isinstance(st, StatT) and st.l2 is not None and st.l1 is not None and st.linf is not None
+    t_eff = d if tau is None else min(tau, d)
+    assert st.l2.coef == pytest.approx(math.sqrt(min(2 * t_eff, d)) / n)
+    x = (RNG.random((n, d)) < 0.3).astype(float)
+    base = run_zero(cert, {"X": x})["m"]
+    t1 = min(t_eff + 1, d)  # rows on the truncation boundary and just past it
+    specials = [np.ones(d), np.zeros(d), np.full(d, np.nan), np.full(d, np.inf), np.full(d, -np.inf),
+                np.r_[np.ones(t_eff), np.zeros(d - t_eff)], np.r_[np.ones(t1), np.zeros(d - t1)],
+                np.full(d, 1e30), np.full(d, 0.5)]
+    for k in range(40):
+        y = x.copy()
+        y[int(RNG.integers(n))] = specials[k] if k < len(specials) else (RNG.random(d) < RNG.random()).astype(float)
+        diff = run_zero(cert, {"X": y})["m"] - base
+        assert np.abs(diff).sum() <= st.l1.coef * (1 + 1e-12)
+        assert np.linalg.norm(diff) <= st.l2.coef * (1 + 1e-12)
+        assert np.abs(diff).max() <= st.linf.coef * (1 + 1e-12)
+
+
+def test_truncated_binary_mean_needs_unit_box() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=3), n=10)
+    with pytest.raises(DomainError):
+        b.build(m=N.GaussianMech()(N.TruncatedBinaryMean(tau=2)(X))).check()
+
+
+def test_ppde_ledger_shows_parallel_composition() -> None:
+    ledger = ppde(d=200, n=20_000, budget=dp.ZCDP(0.5)).check()
+    gauss = [e for e in ledger.entries if e.kind == "GaussianMech"]
+    assert len(gauss) >= 3
+    assert all("max over index blocks" in e.rule for e in gauss)
+    assert all(e.cost == "rho=0.5 zCDP" for e in gauss)  # every round gets the whole budget
+    assert ledger.totals[0].rho == "1/2"
+    assert any("index splits" in c for c in ledger.composition)
+    halves = ppde(d=200, n=20_000, budget=dp.ZCDP(0.5), first_half=True).check()
+    assert halves.totals[0].rho == "1/2"
+
+
+def test_ppde_refusals() -> None:
+    with pytest.raises(ValueError):
+        ppde(d=100, n=5, budget=dp.ZCDP(0.5))
+    with pytest.raises(ValueError):
+        ppde(d=100, n=1000, budget=dp.PureDP(1))
+    with pytest.raises(ValueError):
+        ppde(d=100, n=1000, budget=dp.ZCDP(0.5), shrink=1.0)
+
+
+def test_product_tv_exact_and_bound() -> None:
+    for d in (1, 3, 10):
+        p = RNG.uniform(0.05, 0.95, d)
+        q = np.clip(p + RNG.normal(0, 0.05, d), 0.01, 0.99)
+        exact = product_tv(q, p)
+        big_p, big_q = np.r_[p, np.full(20, 0.5)], np.r_[q, np.full(20, 0.5)]  # same TV, bound path
+        bound = product_tv(big_q, big_p)
+        assert exact <= bound + 1e-12
+        assert bound <= 1.0
+    assert product_tv([0.3, 0.6], [0.3, 0.6]) == 0.0
+    assert product_tv(np.full(30, 0.5), np.r_[np.zeros(1), np.full(29, 0.5)]) == 1.0
+
+
+def _empirical_tv(X: np.ndarray, p: np.ndarray) -> float:
+    return product_tv(X.mean(axis=0), p)
+
+
+@pytest.mark.parametrize("case", ["skewed", "balanced"])
+def test_ppde_and_naive_accuracy(case: str) -> None:
+    d, n, rho = 40, 40_000, 0.5
+    p = np.minimum(0.5, 1.0 / np.arange(1, d + 1)) if case == "skewed" else np.full(d, 0.5)
+    X = (np.random.default_rng(3).random((n, d)) < p).astype(np.int8)
+    base = _empirical_tv(X, p)
+    # naive: Gaussian noise sigma = sqrt(d) / (n sqrt(2 rho)) per coordinate adds ~ sigma^2 sum 1/(p(1-p))
+    # to the chi-square; PPDE's blocks have m = n / R rows each, noise at most sqrt(d) / (m sqrt(2 rho))
+    sig = math.sqrt(d) / (n * math.sqrt(2 * rho))
+    chi_naive = sig**2 * float(np.sum(1 / (p * (1 - p))))
+    nv = naive_product(d=d, n=n, budget=dp.ZCDP(rho)).run({"X": X}, noise=dp.SeededNoise(3)).released["p"]
+    assert product_tv(nv, p) <= base + 0.5 * math.sqrt(4 * chi_naive)
+    plan = ppde(d=d, n=n, budget=dp.ZCDP(rho))
+    R = sum(1 for r in plan.records if r.node.kind == "GaussianMech")
+    sig_b = math.sqrt(d) / ((n // R) * math.sqrt(2 * rho))
+    chi_ppde = (sig_b**2 + 1 / (n // R)) * float(np.sum(1 / (p * (1 - p))))
+    est = plan.run({"X": X}, noise=dp.SeededNoise(3)).released["p"]
+    assert product_tv(est, p) <= 0.5 * math.sqrt(4 * chi_ppde)
