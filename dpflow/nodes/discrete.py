@@ -36,7 +36,6 @@ from dpflow.nodes.base import (
     EvalContext,
     InferContext,
     Inferred,
-    Mechanism,
     Mode,
     NoiseLike,
     PostProcess,
@@ -50,7 +49,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
-from dpflow.nodes.mechanisms import _pure_eps_from_rho, _weight
+from dpflow.nodes.mechanisms import EpsilonMechanism, _weight
 from dpflow.privacy import Cost, exact
 
 MAX_N = 2**62
@@ -293,7 +292,7 @@ def _opt_exact(x: Any) -> Fraction | None:
 
 
 @attrs.frozen(kw_only=True)
-class StabilityHistogram(Mechanism):
+class StabilityHistogram(EpsilonMechanism):
     """The stability-based histogram: Laplace noise on the occupied bins only, released when above a
     threshold; (epsilon, delta)-DP with ``delta`` a fixed public parameter.
 
@@ -336,19 +335,11 @@ class StabilityHistogram(Mechanism):
                               "apply BinCounts directly to the rows (no stability > 1 transform)")
         return f"l1 = {stat.l1.text()}, linf = 1"
 
-    def fixed_share(self, mode: Mode) -> Fraction | None:
-        if self.epsilon is None:
-            return None
-        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
-
-    def _eps(self, share: Fraction, mode: Mode) -> Fraction:
-        return share if mode == "pure" else _pure_eps_from_rho(share)
-
     def cost(self, share: Fraction, mode: Mode) -> Cost:
         if mode == "pure":
             raise PlanTypeError(self.kind, "the stability histogram is (epsilon, delta)-DP, not pure",
                                 "use an ApproxZCDP budget whose delta covers the node's delta")
-        return Cost.approx_dp(self._eps(share, mode), self.delta)
+        return Cost.approx_dp(self.eps(share, mode), self.delta)
 
     def scale_threshold(self, l1: float, eps: float) -> tuple[float, float]:
         """Laplace scale and release threshold (rounded against the user)."""
@@ -360,13 +351,13 @@ class StabilityHistogram(Mechanism):
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         if mode == "pure":
             return ""
-        eps = float(self._eps(share, mode))
+        eps = float(self.eps(share, mode))
         b, t = self.scale_threshold(self._l1(stat), eps)
         return f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         alloc = ctx.allocation()
-        b, t = self.scale_threshold(self._l1(ctx.stat()), float(self._eps(alloc.share, alloc.mode)))
+        b, t = self.scale_threshold(self._l1(ctx.stat()), float(self.eps(alloc.share, alloc.mode)))
         ctx.record("scale", b)
         ctx.record("threshold", t)
         sc: SparseCounts = ins[0]
@@ -634,7 +625,7 @@ def _opt_ref(x: Any) -> Ref | None:
 
 
 @attrs.frozen(kw_only=True)
-class DyadicExpMech(Mechanism):
+class DyadicExpMech(EpsilonMechanism):
     """The exponential mechanism over *all* dyadic intervals of [0, 2^L): picks J with probability
     proportional to ``exp(eps q(J) / (2 Delta))``, ``q(J) = |n A(J) - c(J)|`` where A is the released
     hypothesis CDF ``cdf`` (knots; ``None``: uniform on [N]) and Delta the linf sensitivity of the
@@ -672,18 +663,6 @@ class DyadicExpMech(Mechanism):
             raise UnboundedSensitivityError(ctx.node_id, "the scores need the constant linf bound of DyadicCounts",
                                             "feed it DyadicCounts(N)(rows)")
         return f"score sensitivity = linf of the counts = {stat.linf.text()}"
-
-    def fixed_share(self, mode: Mode) -> Fraction | None:
-        if self.epsilon is None:
-            return None
-        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
-
-    def eps(self, share: Fraction, mode: Mode) -> Fraction:
-        """The pure epsilon of a share."""
-        return share if mode == "pure" else _pure_eps_from_rho(share)
-
-    def cost(self, share: Fraction, mode: Mode) -> Cost:
-        return Cost.pure(self.eps(share, mode))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         e = float(self.eps(share, mode))

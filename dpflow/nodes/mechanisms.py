@@ -166,6 +166,25 @@ def _unbounded(ctx: InferContext, norm: str) -> UnboundedSensitivityError:
     )
 
 
+class EpsilonMechanism(Mechanism):
+    """A mechanism whose cost is a pure epsilon: the share itself in pure mode, sqrt(2 rho) in zCDP
+    mode (eps-DP implies eps^2/2-zCDP, Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost."""
+
+    epsilon: Fraction | None
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        if self.epsilon is None:
+            return None
+        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
+
+    def eps(self, share: Fraction, mode: Mode) -> Fraction:
+        """The pure epsilon a share buys."""
+        return share if mode == "pure" else _pure_eps_from_rho(share)
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        return Cost.pure(self.eps(share, mode))
+
+
 @attrs.frozen(kw_only=True)
 class GaussianMech(Mechanism):
     """Add N(0, sigma^2) to every entry, sigma = Delta_2 / sqrt(2 rho).
@@ -228,7 +247,7 @@ class GaussianMech(Mechanism):
 
 
 @attrs.frozen(kw_only=True)
-class LaplaceMech(Mechanism):
+class LaplaceMech(EpsilonMechanism):
     """Add Laplace(b) to every entry, b = Delta_1 / epsilon.
 
     Under a zCDP budget a share rho becomes epsilon = sqrt(2 rho) (pure DP implies
@@ -257,19 +276,8 @@ class LaplaceMech(Mechanism):
             raise _unbounded(ctx, "l1")
         return f"l1 = {stat.l1.text()}"
 
-    def fixed_share(self, mode: Mode) -> Fraction | None:
-        if self.epsilon is None:
-            return None
-        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
-
-    def _eps(self, share: Fraction, mode: Mode) -> Fraction:
-        return share if mode == "pure" else _pure_eps_from_rho(share)
-
-    def cost(self, share: Fraction, mode: Mode) -> Cost:
-        return Cost.pure(self._eps(share, mode))
-
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
-        eps = self._eps(share, mode)
+        eps = self.eps(share, mode)
         formula = f"b = {text_of(stat.l1)} / {float(eps):.6g}"
         if stat.l1 is not None and stat.l1.is_const:
             formula += f" = {laplace_scale(stat.l1.coef, eps):.6g}"
@@ -281,7 +289,7 @@ class LaplaceMech(Mechanism):
         alloc = ctx.allocation()
         assert stat.l1 is not None
         value = np.asarray(ins[0], dtype=float)
-        eps = self._eps(alloc.share, alloc.mode)
+        eps = self.eps(alloc.share, alloc.mode)
         if _exact(ctx) and stat.float_error is not None:
             return _lattice_laplace(value, ctx.bound(stat.l1), eps, stat, ctx)
         b = laplace_scale(ctx.bound(stat.l1), eps)

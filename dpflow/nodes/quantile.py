@@ -36,7 +36,6 @@ from dpflow.nodes.base import (
     EvalContext,
     InferContext,
     Inferred,
-    Mechanism,
     Mode,
     PostProcess,
     Query,
@@ -51,8 +50,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
-from dpflow.nodes.mechanisms import _opt_exact, _pure_eps_from_rho, _weight
-from dpflow.privacy import Cost
+from dpflow.nodes.mechanisms import EpsilonMechanism, _opt_exact, _weight
 
 
 def _finite(x: Any) -> float:
@@ -206,7 +204,7 @@ def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sens
 
 
 @attrs.frozen(kw_only=True)
-class Quantile(Mechanism):
+class Quantile(EpsilonMechanism):
     """The private ``q``-quantile of :class:`OrderStatistics` by the exponential mechanism over the
     gaps of the sorted data, sampled exactly (Gumbel-max over the gaps, then uniform in the gap).
 
@@ -241,19 +239,8 @@ class Quantile(Mechanism):
                                             "feed it OrderStatistics(lower=..., upper=...)")
         return f"rank utility = {stat.rank.text()}"
 
-    def fixed_share(self, mode: Mode) -> Fraction | None:
-        if self.epsilon is None:
-            return None
-        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
-
-    def _eps(self, share: Fraction, mode: Mode) -> Fraction:
-        return share if mode == "pure" else _pure_eps_from_rho(share)
-
-    def cost(self, share: Fraction, mode: Mode) -> Cost:
-        return Cost.pure(self._eps(share, mode))
-
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
-        return (f"exponential mechanism over gaps, weights |I_k| exp({float(self._eps(share, mode)):.6g} u_k / "
+        return (f"exponential mechanism over gaps, weights |I_k| exp({float(self.eps(share, mode)):.6g} u_k / "
                 f"(2*{text_of(stat.rank)})), u_k = -|k - {self.q:g} n|")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -262,7 +249,7 @@ class Quantile(Mechanism):
         if stat.rank is None:
             raise PlanTypeError(ctx.node_id, "Quantile without a rank sensitivity", "report this as a dpflow bug")
         framed = np.asarray(ins[0], dtype=float)
-        eps = float(self._eps(alloc.share, alloc.mode))
+        eps = float(self.eps(alloc.share, alloc.mode))
         ctx.record("epsilon", eps)
         logw = quantile_log_weights(framed, self.q, eps, ctx.bound(stat.rank))
         # |Laplace(1)| ~ Exp(1); -log Exp(1) ~ Gumbel(0, 1); exp(-Exp(1)) ~ Uniform(0, 1)
