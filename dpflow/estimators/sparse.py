@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.estimators.truncation import gaussian_factor, private_radius
+from dpflow.estimators.truncation import radius_or_private
 from dpflow.handles import Released
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.privacy import ZCDP, ApproxDP, Measure
@@ -48,12 +45,6 @@ def sparse_mean(
         raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
     b = PlanBuilder(budget=budget, neighbors="replace", name="sparse_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
-    R: Any = radius
-    if radius is None:
-        R = private_radius(X, factor=gaussian_factor(n), upper=upper,
-                           weight=truncation_weight / (1 if upper is not None else 2),
-                           range_weight=truncation_weight / 2)
-    elif not (math.isfinite(radius) and radius > 0):
-        raise ValueError(f"radius must be finite and positive, got {radius}")
+    R = radius_or_private(X, n, radius, upper, truncation_weight)
     mean = N.Peel(s=s, weight=1 - truncation_weight)(N.TruncatedMean(bound=R)(X))
     return b.build(mean=mean, radius=R if isinstance(R, Released) else b.public(R))

@@ -88,6 +88,20 @@ def private_radius(
     return N.ScaleShift(scale=factor, shift=shift)(quant)
 
 
+def radius_or_private(
+    X: Sensitive[Rows], n: int, radius: float | None, upper: float | None, truncation_weight: float
+) -> Any:
+    """The public ``radius`` if given (checked), else :func:`private_radius` with the Gaussian factor
+    for n and ``truncation_weight`` of the budget (split with the range step when ``upper`` is None)."""
+    if radius is None:
+        return private_radius(X, factor=gaussian_factor(n), upper=upper,
+                              weight=truncation_weight / (1 if upper is not None else 2),
+                              range_weight=truncation_weight / 2)
+    if not (math.isfinite(radius) and radius > 0):
+        raise ValueError(f"radius must be finite and positive, got {radius}")
+    return radius
+
+
 def truncated_mean(
     d: int,
     n: int,
@@ -115,13 +129,7 @@ def truncated_mean(
         raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
     b = PlanBuilder(budget=budget, neighbors="replace", name="truncated_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
-    R: Any = radius
-    if radius is None:
-        R = private_radius(X, factor=gaussian_factor(n), upper=upper,
-                           weight=truncation_weight / (1 if upper is not None else 2),
-                           range_weight=truncation_weight / 2)
-    elif not (math.isfinite(radius) and radius > 0):
-        raise ValueError(f"radius must be finite and positive, got {radius}")
+    R = radius_or_private(X, n, radius, upper, truncation_weight)
     mean = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=R)(X))
     return b.build(mean=mean, radius=R if isinstance(R, Released) else b.public(R))
 

@@ -452,6 +452,14 @@ def finite_tuple(values: Any, name: str) -> tuple[float, ...]:
     return tuple(float(v) for v in arr)
 
 
+def positive(x: Any) -> float:
+    """Converter for a public parameter that must be a finite positive number."""
+    v = float(x)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"expected a finite positive number, got {x!r}")
+    return v
+
+
 def text_of(b: Bound) -> str:
     """Readable bound, 'unbounded' for None."""
     return "unbounded" if b is None else b.text()

@@ -46,6 +46,7 @@ from dpflow.nodes.base import (
     VType,
     change_bound,
     need,
+    positive,
     released_type,
     text_of,
 )
@@ -224,13 +225,6 @@ class SparseCounts:
     counts: np.ndarray
 
 
-def _finite_pos(x: Any) -> float:
-    v = float(x)
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"expected a finite positive number, got {x!r}")
-    return v
-
-
 def _finite(x: Any) -> float:
     v = float(x)
     if not math.isfinite(v):
@@ -255,7 +249,7 @@ class BinCounts(Query):
 
     kind: ClassVar[str] = "BinCounts"
     reference: ClassVar[str] = "sparse_discrete_heavy.md 1 (stability histogram): one record is in one bin"
-    width: float = attrs.field(converter=_finite_pos)
+    width: float = attrs.field(converter=positive)
     shift: float = attrs.field(default=0.0, converter=_finite)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:

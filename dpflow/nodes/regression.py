@@ -48,22 +48,16 @@ from dpflow.nodes.base import (
     StatT,
     VType,
     need,
+    positive,
     released_type,
     text_of,
 )
 from dpflow.nodes.transforms import clip_box
 
 
-def _pos(x: Any) -> float:
-    v = float(x)
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"expected a finite positive number, got {x!r}")
-    return v
-
-
 def _pos_param(x: Any) -> Any:
     x = param(x)
-    return x if isinstance(x, Ref) else _pos(x)
+    return x if isinstance(x, Ref) else positive(x)
 
 
 def _ball(x: Any) -> str:
@@ -159,10 +153,10 @@ class GradientStep(Query):
                                 "responses); sensitivity derived in dpflow/nodes/regression.py "
                                 "(sparse_discrete_heavy.md 3.4-3.5)")
     beta: Ref = attrs.field(converter=param)
-    eta: float = attrs.field(converter=_pos)
-    x_bound: float = attrs.field(converter=_pos)
+    eta: float = attrs.field(converter=positive)
+    x_bound: float = attrs.field(converter=positive)
     residual_bound: float | Ref = attrs.field(converter=_pos_param)
-    radius: float = attrs.field(converter=_pos)
+    radius: float = attrs.field(converter=positive)
     ball: str = attrs.field(default="l2", converter=_ball)
     sparsity: int | None = attrs.field(default=None, converter=_opt_sparsity)
 
@@ -237,7 +231,7 @@ class ProjectCoef(PostProcess):
     """
 
     kind: ClassVar[str] = "ProjectCoef"
-    radius: float = attrs.field(converter=_pos)
+    radius: float = attrs.field(converter=positive)
     ball: str = attrs.field(default="l2", converter=_ball)
     sparsity: int | None = attrs.field(default=None, converter=_opt_sparsity)
 
