@@ -1,5 +1,5 @@
 """Control: ``Recurse`` (a statically bounded loop whose body is a sub-plan) and the
-placeholders its body is traced with.
+stand-in nodes its body is traced with.
 
 The planner charges the worst case: every one of the ``times`` rounds runs, and
 round k's mechanisms get ``round_weights[k]`` times their weight.
@@ -19,21 +19,21 @@ from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, SubPlan
 
 @attrs.frozen(kw_only=True)
 class Input(Node):
-    """Placeholder for the sensitive rows a ``Recurse`` body works on."""
+    """Stand-in for the sensitive rows a ``Recurse`` body works on."""
 
     kind: ClassVar[str] = "Input"
 
 
 @attrs.frozen(kw_only=True)
 class State(Node):
-    """Placeholder for the released state a ``Recurse`` body receives."""
+    """Stand-in for the released state a ``Recurse`` body receives."""
 
     kind: ClassVar[str] = "State"
 
 
 @attrs.frozen(kw_only=True)
 class Round(Node):
-    """Placeholder for the public round index (0, 1, ...) of a ``Recurse`` body."""
+    """Stand-in for the public round index (0, 1, ...) of a ``Recurse`` body."""
 
     kind: ClassVar[str] = "Round"
 

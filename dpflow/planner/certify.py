@@ -111,7 +111,7 @@ def _key(space: _Space, nid: str) -> str:
 
 
 def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
-                 placeholders: dict[type, VType] | None = None) -> _Space:
+                 bindings: dict[type, VType] | None = None) -> _Space:
     order = topological(tuple(records), "plan" if not path else f"body of {path.rstrip('/')}")
     types: dict[str, VType] = {}
     derivations: dict[str, str] = {}
@@ -122,10 +122,10 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
         node = rec.node
         ins = [types[i] for i in rec.inputs]
         if isinstance(node, (Input, State, Round)):
-            if placeholders is None or type(node) not in placeholders:
-                raise PlanTypeError(ctx.node_id, f"{node.kind} placeholder outside a Recurse body",
+            if bindings is None or type(node) not in bindings:
+                raise PlanTypeError(ctx.node_id, f"{node.kind} stand-in outside a Recurse body",
                                     "build loops with dpflow.nodes.recurse")
-            res = Inferred(placeholders[type(node)], f"{node.kind} placeholder")
+            res = Inferred(bindings[type(node)], f"{node.kind} stand-in")
         elif isinstance(node, Recurse):
             res = _infer_recurse(rec, ins, relation, path, bodies)
         else:
