@@ -76,7 +76,10 @@ class FloatError:
         return r + U * (r + value[f"norm:{self.gram_center}"]) * 2.0
 
     def refs(self) -> tuple[str, ...]:
-        """Run-time names the bound needs (see :meth:`bound`)."""
+        """Run-time names the bound needs (see :meth:`bound`); none for exact counts, whose number of
+        rows may be private."""
+        if self.kind == "exact":
+            return ()
         names: list[str] = []
         if self.n is not None:
             names += self.n.refs()
