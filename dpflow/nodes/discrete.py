@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym
+from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
 from dpflow.handles import Ref, param
 from dpflow.nodes.base import (
@@ -50,6 +50,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism, _weight
 from dpflow.privacy import Cost, exact
 
@@ -601,6 +602,11 @@ class DyadicCounts(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         _one_dim(rows, ctx, "DyadicCounts")
+        if not rows.size.public or rows.changes != frozenset({"replace"}):
+            # the scores |n A(J) - c(J)| use the row count: with a private count (a value piece, add/remove)
+            # one record moves them by up to max |A(J)|, which a released CDF does not bound by 1
+            raise DomainError(ctx.node_id, "the MERR scores use the row count, which is private here",
+                              "use replace-one neighbours and no value partition before DyadicCounts")
         L = float(self.levels())
         l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(L))
         l2 = change_bound(rows, Sym.const(math.sqrt(2.0 * L)), Sym.const(math.sqrt(L)))
@@ -816,7 +822,8 @@ class TruncatedBinaryMean(Query):
         l2 = Sym.const(math.sqrt(sq) * rows.stability) / n
         l1 = Sym.const(float(sq) * rows.stability) / n
         linf = Sym.const(float(rows.stability)) / n
-        return Inferred(StatT((dom.d,), rows.source, l1, l2, linf),
+        fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(t_eff))), rows.size.sym())
+        return Inferred(StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe),
                         f"truncated mean of [0,1]^{dom.d} rows, tau={t_eff}, n={rows.size.text()}, "
                         f"{_changes(rows)}: l2 = sqrt(min(2 tau, d))/n = {l2.text()}")
 

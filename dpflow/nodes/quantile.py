@@ -160,6 +160,10 @@ class OrderStatistics(Query):
                                       "pass a released scalar")
         width = _range_syms(self.lower, self.upper)
         diam = None if width is None else width * float(rows.stability)
+        if not rows.size.public or rows.changes != frozenset({"replace"}):
+            # with a private count the sorted vector's length (and alignment) changes with one record:
+            # only the rank utility (for Quantile) is bounded, not the vector itself
+            diam = None
         rank = Sym.const(float(rows.stability))
         n = rows.size.known if rows.size.public else None
         stat = StatT(((n or 0) + 2,), rows.source, diam, diam, diam, rank=rank)

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym
+from dpflow.domains import Sym, Vectors
 from dpflow.errors import DataError, DomainError
 from dpflow.handles import Ref, param
 from dpflow.nodes.base import (
@@ -52,6 +52,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.transforms import clip_box
 
 
@@ -186,7 +187,10 @@ class GradientStep(Query):
             self.residual_bound)
         unit = A * (2.0 * self.eta * self.x_bound * rows.stability) / rows.size.sym()
         linf, l2, l1 = unit, unit * math.sqrt(d), unit * float(d)
-        stat = StatT((d,), rows.source, l1, l2, linf)
+        # each row's term eta x_i clip(residual_i) has l2 norm <= eta c_x sqrt(d) A (clipping is exact)
+        row = A * (self.eta * self.x_bound * math.sqrt(d))
+        fe = FloatError("mean", Vectors(d=d, l2_bound=row), rows.size.sym())
+        stat = StatT((d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(stat, f"gradient step over rows [x, y] of d={d}, n={rows.size.text()}: "
                               f"|x_j| <= c_x = {self.x_bound:g}, ||beta||_1 <= K = {K:.6g} ({self.ball} ball"
                               f"{'' if self.sparsity is None else f', s={self.sparsity}'}), |residual| <= A = "

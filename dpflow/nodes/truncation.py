@@ -22,10 +22,11 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym
+from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref, param
 from dpflow.nodes.base import EvalContext, InferContext, Inferred, Query, RowsT, StatT, VType, need, released_type
+from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.transforms import clip_box
 
 
@@ -67,7 +68,9 @@ class TruncatedMean(Query):
             R = Sym.const(self.bound)
         d = rows.domain.d
         unit = R * (2.0 * rows.stability) / rows.size.sym()
-        stat = StatT((d,), rows.source, unit * float(d), unit * math.sqrt(d), unit)
+        # rows in [-R, R]^d have l2 norm <= R sqrt(d): the float-error bound of their mean
+        fe = FloatError("mean", Vectors(d=d, l2_bound=R * math.sqrt(d)), rows.size.sym())
+        stat = StatT((d,), rows.source, unit * float(d), unit * math.sqrt(d), unit, float_error=fe)
         return Inferred(stat, f"mean of rows clipped to [-{R.text()}, {R.text()}]^{d}, n={rows.size.text()}: "
                               f"linf = stability*2R/n = {unit.text()}, l2 = linf*sqrt(d)")
 
