@@ -87,13 +87,13 @@ def test_pce_rounds_are_charged_evenly_and_the_ledger_shows_the_defaults() -> No
     per_round = next(v for k, v in shares.items() if "/" in k)
     final = next(v for k, v in shares.items() if "/" not in k)
     assert per_round * rounds + final == 1 and abs(final - Fraction(3, 4)) < 1e-15
-    params = {e.derivation.split(" = ")[0] for e in ledger.entries if e.kind == "Param"}
+    params = {e.derivation.split(" = ")[0] for e in ledger.entries if e.kind == "Public"}
     assert {"K_r", "trunc_radius", "final_radius", "pce_split"} <= params
 
 
 def test_small_n_is_warned_in_the_ledger() -> None:
     def warned(plan: dp.Plan) -> bool:
-        return any(e.kind == "Param" and e.derivation.startswith("warning") for e in plan.check().entries)
+        return any(e.kind == "Public" and e.derivation.startswith("warning") for e in plan.check().entries)
 
     assert warned(G.mean(d=50, n=20, budget=dp.ZCDP(0.5), R=5.0))
     assert not warned(G.mean(d=50, n=2000, budget=dp.ZCDP(0.5), R=5.0))
@@ -338,7 +338,7 @@ def test_default_rounds_grow_with_the_bounds_and_are_shown_in_the_ledger() -> No
     assert G.default_rounds(10 * math.sqrt(10), 10, 3) == 3
     assert G.default_rounds(80 * math.sqrt(10), 10, 3) == 4
     ledger = G.covariance(d=5, n=5000, budget=dp.ZCDP(0.5), K=1e6).check()
-    (rounds,) = [e for e in ledger.entries if e.kind == "Param" and e.derivation.startswith("rounds")]
+    (rounds,) = [e for e in ledger.entries if e.kind == "Public" and e.derivation.startswith("rounds")]
     t = G.default_rounds(1e6, 5, 3)
     assert rounds.derivation.startswith(f"rounds = {t}")
     (rec,) = [e for e in ledger.entries if e.kind == "Recurse"]

@@ -33,9 +33,8 @@ from dpflow.nodes.discrete import (
     StabilityHistogram,
     TruncatedBinaryMean,
 )
-from dpflow.nodes.gaussian_nodes import Param, param
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
-from dpflow.nodes.postprocess import Apply, Eigh, Get, Pack, PSDProject, Public
+from dpflow.nodes.postprocess import Apply, Eigh, Get, Pack, PSDProject, Public, param
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
@@ -63,7 +62,6 @@ NODE_KINDS: dict[str, type[Node]] = {
         Recurse, Input, State, Round,
         Magnitudes, OrderStatistics, Quantile, ScaleShift, ModeBinUpper, GradientStep, ProjectCoef, RidgeSolve,
         TruncatedMean,
-        Param,
         OrdinalCounts, BinCounts, StabilityHistogram, DyadicCounts, DyadicExpMech, IntervalCounts, AddKnots,
         TruncatedBinaryMean,
     )
@@ -75,7 +73,7 @@ __all__ = [
     "RidgeSolve", "ScaleShift", "TruncatedMean",
     "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
     "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "PSDProject", "Pack",
-    "PairDifferences", "Param", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
+    "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
     "State", "StatT", "SubPlan", "Sum", "Transform", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",

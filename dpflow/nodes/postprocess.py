@@ -52,17 +52,29 @@ def load_function(path: str) -> Callable[..., Any]:
     return fn
 
 
+def _show(values: tuple[float, ...], shape: tuple[int, ...]) -> str:
+    if not shape:
+        return f"{values[0]:.6g}"
+    head = ", ".join(f"{v:.6g}" for v in values[:6])
+    return f"[{head}{', ...' if len(values) > 6 else ''}] shape {shape}"
+
+
 @attrs.frozen(kw_only=True)
 class Public(Node):
-    """A public constant (an array), released by definition.  Made by ``PlanBuilder.public``.
+    """A public constant (an array), released by definition.  Made by ``PlanBuilder.public``, or by
+    :func:`param` with a ``name`` and the public derivation ``why`` that the ledger shows (how an
+    estimator chose a default from n, d, the declared bounds and the budget).
 
     >>> import dpflow as dp
     >>> c = dp.PlanBuilder(budget=dp.ZCDP(0.5)).public([1.0, 2.0])
     """
 
     kind: ClassVar[str] = "Public"
+    reference: ClassVar[str] = "public parameter computed from public quantities (no privacy cost)"
     values: tuple[float, ...] = attrs.field(converter=_floats)
     shape: tuple[int, ...] = attrs.field(converter=_ints)
+    name: str = ""
+    why: str = ""
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         if ins:
@@ -70,11 +82,32 @@ class Public(Node):
         if int(np.prod(self.shape, dtype=np.int64)) != len(self.values):
             raise PlanTypeError(ctx.node_id, f"{len(self.values)} values do not fill shape {self.shape}",
                                 "pass a rectangular array")
-        return Inferred(ReleasedT(self.shape), "public constant")
+        if not self.name:
+            return Inferred(ReleasedT(self.shape), "public constant")
+        why = f" ({self.why})" if self.why else ""
+        return Inferred(ReleasedT(self.shape), f"{self.name} = {_show(self.values, self.shape)}{why}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         arr = np.asarray(self.values, dtype=float).reshape(self.shape)
         return arr if arr.ndim else float(arr)
+
+
+def param(builder: Any, name: str, value: Any, why: str = "") -> Any:
+    """A named public parameter on ``builder`` (a plan or Recurse-body builder), shown in the ledger.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> g = param(b, "gamma", 9.4636, "chi_radius(d=50, beta=0.01)")
+    >>> b.build(g=g).check().entries[0].derivation
+    'gamma = 9.4636 (chi_radius(d=50, beta=0.01))'
+    """
+    from dpflow.handles import Released
+
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"parameter {name!r} must be finite")
+    node = Public(values=tuple(arr.ravel()), shape=arr.shape, name=name, why=why)
+    return Released(builder.add(node, ()), builder)
 
 
 @attrs.frozen(kw_only=True)

@@ -5,7 +5,7 @@ as plans in dpflow's DSL (gaussian.md; docs/gaussian.md).
 ``run()``); ``fit(X, budget=..., mean_bound=..., cov_bound=...)`` runs the full-Gaussian plan and
 returns the estimates with the report.  Every parameter a user cannot know (truncation radii,
 tail probabilities, round counts, per-round noise factors) is derived from public quantities
-(n, d, the declared bounds, the budget) and shown in the ledger as a ``Param`` node; a plan
+(n, d, the declared bounds, the budget) and shown in the ledger as a named ``Public`` node; a plan
 whose stated sample-size requirement is not met carries a ``warning`` parameter.
 
 >>> import numpy as np, dpflow as dp
