@@ -1,7 +1,7 @@
 """Benchmarks for discrete distributions: MERR accuracy (DHS 2015 experiments), MERR scale (n = 1e7 on
 N = 1e18), and PPDE against the naive Gaussian estimator on product distributions.
 
-    python benchmarks/discrete.py [--quick] [--out benchmarks/results/discrete.md]
+    python benchmarks/discrete.py [--quick] [--only dhs|scale|ppde] [--out benchmarks/results/discrete.md]
 
 Prints Markdown tables (and writes PNG plots when matplotlib is importable).  Timings are from one run on
 a shared machine and are quoted as ratios measured in that run.
@@ -122,35 +122,37 @@ def product_sample(p: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarra
 def bench_ppde(quick: bool) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
     rho = 0.5
     reps = 1 if quick else 2
-    ns = [2000, 5000, 10_000, 20_000, 50_000, 100_000]
+    ns = [500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000]
     lines = [
         f"### 3. PPDE vs naive Gaussian, rho = {rho} zCDP, total-variation error (mean of {reps} runs)",
         "",
         "TV is exact for d <= 16, else the chi-square bound 0.5 sqrt(prod(1 + chi2_j) - 1) (capped at 1).",
         "",
-        "| case | d | n | PPDE | naive |",
-        "|---|---|---|---|---|",
+        "| case | d | n | PPDE | naive | non-private |",
+        "|---|---|---|---|---|---|",
     ]
     curves: dict[str, dict[str, list[float]]] = {}
     for d in (100, 1000):
         for case in ("skewed", "balanced"):
             p = np.minimum(0.5, 1.0 / np.arange(1, d + 1)) if case == "skewed" else np.full(d, 0.5)
             key = f"{case} d={d}"
-            curves[key] = {"n": [], "ppde": [], "naive": []}
+            curves[key] = {"n": [], "ppde": [], "naive": [], "empirical": []}
             for n in ns:
                 if d == 1000 and n > 50_000 and quick:
                     continue
-                pp, nv = [], []
+                pp, nv, em = [], [], []
                 for r in range(reps):
                     X = product_sample(p, n, np.random.default_rng(r + n))
                     est = ppde(d=d, n=n, budget=dp.ZCDP(rho)).run({"X": X}, noise=dp.SeededNoise(r))
                     pp.append(product_tv(est.released["p"], p))
                     nav = naive_product(d=d, n=n, budget=dp.ZCDP(rho)).run({"X": X}, noise=dp.SeededNoise(r))
                     nv.append(product_tv(nav.released["p"], p))
+                    em.append(product_tv(X.mean(axis=0), p))
                 curves[key]["n"].append(n)
                 curves[key]["ppde"].append(float(np.mean(pp)))
                 curves[key]["naive"].append(float(np.mean(nv)))
-                lines.append(f"| {case} | {d} | {n} | {np.mean(pp):.3f} | {np.mean(nv):.3f} |")
+                curves[key]["empirical"].append(float(np.mean(em)))
+                lines.append(f"| {case} | {d} | {n} | {np.mean(pp):.3f} | {np.mean(nv):.3f} | {np.mean(em):.3f} |")
     return lines, curves
 
 
@@ -178,6 +180,7 @@ def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> str:
     for ax, (key, c) in zip(np.atleast_1d(axes), curves.items(), strict=True):
         ax.loglog(c["n"], c["ppde"], "o-", label="PPDE")
         ax.loglog(c["n"], c["naive"], "s--", label="naive")
+        ax.loglog(c["n"], c["empirical"], ":", label="non-private")
         ax.set_title(key)
         ax.set_xlabel("n")
         ax.set_ylabel("TV error")
@@ -188,12 +191,15 @@ def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> str:
 
 
 PPDE_NOTE = (
-    "Target 3 (PPDE needs several times fewer samples than naive on the skewed case) is not met: with the "
-    "spec's reconstructed structure the naive estimator needs fewer samples at d <= 1000.  Chi-square "
-    "arithmetic (rho = 1/2, p_j = 1/j): naive privacy term d^3 / (2 n^2); PPDE's last level dominates with "
-    "about 1.8 shrink d^2 / m^2, m = n / R rows per block, so PPDE wins by about d / (3.6 shrink R^2) = 0.4 at "
-    "d = 1000, shrink 4, R = 6; the sqrt(d) gain beats the R^2 cost of disjoint blocks only for d well above "
-    "1e4.  See docs/discrete.md."
+    "PPDE is a pilot (noisy mean, 5% of rho: flips and the expected number of ones mu per row) and one round "
+    "of the mean of rows truncated at tau = 2 mu + 3 ln(100) ones (l2 sqrt(2 tau)/n instead of sqrt(d)/n), "
+    "both on all n rows (sequential composition).  The spec's version (disjoint blocks of n/R rows, "
+    "worst-case tau = 2 u d) needed 1.6-6x more samples than naive here: blocks cost R^2 in noise variance "
+    "and R in sampling error, and 2 u d overstates the ones of p_j = 1/j (about ln(u d)) by orders of "
+    "magnitude.  Target 3 is met at d = 1000 (about 3.5x fewer samples on the skewed case, as many on the "
+    "balanced one); at d = 100 the skewed gain is only about 1.2x because even the non-private estimator "
+    "needs only 2.9x fewer samples than naive there (sampling error dominates), and tau's 3 ln(100) "
+    "slack keeps r^2 = 2 tau at about 44 against d = 100.  See docs/discrete.md."
 )
 
 
@@ -217,10 +223,10 @@ def main() -> None:
         lines, curves = bench_ppde(args.quick)
         out += lines + [""]
         out += ["Samples needed to reach TV error 0.2 (log-interpolated):", "",
-                "| case | PPDE | naive | naive / PPDE |", "|---|---|---|---|"]
+                "| case | PPDE | naive | non-private | naive / PPDE |", "|---|---|---|---|---|"]
         for key, c in curves.items():
-            a, b = samples_for(c, "ppde", 0.2), samples_for(c, "naive", 0.2)
-            out.append(f"| {key} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
+            a, b, e = (samples_for(c, k, 0.2) for k in ("ppde", "naive", "empirical"))
+            out.append(f"| {key} | {a:.0f} | {b:.0f} | {e:.0f} | {b / a:.2f} |")
         png = (args.out.parent if args.out else Path("benchmarks/results")) / "discrete_ppde.png"
         out += ["", plot(curves, png), "", PPDE_NOTE, ""]
     text = "\n".join(out)

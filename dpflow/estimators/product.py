@@ -56,32 +56,21 @@ def naive_product(d: int, n: int, budget: Measure) -> Plan:
     return b.build(p=nodes.Apply(fn=clip_unit, shape=(d,))(noisy))
 
 
-def ppde_rounds(d: int, alpha: float, shrink: float = 2.0) -> int:
-    """R = ceil(log_shrink(d / alpha)) + 1 rounds; with shrink = 2 this is the spec's ceil(log2(d/alpha)) + 1
-    (gaussian.md 3.6).
+def ppde_tau(mu: float, beta_row: float) -> float:
+    """The truncation level for rows whose ones in play have expectation ``mu``: 2 mu + 3 ln(1 / beta_row).
 
-    >>> ppde_rounds(1000, 0.1), ppde_rounds(1000, 1.0, 8.0)
-    (15, 5)
+    A sum of independent bits with mean mu exceeds 2 mu + t with probability at most e^(-3t/8)
+    (Chernoff, gaussian.md 3.6), so a row is zeroed with probability at most ``beta_row`` (a small bias).
+
+    >>> round(ppde_tau(7.0, 0.01), 2)
+    27.82
     """
-    return max(1, math.ceil(math.log(d / alpha) / math.log(shrink) - 1e-12)) + 1
-
-
-def ppde_tau(d: int, level: float, beta_row: float) -> int:
-    """The public truncation level of a round at level u: ceil(2 u d + 3 ln(1 / beta_row)).
-
-    A row's ones among coordinates with marginals below u number at most 2ud + t except with probability
-    e^(-3t/8) (Chernoff); the spec uses |S_r| <= d (released) and t = 3 ln(m R / beta) (every row kept);
-    here a row is zeroed with probability at most ``beta_row``, a small bias instead of a large tau.
-
-    >>> ppde_tau(1000, 2.0 ** -10, 0.01)
-    16
-    """
-    return math.ceil(2.0 * level * d + 3.0 * math.log(1.0 / beta_row))
+    return 2.0 * max(mu, 0.0) + 3.0 * math.log(1.0 / beta_row)
 
 
 def ppde_state(d: int) -> np.ndarray:
-    """The initial PPDE state: rows (in play, flipped, estimate of the flipped marginal)."""
-    return np.stack([np.ones(d), np.zeros(d), np.zeros(d)])
+    """The initial PPDE state: rows (in play, flipped, estimate of the flipped marginal, last noisy value)."""
+    return np.stack([np.ones(d), np.zeros(d), np.zeros(d), np.zeros(d)])
 
 
 def ppde_mask(state: Any) -> np.ndarray:
@@ -96,25 +85,51 @@ def ppde_flip(state: Any) -> np.ndarray:
     return out
 
 
-def ppde_update(state: Any, noisy: Any, level: Any, first: Any) -> np.ndarray:
-    """One PPDE round as post-processing at level u: (round 1) flip coordinates above 1/2; finalise the
-    coordinates in play whose noisy (flipped) marginal is >= (3/4) ``next``, where ``level = (u, next)``;
-    give the others the provisional estimate clip(p~, 0, next).
+def ppde_pilot(noisy: Any) -> np.ndarray:
+    """The state after the pilot (the noisy mean of all rows): flip the coordinates above 1/2, keep all
+    in play, and record the flipped noisy marginals (their sum estimates a row's expected ones).
 
-    >>> ppde_update(ppde_state(2), np.array([0.2, 0.6]), (1.0, 0.5), 1.0).tolist()
-    [[1.0, 0.0], [0.0, 1.0], [0.2, 0.4]]
+    >>> ppde_pilot(np.array([0.2, 0.7]))[1:].tolist()
+    [[0.0, 1.0], [0.0, 0.0], [0.2, 0.30000000000000004]]
+    """
+    p = np.nan_to_num(np.asarray(noisy, dtype=float).reshape(-1), nan=0.0)
+    flip = p > 0.5
+    s = ppde_state(len(p))
+    s[1] = flip
+    s[3] = np.where(flip, 1.0 - p, p)
+    return s
+
+
+def ppde_radius(state: Any, beta_row: Any) -> float:
+    """The released truncation radius of the next round, r = sqrt(min(2 tau, d)), tau = ppde_tau(mu), where
+    mu is the sum of the last noisy (flipped) marginals still in play (post-processing; the noise of that
+    sum has variance d sigma^2, negligible against the 3 ln(1/beta_row) slack at the benchmark sizes).
+
+    >>> ppde_radius(ppde_pilot(np.full(4, 0.5)), 0.01)
+    2.0
+    """
+    s = np.asarray(state, dtype=float)
+    mu = float(np.sum(np.where(s[0] != 0, s[3], 0.0)))
+    tau = ppde_tau(mu, float(np.asarray(beta_row)))
+    return math.sqrt(min(2.0 * tau, float(s.shape[1])))
+
+
+def ppde_update(state: Any, noisy: Any, level: Any) -> np.ndarray:
+    """One PPDE round at level ``(u, next)`` (post-processing): finalise the coordinates in play whose noisy
+    flipped marginal is >= (3/4) ``next`` (all of them when ``next`` is 0, the last round); give the
+    others the provisional estimate clip(p~, 0, next) and keep them in play.
+
+    >>> ppde_update(ppde_pilot(np.array([0.2, 0.9])), np.array([0.2, 0.01]), (1.0, 0.25))[:3].tolist()
+    [[0.0, 1.0], [0.0, 1.0], [0.2, 0.01]]
     """
     s = np.asarray(state, dtype=float).copy()
     nxt = float(np.asarray(level, dtype=float).reshape(-1)[-1])
     p = np.nan_to_num(np.asarray(noisy, dtype=float).reshape(-1), nan=0.0)
     mask = s[0] != 0
-    if float(np.asarray(first)) != 0:
-        s[1] = p > 0.5
-        p = np.where(s[1] != 0, 1.0 - p, p)
-    final = mask & (p >= 0.75 * nxt)
-    s[2] = np.where(final, np.clip(p, 0.0, 1.0), s[2])
+    final = mask & ((p >= 0.75 * nxt) | (nxt <= 0))
     keep = mask & ~final
-    s[2] = np.where(keep, np.clip(p, 0.0, nxt), s[2])
+    s[2] = np.where(final, np.clip(p, 0.0, 1.0), np.where(keep, np.clip(p, 0.0, nxt), s[2]))
+    s[3] = np.where(mask, p, s[3])
     s[0] = keep
     return s
 
@@ -126,27 +141,27 @@ def ppde_finish(state: Any) -> np.ndarray:
     return out
 
 
-def ppde(d: int, n: int, budget: Measure, alpha: float = 1.0, shrink: float = 4.0, beta_row: float = 0.01,
-         rounds: int | None = None, first_half: bool = False) -> Plan:
-    """PPDE, private product-distribution estimation over {0,1}^d (KLSU 2019 Alg. 7, reconstructed in
-    gaussian.md 3.6; constants retuned, see below).
+def ppde(d: int, n: int, budget: Measure, rounds: int = 1, pilot: float = 0.05, shrink: float = 4.0,
+         beta_row: float = 0.01) -> Plan:
+    """PPDE, private product-distribution estimation over {0,1}^d (after KLSU 2019 Alg. 7, gaussian.md 3.6:
+    truncate rows to the number of ones expected among the coordinates in play, so the noise scales with
+    the marginals instead of with sqrt(d)).
 
-    The rows are split by index into disjoint blocks (``SplitByIndex``: the ledger shows parallel
-    composition, max over blocks, so every round gets the whole budget).  All R blocks are equal (the
-    spec); with ``first_half`` round 1 gets the first half of the rows and rounds 2..R share the rest.
-    Round r works at level u_r = shrink^-(r-1) on the coordinates still in play (a released mask; round 1
-    releases the plain mean, l2 sqrt(d)/m, and flips the coordinates above 1/2), zeroes rows with more
-    than ``tau_r = ceil(2 u_r d + 3 ln(1/beta_row))`` ones (l2 sqrt(min(2 tau_r, d))/m), and finalises
-    the coordinates with noisy marginal >= (3/4) u_(r+1); the others keep clip(p~, 0, u_(r+1)).
-    R = ceil(log_shrink(d/alpha)) + 1.
+    Every mechanism reads all n rows (sequential composition, the weights sum to 1).  A pilot (weight
+    ``pilot``) releases the plain mean (l2 sqrt(d)/n); coordinates above 1/2 are flipped and the sum mu of
+    the flipped noisy marginals estimates a row's expected number of ones.  Then ``rounds`` rounds (weight
+    (1 - pilot)/rounds each) at levels u_r = shrink^-(r-1) release ``TruncatedBinaryMean`` with the
+    released radius r = sqrt(min(2 tau, d)), tau = 2 mu + 3 ln(1/beta_row) (l2 r/n; a row is zeroed with
+    probability <= beta_row by Chernoff), mu recomputed over the coordinates still in play; round r
+    finalises the coordinates with noisy marginal >= (3/4) u_(r+1), the last round all of them.
 
-    The spec's constants (shrink 2, R = ceil(log2(d/alpha)) + 1 with alpha = 0.1, t = 3 ln(mR/beta))
-    make PPDE lose clearly to the naive estimator at d <= 1000; shrink 4, alpha = 1 and a per-row
-    truncation probability are the defaults here, and PPDE still needs more samples than naive at
-    d <= 1000 (benchmarks/results/discrete.md, docs/discrete.md: its chi-square advantage is about
-    d / (3.6 shrink R^2), above 1 only for larger d).  None of the constants was
-    verified against the paper; privacy holds for any of them (each block is read by one Gaussian
-    mechanism whose sensitivity the planner derives).  Source ``X`` (``BooleanCube(d)``); output ``p``.
+    The spec's structure (disjoint blocks of n/R rows, R = ceil(log2(d/alpha)) + 1 levels, the worst-case
+    tau = 2 u d) loses to the naive estimator at d <= 1000: its noise variance carries R^2 from the blocks
+    and 2 u d ones per row where p_j = 1/j puts about ln(u d).  The released mu and one round fix both
+    (benchmarks/results/discrete.md, docs/discrete.md).  More rounds help when the first truncation
+    leaves many coordinates well below the others' level; at p_j = min(1/2, 1/j) they cost more budget
+    than they save.  Privacy holds for any constants: each mechanism's sensitivity is derived by the
+    planner from the released radius.  Source ``X`` (``BooleanCube(d)``); output ``p``.
 
     >>> import dpflow as dp
     >>> ledger = ppde(d=50, n=10_000, budget=dp.ZCDP(0.5)).check()
@@ -154,34 +169,22 @@ def ppde(d: int, n: int, budget: Measure, alpha: float = 1.0, shrink: float = 4.
     '1/2'
     """
     _check(d, n, budget, "ppde")
-    if not (shrink > 1 and alpha > 0 and 0 < beta_row < 1):
-        raise ValueError("ppde needs shrink > 1, alpha > 0 and 0 < beta_row < 1")
-    R = ppde_rounds(d, alpha, shrink) if rounds is None else rounds
-    if R < 1:
-        raise ValueError(f"ppde needs rounds >= 1, got {R}")
-    if n < 2 * R:
-        raise ValueError(f"n={n} rows cannot fill {R} blocks; lower rounds (or raise alpha) or raise n")
+    if not (shrink > 1 and 0 < pilot < 1 and 0 < beta_row < 1 and rounds >= 1):
+        raise ValueError("ppde needs rounds >= 1, shrink > 1, 0 < pilot < 1 and 0 < beta_row < 1")
     b = PlanBuilder(budget=budget, neighbors="replace", name="ppde")
     X = b.source("X", BooleanCube(d=d), n=n)
-    if R == 1:
-        blocks: tuple[Any, ...] = (X,)
-    elif first_half:
-        first, rest = nodes.split(X, nodes.SplitByIndex(pieces=2))
-        blocks = (first, *nodes.split(rest, nodes.SplitByIndex(pieces=R - 1)))
-    else:
-        blocks = nodes.split(X, nodes.SplitByIndex(pieces=R))
-    state = b.public(ppde_state(d))
-    for r, block in enumerate(blocks, start=1):
+    beta = b.public(float(beta_row))
+    first = nodes.GaussianMech(weight=pilot)(nodes.Mean()(X))
+    state = nodes.Apply(fn=ppde_pilot, shape=(4, d))(first)
+    for r in range(1, rounds + 1):
         u = shrink ** -(r - 1)
-        if r == 1:
-            query = nodes.TruncatedBinaryMean()(block)
-        else:
-            mask = nodes.Apply(fn=ppde_mask, shape=(d,))(state)
-            flip = nodes.Apply(fn=ppde_flip, shape=(d,))(state)
-            query = nodes.TruncatedBinaryMean(tau=ppde_tau(d, u, beta_row), mask=mask, flip=flip)(block)
-        noisy = nodes.GaussianMech()(query)
-        level = b.public([u, u / shrink])
-        state = nodes.Apply(fn=ppde_update, shape=(3, d))(state, noisy, level, b.public(float(r == 1)))
+        mask = nodes.Apply(fn=ppde_mask, shape=(d,))(state)
+        flip = nodes.Apply(fn=ppde_flip, shape=(d,))(state)
+        radius = nodes.Apply(fn=ppde_radius, shape=())(state, beta)
+        query = nodes.TruncatedBinaryMean(radius=radius, mask=mask, flip=flip)(X)
+        noisy = nodes.GaussianMech(weight=(1.0 - pilot) / rounds)(query)
+        level = b.public([u, u / shrink if r < rounds else 0.0])
+        state = nodes.Apply(fn=ppde_update, shape=(4, d))(state, noisy, level)
     return b.build(p=nodes.Apply(fn=ppde_finish, shape=(d,))(state))
 
 
@@ -211,4 +214,4 @@ def product_tv(p_hat: Any, p: Any) -> float:
     return min(1.0, 0.5 * math.sqrt(math.expm1(total)))
 
 
-__all__ = ["clip_unit", "naive_product", "ppde", "ppde_rounds", "product_tv"]
+__all__ = ["clip_unit", "naive_product", "ppde", "ppde_tau", "product_tv"]

@@ -793,6 +793,11 @@ class TruncatedBinaryMean(Query):
     l1 ``min(2 tau, d) / n``, linf 1/n.  Entries are clipped into
     [0, 1] and NaN counts as 0 (declared policy).
 
+    ``radius`` (a released scalar r, instead of ``tau``) sets the level at run time: when r^2 < d a row
+    with ``2 sum y > r^2`` is zeroed (so ``||y - y'||_2^2 <= sum y + sum y' <= r^2``), when r^2 >= d none
+    is (``||y - y'||_2^2 <= d <= r^2``); replace-one l2 ``r / n``, l1 ``r^2 / n``, linf 1/n.  A negative
+    r counts as 0 (only all-zero rows are kept; sensitivity 0), a NaN one makes the sensitivity infinite.
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> m = TruncatedBinaryMean(tau=3)(b.source("X", dp.BooleanCube(d=10), n=100))
@@ -803,10 +808,13 @@ class TruncatedBinaryMean(Query):
     tau: int | None = attrs.field(default=None, converter=_opt_pos_int)
     mask: Ref | None = attrs.field(default=None, converter=_opt_ref)
     flip: Ref | None = attrs.field(default=None, converter=_opt_ref)
+    radius: Ref | None = attrs.field(default=None, converter=_opt_ref)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         dom = rows.domain
+        if self.radius is not None and self.tau is not None:
+            raise DomainError(ctx.node_id, "both tau and radius are set", "give a public tau or a released radius")
         if dom.box is None or dom.box[0] < 0.0 or dom.box[1] > 1.0:
             raise DomainError(ctx.node_id, f"rows must lie in [0, 1]^d, got {dom.describe()}",
                               "declare a BooleanCube source or Clip(box=(0, 1))")
@@ -817,6 +825,18 @@ class TruncatedBinaryMean(Query):
                     raise DomainError(ctx.node_id, f"{slot} has shape {t.shape}, rows have d={dom.d}",
                                       f"pass a released vector of length {dom.d}")
         n = _public_n(rows, ctx, "TruncatedBinaryMean")
+        if self.radius is not None:
+            t = released_type(self.radius, ctx, "radius")
+            if t.shape is not None and t.shape != ():
+                raise DomainError(ctx.node_id, f"radius refers to {self.radius.id} of shape {t.shape}",
+                                  "pass a released scalar")
+            r = Sym.ref(self.radius.id)
+            l2r = r * float(rows.stability) / n
+            fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(dom.d))), rows.size.sym())
+            return Inferred(StatT((dom.d,), rows.source, r.pow(2) * float(rows.stability) / n, l2r,
+                                  Sym.const(float(rows.stability)) / n, float_error=fe),
+                            f"truncated mean of [0,1]^{dom.d} rows, rows with 2 sum > r^2 zeroed (r = "
+                            f"{self.radius.id}), n={rows.size.text()}, {_changes(rows)}: l2 = r/n = {l2r.text()}")
         t_eff = dom.d if self.tau is None else min(self.tau, dom.d)
         sq = min(2 * t_eff, dom.d)  # also ||y - y'||^2 <= d in the unit box
         l2 = Sym.const(math.sqrt(sq) * rows.stability) / n
@@ -837,6 +857,11 @@ class TruncatedBinaryMean(Query):
             X = X * (np.asarray(ctx.value(self.mask), dtype=float).reshape(-1)[:d] != 0)[None, :]
         if self.tau is not None:
             X = X * (X.sum(axis=1) <= self.tau)[:, None]
+        if self.radius is not None:
+            r = float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])
+            r2 = max(r, 0.0) ** 2 if not math.isnan(r) else math.inf
+            if r2 < d:  # the margin keeps the rounding of r * r from admitting a row past the bound
+                X = X * (2.0 * X.sum(axis=1) <= r2 * (1.0 - 1e-12))[:, None]
         out: np.ndarray = X.sum(axis=0) / ctx.backend.nrows(ins[0])
         return out
 
