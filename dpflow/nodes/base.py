@@ -14,7 +14,7 @@ kept next to each other so a reviewer can check them together:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from dpflow.domains import Bound, Sym, Vectors
 from dpflow.errors import PlanTypeError, PostProcessingError
-from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value
+from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value, param
 from dpflow.nodes.floaterr import FloatError
 from dpflow.privacy import Cost
 
@@ -452,12 +452,48 @@ def finite_tuple(values: Any, name: str) -> tuple[float, ...]:
     return tuple(float(v) for v in arr)
 
 
-def positive(x: Any) -> float:
-    """Converter for a public parameter that must be a finite positive number."""
+def finite(x: Any) -> float:
+    """Converter for a public parameter that must be a finite number."""
     v = float(x)
-    if not (math.isfinite(v) and v > 0):
+    if not math.isfinite(v):
+        raise ValueError(f"expected a finite number, got {x!r}")
+    return v
+
+
+def positive(x: Any) -> float:
+    """Converter for a public parameter that must be a finite positive number (a weight, a step, a width)."""
+    v = finite(x)
+    if not v > 0:
         raise ValueError(f"expected a finite positive number, got {x!r}")
     return v
+
+
+def nonnegative(x: Any) -> float:
+    """Converter for a public parameter that must be a finite non-negative number (a radius, a bound)."""
+    v = finite(x)
+    if not v >= 0:
+        raise ValueError(f"expected a finite non-negative number, got {x!r}")
+    return v
+
+
+def _released_or(x: Any, check: Callable[[Any], float]) -> Any:
+    x = param(x)
+    return x if isinstance(x, Ref) else check(x)
+
+
+def released_or_finite(x: Any) -> Any:
+    """Converter: a released handle (kept as a :class:`Ref`) or a finite public number."""
+    return _released_or(x, finite)
+
+
+def released_or_positive(x: Any) -> Any:
+    """Converter: a released handle (kept as a :class:`Ref`) or a finite positive public number."""
+    return _released_or(x, positive)
+
+
+def released_or_nonnegative(x: Any) -> Any:
+    """Converter: a released handle (kept as a :class:`Ref`) or a finite non-negative public number."""
+    return _released_or(x, nonnegative)
 
 
 def text_of(b: Bound) -> str:

@@ -45,13 +45,14 @@ from dpflow.nodes.base import (
     StatT,
     VType,
     change_bound,
+    finite,
     need,
     positive,
     released_type,
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.mechanisms import EpsilonMechanism, _weight
+from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.privacy import Cost, exact
 
 MAX_N = 2**62
@@ -226,11 +227,6 @@ class SparseCounts:
     counts: np.ndarray
 
 
-def _finite(x: Any) -> float:
-    v = float(x)
-    if not math.isfinite(v):
-        raise ValueError(f"expected a finite number, got {x!r}")
-    return v
 
 
 @attrs.frozen(kw_only=True)
@@ -251,7 +247,7 @@ class BinCounts(Query):
     kind: ClassVar[str] = "BinCounts"
     reference: ClassVar[str] = "sparse_discrete_heavy.md 1 (stability histogram): one record is in one bin"
     width: float = attrs.field(converter=positive)
-    shift: float = attrs.field(default=0.0, converter=_finite)
+    shift: float = attrs.field(default=0.0, converter=finite)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
@@ -310,7 +306,7 @@ class StabilityHistogram(EpsilonMechanism):
         "Bun-Steinke 2016 Prop. 1.13"
     )
     delta: Fraction = attrs.field(converter=_opt_delta)
-    weight: float = attrs.field(default=1.0, converter=_weight)
+    weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
@@ -646,7 +642,7 @@ class DyadicExpMech(EpsilonMechanism):
         "Gumbel-max sampling; DHS 2015 Fig. 2 scores; zCDP via Bun-Steinke 2016 Prop. 1.4"
     )
     cdf: Ref | None = attrs.field(default=None, converter=_opt_ref)
-    weight: float = attrs.field(default=1.0, converter=_weight)
+    weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:

@@ -28,17 +28,11 @@ from dpflow.nodes.base import (
     StatT,
     VType,
     need,
+    positive,
     text_of,
 )
 from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale
 from dpflow.privacy.rounding import down, up
-
-
-def _weight(x: Any) -> float:
-    w = float(x)
-    if not (math.isfinite(w) and w > 0):
-        raise ValueError(f"a mechanism weight must be finite and positive, got {x!r}")
-    return w
 
 
 def _opt_exact(x: Any) -> Fraction | None:
@@ -201,7 +195,7 @@ class GaussianMech(Mechanism):
 
     kind: ClassVar[str] = "GaussianMech"
     reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
-    weight: float = attrs.field(default=1.0, converter=_weight)
+    weight: float = attrs.field(default=1.0, converter=positive)
     rho: Fraction | None = attrs.field(default=None, converter=_opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
@@ -261,7 +255,7 @@ class LaplaceMech(EpsilonMechanism):
 
     kind: ClassVar[str] = "LaplaceMech"
     reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
-    weight: float = attrs.field(default=1.0, converter=_weight)
+    weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
@@ -322,7 +316,7 @@ class Peel(Mechanism):
         "Sec. 3.3); composition: basic (pure) or Bun-Steinke 2016 Prop. 1.4 + Lemma 1.7 (zCDP)"
     )
     s: int
-    weight: float = attrs.field(default=1.0, converter=_weight)
+    weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
 
     def __attrs_post_init__(self) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
-from dpflow.handles import Ref, param
+from dpflow.handles import Ref
 from dpflow.nodes.base import (
     EvalContext,
     InferContext,
@@ -45,24 +45,15 @@ from dpflow.nodes.base import (
     StatT,
     Transform,
     VType,
+    finite,
     finite_tuple,
     need,
+    positive,
+    released_or_finite,
     released_type,
     text_of,
 )
-from dpflow.nodes.mechanisms import EpsilonMechanism, _opt_exact, _weight
-
-
-def _finite(x: Any) -> float:
-    v = float(x)
-    if not math.isfinite(v):
-        raise ValueError(f"expected a finite number, got {x!r}")
-    return v
-
-
-def _bound_param(x: Any) -> Any:
-    x = param(x)
-    return x if isinstance(x, Ref) else _finite(x)
+from dpflow.nodes.mechanisms import EpsilonMechanism, _opt_exact
 
 
 def _edges(e: Any) -> tuple[float, ...]:
@@ -139,8 +130,8 @@ class OrderStatistics(Query):
     kind: ClassVar[str] = "OrderStatistics"
     reference: ClassVar[str] = ("Smith 2011 (private quantiles); sorting is non-expansive in l_p "
                                 "(rearrangement inequality, Hardy-Littlewood-Polya Thm 368)")
-    lower: float | Ref = attrs.field(default=0.0, converter=_bound_param)
-    upper: float | Ref = attrs.field(converter=_bound_param)
+    lower: float | Ref = attrs.field(default=0.0, converter=released_or_finite)
+    upper: float | Ref = attrs.field(converter=released_or_finite)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.lower, Ref) and not isinstance(self.upper, Ref) and self.lower > self.upper:
@@ -226,7 +217,7 @@ class Quantile(EpsilonMechanism):
     reference: ClassVar[str] = ("exponential mechanism, McSherry-Talwar 2007 Thm 6; private quantile over gaps, "
                                 "Smith 2011; zCDP via Bun-Steinke 2016 Prop. 1.4")
     q: float = attrs.field(converter=float)
-    weight: float = attrs.field(default=1.0, converter=_weight)
+    weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
 
     def __attrs_post_init__(self) -> None:
@@ -276,8 +267,8 @@ class ScaleShift(PostProcess):
     """
 
     kind: ClassVar[str] = "ScaleShift"
-    scale: float = attrs.field(converter=_finite)
-    shift: float = attrs.field(default=0.0, converter=_finite)
+    scale: float = attrs.field(converter=finite)
+    shift: float = attrs.field(default=0.0, converter=finite)
 
     def __attrs_post_init__(self) -> None:
         if self.scale < 0 or self.shift < 0:
@@ -303,7 +294,7 @@ class ModeBinUpper(PostProcess):
 
     kind: ClassVar[str] = "ModeBinUpper"
     edges: tuple[float, ...] = attrs.field(converter=_edges)
-    factor: float = attrs.field(default=2.0, converter=_finite)
+    factor: float = attrs.field(default=2.0, converter=finite)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
         return ()

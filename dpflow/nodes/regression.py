@@ -49,16 +49,12 @@ from dpflow.nodes.base import (
     VType,
     need,
     positive,
+    released_or_positive,
     released_type,
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.transforms import clip_box
-
-
-def _pos_param(x: Any) -> Any:
-    x = param(x)
-    return x if isinstance(x, Ref) else positive(x)
 
 
 def _ball(x: Any) -> str:
@@ -156,7 +152,7 @@ class GradientStep(Query):
     beta: Ref = attrs.field(converter=param)
     eta: float = attrs.field(converter=positive)
     x_bound: float = attrs.field(converter=positive)
-    residual_bound: float | Ref = attrs.field(converter=_pos_param)
+    residual_bound: float | Ref = attrs.field(converter=released_or_positive)
     radius: float = attrs.field(converter=positive)
     ball: str = attrs.field(default="l2", converter=_ball)
     sparsity: int | None = attrs.field(default=None, converter=_opt_sparsity)
@@ -260,7 +256,7 @@ class RidgeSolve(PostProcess):
 
     kind: ClassVar[str] = "RidgeSolve"
     ridge: float = attrs.field(converter=float)
-    scale: float | Ref = attrs.field(default=1.0, converter=_pos_param)
+    scale: float | Ref = attrs.field(default=1.0, converter=released_or_positive)
 
     def __attrs_post_init__(self) -> None:
         if not (math.isfinite(self.ridge) and self.ridge >= 0):

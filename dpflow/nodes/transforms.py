@@ -29,6 +29,7 @@ from dpflow.nodes.base import (
     VType,
     finite_tuple,
     need,
+    released_or_nonnegative,
     released_type,
     text_of,
 )
@@ -41,14 +42,6 @@ def _vec_param(x: Any) -> Any:
     return finite_tuple(x, "a public vector parameter")
 
 
-def _num_param(x: Any) -> Any:
-    x = param(x)
-    if isinstance(x, Ref):
-        return x
-    x = float(x)
-    if not (math.isfinite(x) and x >= 0):
-        raise ValueError(f"expected a finite non-negative number, got {x}")
-    return x
 
 
 def _int_tuple(k: Any) -> tuple[int, ...]:
@@ -56,7 +49,7 @@ def _int_tuple(k: Any) -> tuple[int, ...]:
 
 
 def _opt_num_param(x: Any) -> Any:
-    return None if x is None else _num_param(x)
+    return None if x is None else released_or_nonnegative(x)
 
 
 def _box_param(b: Any) -> tuple[float, float] | None:
@@ -459,7 +452,7 @@ class PartitionByBall(Node):
     kind: ClassVar[str] = "PartitionByBall"
     reference: ClassVar[str] = "parallel composition over a partition by released parameters (mixtures.md 2.4)"
     center: Ref | tuple[float, ...] = attrs.field(converter=_vec_param)
-    radius: float | Ref = attrs.field(converter=_num_param)
+    radius: float | Ref = attrs.field(converter=released_or_nonnegative)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")

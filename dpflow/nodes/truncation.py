@@ -24,20 +24,21 @@ import numpy as np
 
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError
-from dpflow.handles import Ref, param
-from dpflow.nodes.base import EvalContext, InferContext, Inferred, Query, RowsT, StatT, VType, need, released_type
+from dpflow.handles import Ref
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Inferred,
+    Query,
+    RowsT,
+    StatT,
+    VType,
+    need,
+    released_or_nonnegative,
+    released_type,
+)
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.transforms import clip_box
-
-
-def _bound(x: Any) -> Any:
-    x = param(x)
-    if isinstance(x, Ref):
-        return x
-    v = float(x)
-    if not (math.isfinite(v) and v >= 0):
-        raise ValueError(f"bound must be finite and >= 0, got {x!r}")
-    return v
 
 
 @attrs.frozen(kw_only=True)
@@ -51,7 +52,7 @@ class TruncatedMean(Query):
 
     kind: ClassVar[str] = "TruncatedMean"
     reference: ClassVar[str] = "Cai-Wang-Zhang 2021 Alg. 3.1 / 3.3 (Pi_R coordinate truncation); replace-one 2R/n"
-    bound: float | Ref = attrs.field(converter=_bound)
+    bound: float | Ref = attrs.field(converter=released_or_nonnegative)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
