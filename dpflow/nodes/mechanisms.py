@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -97,48 +97,41 @@ def _lattice_release(value: np.ndarray, step: float, noise: np.ndarray, symmetri
     return full + np.triu(full, 1).T
 
 
-def _lattice_gaussian(value: np.ndarray, delta: float, rho: Fraction, stat: StatT, ctx: EvalContext) -> np.ndarray:
-    """Discrete Gaussian on a 2^-k lattice (Canonne-Kamath-Steinke 2020 Thm. 4: an integer query of
-    l2 sensitivity D with N_Z(0, s^2) noise is D^2/(2 s^2)-zCDP).  The sensitivity is widened by the
-    lattice rounding (step * sqrt(m)) and twice the floating-point error of the statistic."""
-    m = int(_noised_entries(value, stat.symmetric).size)
-    slack, _ = _slack(stat, ctx, m)
-    sigma0 = gaussian_sigma_for_zcdp(delta + slack, rho)
-    if sigma0 == 0.0:
-        ctx.record("sigma", 0.0)
-        return value  # sensitivity 0: the statistic does not depend on the data
-    if not math.isfinite(sigma0):
-        ctx.record("sigma", math.inf)
-        return np.full(value.shape, np.nan)  # infinite noise: a data-independent output
-    step = _lattice_step(sigma0)
-    widened = up(delta + slack + step * math.sqrt(m))
-    sigma = gaussian_sigma_for_zcdp(widened, rho)
-    ctx.record("sigma", sigma)
-    ctx.record("lattice", {"step": step, "sensitivity": widened, "float_slack": slack})
-    sigma2 = (Fraction(sigma) / Fraction(step)) ** 2
-    return _lattice_release(value, step, ctx.noise.discrete_gaussian(sigma2, (m,)), stat.symmetric)
+def _lattice_noised(
+    value: np.ndarray,
+    delta: float,
+    stat: StatT,
+    ctx: EvalContext,
+    l1: bool,
+    scale_of: Callable[[float], float],
+    key: str,
+    draw: Callable[[Fraction, int], np.ndarray],
+) -> np.ndarray:
+    """Release ``value`` on a 2^-k lattice with exact integer noise.
 
-
-def _lattice_laplace(value: np.ndarray, delta1: float, eps: Fraction, stat: StatT, ctx: EvalContext) -> np.ndarray:
-    """Discrete Laplace on a 2^-k lattice (an integer query of l1 sensitivity D with noise
-    P(k) ~ exp(-|k|/t) is D/t-DP; Canonne-Kamath-Steinke 2020 Sec. 2; OpenDP's discrete Laplace).
-    The sensitivity is widened by the lattice rounding (step * m) and twice the float error."""
+    The sensitivity ``delta`` (l2, or l1 when ``l1``) is widened by twice the floating-point error of the
+    statistic and by the lattice rounding (step * sqrt(m) in l2, step * m in l1, for m noised entries);
+    ``scale_of`` maps a sensitivity to the noise scale the budget share allows; ``draw(scale / step, m)``
+    samples the integer noise.  An integer query of sensitivity D with discrete Gaussian N_Z(0, s^2) noise
+    is D^2/(2 s^2)-zCDP (Canonne-Kamath-Steinke 2020 Thm. 4); with discrete Laplace noise P(k) ~
+    exp(-|k|/t) it is D/t-DP (CKS20 Sec. 2; OpenDP's discrete Laplace).
+    """
     m = int(_noised_entries(value, stat.symmetric).size)
-    _, slack = _slack(stat, ctx, m)
-    b0 = laplace_scale(delta1 + slack, eps)
-    if b0 == 0.0:
-        ctx.record("scale", 0.0)
+    slack_l2, slack_l1 = _slack(stat, ctx, m)
+    slack = slack_l1 if l1 else slack_l2
+    scale0 = scale_of(delta + slack)
+    if scale0 == 0.0:
+        ctx.record(key, 0.0)
         return value  # sensitivity 0: the statistic does not depend on the data
-    if not math.isfinite(b0):
-        ctx.record("scale", math.inf)
+    if not math.isfinite(scale0):
+        ctx.record(key, math.inf)
         return np.full(value.shape, np.nan)  # infinite noise: a data-independent output
-    step = _lattice_step(b0)
-    widened = up(delta1 + slack + step * m)
-    b = laplace_scale(widened, eps)
-    ctx.record("scale", b)
+    step = _lattice_step(scale0)
+    widened = up(delta + slack + step * (m if l1 else math.sqrt(m)))
+    scale = scale_of(widened)
+    ctx.record(key, scale)
     ctx.record("lattice", {"step": step, "sensitivity": widened, "float_slack": slack})
-    t = Fraction(b) / Fraction(step)
-    return _lattice_release(value, step, ctx.noise.discrete_laplace(t, (m,)), stat.symmetric)
+    return _lattice_release(value, step, draw(Fraction(scale) / Fraction(step), m), stat.symmetric)
 
 
 def _sym_noise(noise: np.ndarray) -> np.ndarray:
@@ -231,7 +224,9 @@ class GaussianMech(Mechanism):
         value = np.asarray(ins[0], dtype=float)
         delta = ctx.bound(stat.l2)
         if _exact(ctx) and not alloc.continuous_gaussian and stat.float_error is not None:
-            return _lattice_gaussian(value, delta, alloc.share, stat, ctx)
+            return _lattice_noised(
+                value, delta, stat, ctx, False, lambda d: gaussian_sigma_for_zcdp(d, alloc.share), "sigma",
+                lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)))
         sigma = gaussian_sigma_for_zcdp(delta, alloc.share)
         ctx.record("sigma", sigma)
         noise = ctx.noise.normal(sigma, value.shape)
@@ -285,7 +280,9 @@ class LaplaceMech(EpsilonMechanism):
         value = np.asarray(ins[0], dtype=float)
         eps = self.eps(alloc.share, alloc.mode)
         if _exact(ctx) and stat.float_error is not None:
-            return _lattice_laplace(value, ctx.bound(stat.l1), eps, stat, ctx)
+            return _lattice_noised(
+                value, ctx.bound(stat.l1), stat, ctx, True, lambda d: laplace_scale(d, eps), "scale",
+                lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
         b = laplace_scale(ctx.bound(stat.l1), eps)
         ctx.record("scale", b)
         return value + ctx.noise.laplace(b, value.shape)
