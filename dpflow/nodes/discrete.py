@@ -181,6 +181,12 @@ class OrdinalCounts(Query):
     policy).  A record lies in exactly one bin: replace-one l1 2, l2 sqrt(2), linf 1; add/remove 1.
     ``normalize=True`` divides by the public n.
 
+    Floating-point error (for the exact lattice release of Laplace/GaussianMech): the counts come from
+    an integer ``bincount`` and are exact as floats (a count is at most the number of rows, far below
+    2**53), so their error is zero (``FloatError`` kind ``exact``); normalised, each entry is one
+    correctly rounded division ``c_i / n``, off by at most ``u c_i / n`` with ``sum c_i = n``: error
+    at most u = 2**-53 in l2 and l1 (kind ``freq``).
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
     >>> c = OrdinalCounts(edges=[0, 10, 10**18])(b.source("X", dp.Ordinal(N=10**18), n=10))
@@ -204,7 +210,8 @@ class OrdinalCounts(Query):
             n = _public_n(rows, ctx, "a normalised OrdinalCounts")
             l1, l2, linf = (None if b is None else b / n for b in (l1, l2, linf))
         k = len(self.edges) - 1
-        return Inferred(StatT((k,), rows.source, l1, l2, linf),
+        fe = FloatError("freq" if self.normalize else "exact", rows.domain, rows.size.sym())
+        return Inferred(StatT((k,), rows.source, l1, l2, linf, float_error=fe),
                         f"OrdinalCounts, {k} public bins of [{self.edges[-1]}], {_changes(rows)}: "
                         f"l1 {text_of(l1)}, l2 {text_of(l2)}")
 
@@ -684,6 +691,11 @@ class IntervalCounts(Query):
     valid only under add/remove: spec issue U1), linf 1; add/remove: 1.  ``normalize`` (default)
     divides by the public n.  Values outside [0, N) were clamped by the source.
 
+    Floating-point error (for the exact lattice release of MERR's weights): the two counts are
+    ``count_nonzero`` integers, exact as floats (at most the number of rows, far below 2**53): error
+    zero (``FloatError`` kind ``exact``); normalised, each is one correctly rounded division by n of
+    counts summing to at most n: error at most u = 2**-53 in l2 and l1 (kind ``freq``).
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
     >>> c = IntervalCounts(interval=b.public([2, 5]))(b.source("X", dp.Ordinal(N=8), n=10))
@@ -704,7 +716,8 @@ class IntervalCounts(Query):
         if self.normalize:
             n = _public_n(rows, ctx, "normalised IntervalCounts")
             l1, l2, linf = (None if b is None else b / n for b in (l1, l2, linf))
-        return Inferred(StatT((2,), rows.source, l1, l2, linf),
+        fe = FloatError("freq" if self.normalize else "exact", rows.domain, rows.size.sym())
+        return Inferred(StatT((2,), rows.source, l1, l2, linf, float_error=fe),
                         f"counts of [0, a) and [a, b], {_changes(rows)}: l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

@@ -53,6 +53,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism, _opt_exact
 
 
@@ -122,6 +123,11 @@ class OrderStatistics(Query):
     values below any threshold) moves by at most the stability, which is what ``Quantile`` uses.
     ``upper`` may be released (a range found by a log-scale histogram) when ``lower`` is 0.
 
+    Floating-point error (for the exact lattice release of Laplace/GaussianMech): clamping and
+    sorting do no arithmetic, so the computed vector *is* the exact one for the rows as given, and
+    the ``upper - lower`` bound holds for any rows (a row map before this node, such as
+    ``Magnitudes``, is part of the record): error zero (``FloatError`` kind ``exact``).
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> z = OrderStatistics(lower=0.0, upper=4.0)(b.source("X", dp.Reals(), n=10))
@@ -157,7 +163,8 @@ class OrderStatistics(Query):
             diam = None
         rank = Sym.const(float(rows.stability))
         n = rows.size.known if rows.size.public else None
-        stat = StatT(((n or 0) + 2,), rows.source, diam, diam, diam, rank=rank)
+        stat = StatT(((n or 0) + 2,), rows.source, diam, diam, diam, rank=rank,
+                     float_error=FloatError("exact", rows.domain))
         return Inferred(stat, f"sorted values clamped to [{_txt(self.lower)}, {_txt(self.upper)}], "
                               f"n={rows.size.text()}: rank sensitivity {text_of(rank)}, l_p {text_of(diam)}")
 
