@@ -39,7 +39,9 @@ class FloatError:
     """How a query's floating-point error is bounded.
 
     ``kind``: ``sum`` (a sum of rows), ``mean`` (sum over the public n), ``gram`` (the second
-    moment about ``gram_center``), ``exact`` (integer counts: no error) or ``freq`` (counts over n).
+    moment about ``gram_center``), ``exact`` (computed without rounding: integer counts, held exactly
+    below 2**53, or clamped and sorted values: no error) or ``freq`` (counts over n: one correctly
+    rounded division each, entries summing to at most 1, so the error is at most u in l2 and l1).
     ``n``: the public number of rows summed; the row bounds come from ``domain``.
     """
 
