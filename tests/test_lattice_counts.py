@@ -269,3 +269,28 @@ def test_quantile_end_to_end_matches_brute_force_and_is_eps_dp() -> None:
         t = (pts[:-1] + pts[1:]) / 2
         ratio = np.log(_quantile_density(framed, q, eps, t) / _quantile_density(f2, q, eps, t))
         assert np.abs(ratio).max() <= eps * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("mech", ["laplace", "gaussian"])
+def test_a_statistic_without_float_error_bound_is_ledgered_and_drawn_as_continuous_noise(mech: str) -> None:
+    """A sum over a private row count (add/remove) has no float-error bound, so an exact source cannot
+    take the lattice path: the ledger must say continuous noise, and the run must draw it."""
+    budget = dp.PureDP(1.0) if mech == "laplace" else dp.ZCDP(0.5)
+    b = dp.PlanBuilder(budget=budget, neighbors="add_remove")
+    X = b.source("X", dp.Vectors(d=2))
+    s = N.Sum()(N.Clip(radius=1.0)(X))
+    plan = b.build(s=N.LaplaceMech()(s) if mech == "laplace" else N.GaussianMech()(s))
+    cert = certify(plan)
+    entry = next(e for e in cert.ledger.entries if e.kind in ("LaplaceMech", "GaussianMech"))
+    assert "2^-k lattice" not in entry.noise and "continuous noise on every source" in entry.noise
+    noise = RecordingNoise(1)
+    execute(cert, {"X": RNG.normal(size=(20, 2))}, noise, NumpyBackend())
+    assert [c[0] for c in noise.calls] == ["laplace" if mech == "laplace" else "normal"]
+
+
+def test_a_statistic_with_float_error_bound_promises_the_lattice() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2), n=20)
+    cert = certify(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))))
+    entry = next(e for e in cert.ledger.entries if e.kind == "GaussianMech")
+    assert "discrete Gaussian on a 2^-k lattice" in entry.noise

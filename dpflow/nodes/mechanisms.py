@@ -80,6 +80,14 @@ def _slack(stat: StatT, ctx: EvalContext, entries: int) -> tuple[float, float]:
     return 2.0 * l2, 2.0 * l1
 
 
+def _exact_path_text(stat: StatT, sampler: str) -> str:
+    """What an exact noise source draws for ``stat``: the lattice path needs the statistic's float-error
+    bound (without one, e.g. a sum over a private row count, the noise is continuous, and the ledger says so)."""
+    if stat.float_error is None:
+        return "; continuous noise on every source (this statistic has no floating-point error bound)"
+    return f"; exact sources: {sampler} on a 2^-k lattice, sensitivity + lattice + 2 x float error"
+
+
 def _lattice_release(value: np.ndarray, step: float, noise: np.ndarray, symmetric: bool) -> np.ndarray:
     """Round the statistic to the lattice, add the integer noise exactly, map back to floats.
 
@@ -214,8 +222,9 @@ class GaussianMech(Mechanism):
         if stat.l2 is not None and stat.l2.is_const:
             formula += f" = {_sigma(stat.l2.coef, share.numerator, share.denominator):.6g}"
         return (f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
-                + "; exact sources: discrete Gaussian on a 2^-k lattice, sensitivity + lattice + 2 x float error"
-                " (continuous noise when the certificate uses the exact Gaussian-DP profile)")
+                + _exact_path_text(stat, "discrete Gaussian")
+                + (" (continuous noise when the certificate uses the exact Gaussian-DP profile)"
+                   if stat.float_error is not None else ""))
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
@@ -270,8 +279,7 @@ class LaplaceMech(EpsilonMechanism):
         formula = f"b = {text_of(stat.l1)} / {float(eps):.6g}"
         if stat.l1 is not None and stat.l1.is_const:
             formula += f" = {laplace_scale(stat.l1.coef, eps):.6g}"
-        return (f"Laplace, {formula}; exact sources: discrete Laplace on a 2^-k lattice, "
-                "sensitivity + lattice + 2 x float error")
+        return f"Laplace, {formula}" + _exact_path_text(stat, "discrete Laplace")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
