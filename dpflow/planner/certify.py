@@ -1,7 +1,9 @@
 """The planner: certify a plan without reading data.
 
-Steps: (1) infer every node's static type (domain, public size, sensitivity) in
-topological order, recursing into ``Recurse`` bodies; (2) fold the per-record
+Steps: (0) validate the plan, whatever built it (builder, ``Plan(...)``, JSON): sources
+declared once and only at the top level, one ``Input`` and one ``State`` per ``Recurse``
+body, outputs and node parameters released; (1) infer every node's static type (domain,
+public size, sensitivity) in topological order, recursing into ``Recurse`` bodies; (2) fold the per-record
 structure of every source (reuse adds, index splits take the max, value
 partitions take the max under add/remove and the two largest under replace,
 rounds of a ``Recurse`` add); (3) allocate the budget to mechanisms by weight,
