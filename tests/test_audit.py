@@ -10,7 +10,9 @@ inf rows, points on the clipping boundary, antipodal boundary points), and
   noise scales do not depend on the data.
 
 The shipped mutants (a Mean whose sensitivity uses n + 1, an index split whose pieces overlap but
-are composed in parallel) must be flagged.  The statistical audits live in test_audit_stats.py.
+are composed in parallel) must be flagged.  The same replay runs on plans read back from JSON
+(``Plan.to_json`` / ``Plan.from_json``): these plans, the non-adaptive estimator plans and the example
+plan.  The statistical audits live in test_audit_stats.py.
 
 Limitation: the plans here are non-adaptive (no parameter is a released value), because with zero
 noise the released parameters differ between D and D' and the comparison would mix two runs.
@@ -18,8 +20,10 @@ noise the released parameters differ between D and D' and the comparison would m
 
 from __future__ import annotations
 
+import runpy
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -27,6 +31,7 @@ import numpy as np
 import pytest
 
 import dpflow as dp
+from dpflow import estimators
 from dpflow import nodes as N
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import _Ctx, _Run, prepare_data
@@ -300,3 +305,43 @@ def test_data_dependent_noise_draws_are_flagged() -> None:
     cert = certify(b.build(m=LeakyGauss()(N.Mean()(N.Clip(radius=1.0)(X)))))
     found = audit_pair(cert, {"X": np.zeros((3, 2))}, {"X": np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])})
     assert any("noise draws depend on the data" in f for f in found)
+
+
+# ------------------------------------------------------------------ plans read from JSON
+
+
+def read_back(plan: dp.Plan) -> dp.Plan:
+    """``plan`` after a JSON round trip: the same text, hash and ledger (so the same certified claim)."""
+    back = dp.Plan.from_json(plan.to_json())
+    assert back.to_json() == plan.to_json() and back.hash == plan.hash
+    assert certify(back).ledger.to_json() == certify(plan).ledger.to_json()
+    return back
+
+
+def _example_plan() -> dp.Plan:
+    plan = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "clipped_mean_plan.py"))["plan"]
+    assert isinstance(plan, dp.Plan)
+    return plan
+
+
+# name -> (d, plan on n = 6 rows of source X): the non-adaptive estimator plans and the example plan
+ESTIMATOR_PLANS: dict[str, tuple[int, Callable[[], dp.Plan]]] = {
+    "clipped_mean": (3, lambda: estimators.clipped_mean(3, 6, dp.ZCDP(1), mean_bound=1.0)),
+    "clipped_mean_approx_dp": (2, lambda: estimators.clipped_mean(2, 6, dp.ApproxDP(1, 1e-6), mean_bound=1.0)),
+    "naive_pce": (3, lambda: estimators.naive_pce(3, 6, dp.ZCDP(1), kappa=2.0)),
+    "naive_product": (3, lambda: estimators.product.naive_product(3, 6, dp.ZCDP(1))),
+    "sparse_mean": (3, lambda: estimators.sparse_mean(3, 6, 1, dp.ApproxDP(1, 1e-6), radius=2.0)),
+    "laplace_histogram": (1, lambda: estimators.discrete.laplace_histogram(4, 6, dp.PureDP(1))),
+    "example_clipped_mean_plan": (5, _example_plan),
+}
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_record_replay_on_plans_read_from_json(name: str) -> None:
+    assert findings(read_back(plan_of(name, 3, 5)), 5, 3, seed=3) == []
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATOR_PLANS))
+def test_record_replay_on_estimator_and_example_plans_read_from_json(name: str) -> None:
+    d, make = ESTIMATOR_PLANS[name]
+    assert findings(read_back(make()), 6, d, seed=d) == []

@@ -17,6 +17,8 @@ pair.  Each run thus gives d samples of a one-dimensional mechanism with a known
 * Event-based epsilon lower bound (recipe 5): eps_lb = ln(CP_lower(P_A(S)) / CP_upper(P_B(S)))
   with Clopper-Pearson bounds at 97.5% each; flagged when eps_lb exceeds the claim.
 
+Every audit also runs on its plan read back from JSON (``Plan.to_json`` / ``Plan.from_json``).
+
 Mutants (each must be flagged): the noise scale halved (the interpreter handed 4x the certified
 rho share, or 2x the epsilon share), a Mean whose sensitivity uses n + 1 (with n = 1 it halves the
 noise), and a Peel whose rounds reuse one noise draw for every score.
@@ -33,7 +35,7 @@ import attrs
 import numpy as np
 import pytest
 from scipy import stats
-from test_audit import MeanNPlus1
+from test_audit import MeanNPlus1, read_back
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -100,16 +102,18 @@ def halve_noise(cert: Certified) -> Certified:
 D_GAUSS, RUNS_GAUSS = 400, 100
 
 
-def gaussian_plan(mean: type[N.Mean] = N.Mean, composed: bool = False) -> Certified:
-    """rho = 50 over d = 400 coordinates, n = 1: each coordinate is a 1/8-zCDP (mu = 1/2) Gaussian."""
+def gaussian_plan(mean: type[N.Mean] = N.Mean, composed: bool = False, via_json: bool = False) -> Certified:
+    """rho = 50 over d = 400 coordinates, n = 1: each coordinate is a 1/8-zCDP (mu = 1/2) Gaussian
+    (``via_json``: the plan read back from its JSON)."""
     b = dp.PlanBuilder(budget=dp.ZCDP(50))
     X = b.source("X", dp.Vectors(d=D_GAUSS), n=1)
     m = mean()(N.Clip(box=(-1.0, 1.0))(X))
     if composed:  # two releases of the same mean: sequential composition, combined by inverse variance
         first, second = N.GaussianMech(weight=1)(m), N.GaussianMech(weight=3)(m)
-        out = N.Apply(fn=_average_1_3)(first, second)
-        return certify(b.build(out=out))
-    return certify(b.build(out=N.GaussianMech()(m)))
+        plan = b.build(out=N.Apply(fn=_average_1_3)(first, second))
+    else:
+        plan = b.build(out=N.GaussianMech()(m))
+    return certify(read_back(plan) if via_json else plan)
 
 
 def _average_1_3(a: Any, b: Any) -> np.ndarray:
@@ -126,20 +130,27 @@ def gaussian_excess(cert: Certified, seed: int) -> float:
     return hockey_stick_excess(a, b, edges, claim_zcdp(cert, D_GAUSS))
 
 
-def test_gaussian_mechanism_passes_the_histogram_test() -> None:
-    assert gaussian_excess(gaussian_plan(), seed=1) <= 0
+JSON = pytest.mark.parametrize("via_json", [False, True], ids=["built", "read_from_json"])
 
 
-def test_composed_plan_passes_the_histogram_test() -> None:
-    assert gaussian_excess(gaussian_plan(composed=True), seed=2) <= 0
+@JSON
+def test_gaussian_mechanism_passes_the_histogram_test(via_json: bool) -> None:
+    assert gaussian_excess(gaussian_plan(via_json=via_json), seed=1) <= 0
 
 
-def test_mutant_halved_gaussian_noise_is_flagged() -> None:
-    assert gaussian_excess(halve_noise(gaussian_plan()), seed=1) > 0
+@JSON
+def test_composed_plan_passes_the_histogram_test(via_json: bool) -> None:
+    assert gaussian_excess(gaussian_plan(composed=True, via_json=via_json), seed=2) <= 0
 
 
-def test_mutant_halved_noise_in_a_composed_plan_is_flagged() -> None:
-    assert gaussian_excess(halve_noise(gaussian_plan(composed=True)), seed=2) > 0
+@JSON
+def test_mutant_halved_gaussian_noise_is_flagged(via_json: bool) -> None:
+    assert gaussian_excess(halve_noise(gaussian_plan(via_json=via_json)), seed=1) > 0
+
+
+@JSON
+def test_mutant_halved_noise_in_a_composed_plan_is_flagged(via_json: bool) -> None:
+    assert gaussian_excess(halve_noise(gaussian_plan(composed=True, via_json=via_json)), seed=2) > 0
 
 
 def test_mutant_mean_with_n_plus_1_is_flagged_statistically() -> None:
@@ -158,21 +169,24 @@ def laplace_eps_lb(cert: Certified, seed: int) -> float:
     return epsilon_lower_bound(a, b)
 
 
-def laplace_plan() -> Certified:
+def laplace_plan(via_json: bool = False) -> Certified:
     b = dp.PlanBuilder(budget=dp.PureDP(D_LAP))
     X = b.source("X", dp.Vectors(d=D_LAP), n=1)
-    return certify(b.build(out=N.LaplaceMech()(N.Mean()(N.Clip(box=(-1.0, 1.0))(X)))))
+    plan = b.build(out=N.LaplaceMech()(N.Mean()(N.Clip(box=(-1.0, 1.0))(X))))
+    return certify(read_back(plan) if via_json else plan)
 
 
-def test_laplace_mechanism_event_lower_bound_is_below_its_epsilon() -> None:
-    cert = laplace_plan()
+@JSON
+def test_laplace_mechanism_event_lower_bound_is_below_its_epsilon(via_json: bool) -> None:
+    cert = laplace_plan(via_json)
     assert Fraction(cert.ledger.totals[0].pure_eps or 0) / D_LAP == 1
     lb = laplace_eps_lb(cert, seed=3)
     assert 0.7 < lb <= 1.0  # tight event: the audit has power, and the claim holds
 
 
-def test_mutant_halved_laplace_noise_is_flagged() -> None:
-    assert laplace_eps_lb(halve_noise(laplace_plan()), seed=3) > 1.0
+@JSON
+def test_mutant_halved_laplace_noise_is_flagged(via_json: bool) -> None:
+    assert laplace_eps_lb(halve_noise(laplace_plan(via_json)), seed=3) > 1.0
 
 
 # ------------------------------------------------------------------ Peel: selection event
@@ -198,22 +212,25 @@ class ReusedDraws:
         return lambda scale, shape: np.broadcast_to(draw(scale, (1,) * len(shape)), shape).copy()
 
 
-def peel_eps_lb(noise: Callable[[int], Any], seed: int) -> float:
+def peel_eps_lb(noise: Callable[[int], Any], seed: int, via_json: bool = False) -> float:
     """Peel s = 1 of d = 2 coordinates, pure eps = 1; S = {coordinate 0 selected}."""
     b = dp.PlanBuilder(budget=dp.PureDP(1))
     X = b.source("X", dp.Vectors(d=2), n=1)
-    cert = certify(b.build(out=N.Peel(s=1)(N.Mean()(N.Clip(box=(-1.0, 1.0))(X)))))
+    plan = b.build(out=N.Peel(s=1)(N.Mean()(N.Clip(box=(-1.0, 1.0))(X))))
+    cert = certify(read_back(plan) if via_json else plan)
     a = samples(cert, {"X": np.array([[1.0, 0.0]])}, RUNS_PEEL, seed, "out", noise).reshape(-1, 2)[:, 0] != 0
     b_ = samples(cert, {"X": np.array([[0.0, 1.0]])}, RUNS_PEEL, seed + 1, "out", noise).reshape(-1, 2)[:, 0] != 0
     return epsilon_lower_bound(a, b_)
 
 
-def test_peel_selection_event_lower_bound_is_below_its_epsilon() -> None:
-    assert peel_eps_lb(dp.SeededNoise, seed=4) <= 1.0
+@JSON
+def test_peel_selection_event_lower_bound_is_below_its_epsilon(via_json: bool) -> None:
+    assert peel_eps_lb(dp.SeededNoise, seed=4, via_json=via_json) <= 1.0
 
 
-def test_mutant_peel_reusing_noise_is_flagged() -> None:
-    assert peel_eps_lb(ReusedDraws, seed=4) > 1.0
+@JSON
+def test_mutant_peel_reusing_noise_is_flagged(via_json: bool) -> None:
+    assert peel_eps_lb(ReusedDraws, seed=4, via_json=via_json) > 1.0
 
 
 # ------------------------------------------------------------------ the exact discrete samplers

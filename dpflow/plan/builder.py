@@ -82,7 +82,14 @@ class PlanBuilder:
         return nid
 
     def source(self, name: str, domain: RowDomain, n: int | None = None) -> Sensitive[Rows]:
-        """Declare a private dataset ``name`` of rows in ``domain`` (``n`` public under replace)."""
+        """Declare a private dataset ``name`` of rows in ``domain`` (``n`` public under replace).
+
+        Only on the top-level builder: a ``Recurse`` body reads the rows passed to ``recurse``.
+        """
+        if self._prefix:
+            raise PlanTypeError(name, "a source is declared inside a Recurse body",
+                                "declare every source on the top-level builder and pass its rows into the "
+                                "body as the first argument of recurse")
         if any(isinstance(r.node, Source) and r.node.name == name for r in self._records):
             raise PlanTypeError(name, "the source is declared twice", "declare each source once")
         return Sensitive(self.add(Source(name=name, domain=domain, n=n), ()), self)
