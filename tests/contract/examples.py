@@ -173,7 +173,7 @@ def _magnitudes(b: dp.PlanBuilder, X: Any) -> Fragment:
     edges = [0.0, 1.0, 2.0, 4.0]
     M = N.Magnitudes(of="coordinates")(X)
     h1 = N.Histogram(edges=edges)(M)
-    h2 = N.Histogram(edges=edges)(N.Magnitudes(of="rows")(X))
+    h2 = N.Histogram(edges=edges)(N.Magnitudes(of="rows")(N.Clip(radius=3.0)(X)))
     return Fragment({"h1": N.LaplaceMech()(h1), "h2": N.GaussianMech()(h2)}, M.id, (h1.id, h2.id))
 
 
@@ -221,10 +221,12 @@ def _order_statistics(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"q": N.Quantile(q=0.5)(z)}, z.id, (z.id,))
 
 
-@example("GradientStep", special=((1.0, -1.0, -5.0), (-1.0, 1.0, 5.0)))
+@example("GradientStep", special=((1.0, 0.0, -5.0), (-1.0, 0.0, -5.0), (1.0, -1.0, -5.0), (-1.0, 1.0, 5.0)))
 def _gradient_step(b: dp.PlanBuilder, X: Any) -> Fragment:
-    g = N.GradientStep(beta=b.public([0.5, -0.5]), eta=0.5, x_bound=1.0, residual_bound=b.public(3.0),
-                       radius=1.0)(X)
+    # beta = 0 and c_x = 1: y is clipped to R = A - K = A - 1 and the residual is -y, so the rows
+    # (+-1, 0, -5) move the first coordinate of the step by 2 eta c_x R / n = 2 eta (A - 1) / n
+    g = N.GradientStep(beta=b.public([0.0, 0.0]), eta=0.5, x_bound=1.0, residual_bound=b.public(3.0),
+                       radius=1.0, ball="l1")(X)
     return Fragment({"beta": N.GaussianMech()(g)}, g.id, (g.id,))
 
 
@@ -261,10 +263,11 @@ def _interval_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"w": N.LaplaceMech()(q)}, q.id, (q.id,))
 
 
-@example("TruncatedBinaryMean", domain=dp.Vectors(d=4), special=((1.0, 1.0, 0.0, 0.0), (0.0, 0.0, 1.0, 1.0)))
+@example("TruncatedBinaryMean", domain=dp.Vectors(d=4), special=((1.0, 0.0, 0.0, 0.0), (0.0, 1.0, 1.0, 1.0)))
 def _truncated_binary_mean(b: dp.PlanBuilder, X: Any) -> Fragment:
+    # with flip (0, 1, 0, 0) the special rows become y = (1, 1, 0, 0) and (0, 0, 1, 1): ||y - y'||^2 = 2 tau
     C = N.Clip(box=(0.0, 1.0))(X)
-    m = N.TruncatedBinaryMean(tau=2, mask=b.public([1, 1, 0, 1]), flip=b.public([0, 1, 0, 0]))(C)
+    m = N.TruncatedBinaryMean(tau=2, mask=b.public([1, 1, 1, 1]), flip=b.public([0, 1, 0, 0]))(C)
     r = N.TruncatedBinaryMean(radius=b.public(1.5))(C)
     return Fragment({"m": N.GaussianMech()(m), "r": N.GaussianMech()(r)}, m.id, (m.id, r.id))
 
