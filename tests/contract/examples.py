@@ -61,7 +61,7 @@ class Example:
     def plan(self, relation: str = "replace", donors: bool = False) -> tuple[dp.Plan, Fragment, dict[str, str]]:
         """The example's plan under ``relation``.  With ``donors`` the plan also holds (before the
         fragment) one node of every static type, to be wired into the focus node's input slots:
-        returned as ``{"rows" | "stat" | "pieces" | "released": node id}``."""
+        returned as ``{"rows" | "stat" | "pieces" | "released" | "unbounded": node id}``."""
         b = dp.PlanBuilder(budget=self.budget, neighbors=relation, name=f"contract-{self.kind}")
         spare: dict[str, str] = {}
         if donors:
@@ -69,6 +69,7 @@ class Example:
             spare["rows"] = W.id
             spare["stat"] = N.Count()(W).id
             spare["released"] = b.public(1.0).id
+            spare["unbounded"] = N.Sum()(W).id  # a statistic of unbounded sensitivity (not a wrong type)
             if relation == "replace":
                 spare["pieces"] = b.add(N.SplitByIndex(pieces=1), (W.id,))
         X = b.source("X", self.domain, n=N_ROWS if relation == "replace" else None)
@@ -215,7 +216,7 @@ def _histogram(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"h": N.LaplaceMech()(h)}, h.id, (h.id,))
 
 
-@example("OrderStatistics", special=((0.0, 0.0, 0.0), (4.0, 0.0, 0.0)))
+@example("OrderStatistics", relations=RELATIONS, special=((0.0, 0.0, 0.0), (4.0, 0.0, 0.0)))
 def _order_statistics(b: dp.PlanBuilder, X: Any) -> Fragment:
     z = N.OrderStatistics(lower=0.0, upper=b.public(4.0))(N.Magnitudes(of="rows")(X))
     return Fragment({"q": N.Quantile(q=0.5)(z)}, z.id, (z.id,))

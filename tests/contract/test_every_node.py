@@ -129,15 +129,35 @@ def test_wrong_input_type_is_refused_naming_the_node(kind):
     rec = next(r for r in plan.records if r.id == frag.focus)
     if not rec.inputs:  # a node without inputs refuses any input
         for name, donor in donors.items():
+            if name == "unbounded":
+                continue
             assert_refused_naming(rewired(plan, rec.id, (donor,)), rec.id, f"an input ({name})")
         return
     for slot, inp in enumerate(rec.inputs):
         expected = TYPE_NAMES[type(cert.space.types[inp])]
         for name, donor in donors.items():
-            if name == expected:
+            if name in (expected, "unbounded"):
                 continue
             inputs = rec.inputs[:slot] + (donor,) + rec.inputs[slot + 1:]
             assert_refused_naming(rewired(plan, rec.id, inputs), rec.id, f"slot {slot} fed {name}")
+
+
+@pytest.mark.parametrize("kind", [k for k in EXAMPLED if issubclass(N.NODE_KINDS[k], N.Mechanism)])
+def test_mechanism_refuses_a_statistic_of_unbounded_sensitivity(kind):
+    plan, frag, donors = ex(kind).plan("replace", donors=True)
+    rec = next(r for r in plan.records if r.id == frag.focus)
+    bad = rewired(plan, rec.id, (donors["unbounded"],) + rec.inputs[1:])
+    with pytest.raises(dp.UnboundedSensitivityError) as info:
+        certify(bad)
+    assert info.value.node == rec.id and "Fix:" in str(info.value)
+
+
+@pytest.mark.parametrize("kind", [k for k in EXAMPLED if ex(k).relations == ("replace",) and ex(k).plan()[1].stats])
+def test_replace_only_kind_refuses_add_remove_naming_itself(kind):
+    """A kind whose rule needs replace-one neighbours (a public n, pairing, blocks by index) says so."""
+    with pytest.raises(PlanError) as info:
+        certify(ex(kind).plan("add_remove")[0])
+    assert info.value.node == ex(kind).plan("add_remove")[1].focus, str(info.value)
 
 
 @pytest.mark.parametrize("kind", [k for k in EXAMPLED if ex(k).in_body])
@@ -430,7 +450,7 @@ def test_full_run_never_raises_on_non_finite_rows(kind, exact):
         plan, _, _ = e.plan(relation)
         for n in (N_ROWS, 9) if relation == "add_remove" else (N_ROWS,):
             D = hostile_data(e, n)
-            for data in (D, np.full_like(D, math.nan), np.full_like(D, math.inf)):
+            for data in (D, *(np.full_like(D, v) for v in (math.nan, math.inf, -math.inf, 1e300, -1e300))):
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")
                     res = plan.run({"X": data}, noise=dp.SeededNoise(5, exact=exact))
@@ -452,8 +472,9 @@ def test_rule_carrying_kinds_cite_a_reference(kind):
     assert N.NODE_KINDS[kind].reference.strip(), f"{kind} carries a privacy rule but cites no reference"
 
 
-def test_kinds_without_a_reference_are_the_rule_free_ones():
-    """The kinds with an empty reference, pinned: post-processing, the loop stand-ins and the source."""
+def test_kinds_without_a_reference_are_rule_free():
+    """Only post-processing, the loop stand-ins and the source (whose bounds are declared, not derived)
+    may go without a reference."""
     empty = {k for k, c in N.NODE_KINDS.items() if not c.reference.strip()}
-    assert empty == {"Source", "Apply", "PSDProject", "Eigh", "Get", "Pack", "Input", "State", "Round",
+    assert empty <= {"Source", "Apply", "PSDProject", "Eigh", "Get", "Pack", "Input", "State", "Round",
                      "ScaleShift", "ModeBinUpper", "ProjectCoef", "RidgeSolve"}
