@@ -170,6 +170,29 @@ def test_stand_in_outside_a_recurse_body_is_refused_naming_it(kind):
     assert_refused_naming(plan, stand_in, "a stand-in outside a body")
 
 
+STAND_IN_DEFECTS = {
+    "Input": "certify silently ignores inputs of an Input stand-in (the planner binds it and never reads them)",
+    "State": "certify crashes with KeyError (not a PlanError) in _fold when a State stand-in has an input",
+    "Round": "certify crashes with KeyError (not a PlanError) in _fold when a Round stand-in has an input",
+}
+
+
+@pytest.mark.parametrize("kind", [xfail(k, STAND_IN_DEFECTS[k]) if k in STAND_IN_DEFECTS else k
+                                  for k in EXAMPLED if ex(k).in_body])
+def test_stand_in_refuses_an_input_naming_it(kind):
+    """Stand-ins take no inputs (like Source and Public): a body that feeds one is refused."""
+    plan, frag, _ = ex(kind).plan("replace")
+    loop = next(r for r in plan.records if r.id == frag.focus)
+    assert isinstance(loop.node, N.Recurse)
+    recs = list(loop.node.body.records)
+    ids = {r.node.kind: r.id for r in recs}
+    feed = ids["State"] if kind == "Input" else ids["Input"]
+    recs = [attrs.evolve(r, inputs=(feed,)) if r.node.kind == kind else r for r in recs]
+    body = attrs.evolve(loop.node.body, records=tuple(recs))
+    bad = rewired(plan, loop.id, node=attrs.evolve(loop.node, body=body))
+    assert_refused_naming(bad, f"{loop.id}/{ids[kind]}", f"{kind} fed {feed}")
+
+
 def _ref_fields(node: Any) -> list[str]:
     return [f.name for f in attrs.fields(type(node)) if isinstance(getattr(node, f.name), Ref)]
 
