@@ -112,8 +112,8 @@ def _split(b: dp.PlanBuilder, X: Any, rule: N.SplitByIndex | N.PartitionByBall) 
     return sid, tuple(Sensitive(b.add(N.Piece(index=i), (sid,)), b) for i in range(count))
 
 
-@example("Source", domain=dp.Vectors(d=2, l2_bound=dp.Sym.const(1.5)), relations=RELATIONS,
-         special=(_t(1.5 * unit(2)), _t(-1.5 * unit(2))))
+@example("Source", domain=dp.Vectors(d=2, l2_bound=dp.Sym.const(1.5), box=(-1.0, 2.0)), relations=RELATIONS,
+         special=(_t(1.5 * unit(2)), (-1.0, -1.0), (1.5, 0.0)))
 def _source(b: dp.PlanBuilder, X: Any) -> Fragment:
     s = N.Sum()(X)
     return Fragment({"s": N.GaussianMech()(s)}, X.id, (s.id,))

@@ -2,8 +2,11 @@
 on the small example plan of ``tests/contract/examples.py`` (a new kind must add its example there).
 
 * JSON round trip: same text, same hash, same certified ledger totals.
-* A wrong static type in an input slot (or a sensitive value in a parameter slot) is refused by the
-  planner with a ``PlanError`` whose ``.node`` is the node itself.
+* A wrong static type in an input slot (or a sensitive value in a parameter slot, an input fed to a
+  node that takes none, a stand-in outside a loop body, an unbounded statistic fed to a mechanism,
+  add/remove neighbours for a kind whose rule needs replace-one) is refused by the planner with a
+  ``PlanError`` whose ``.node`` is the node itself.  The wrong plans are made by rewiring node records,
+  as a hand-written or JSON plan can be: the handle layer cannot be relied on.
 * Declared sensitivities (l1 / l2 / linf, and the rank of order statistics) bound the realised change
   of the non-private statistic on random and adversarial neighbours, replace-one and add/remove; and
   every evaluated dataset lies in the domain (box, l2 ball) its static type declares.
