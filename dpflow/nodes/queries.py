@@ -66,6 +66,8 @@ class Sum(Query):
     """
 
     kind: ClassVar[str] = "Sum"
+    reference: ClassVar[str] = ("sensitivity (Dwork-Roth 2014 Def 3.1) of a sum of bounded rows: a replaced row "
+                                "moves it by at most the domain's diameter, an added or removed row by its norm")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
@@ -94,6 +96,8 @@ class Mean(Query):
     """
 
     kind: ClassVar[str] = "Mean"
+    reference: ClassVar[str] = ("sensitivity (Dwork-Roth 2014 Def 3.1) of a sum of bounded rows over a public n "
+                                "(replace-one): diameter / n")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
@@ -124,6 +128,8 @@ class Count(Query):
     """
 
     kind: ClassVar[str] = "Count"
+    reference: ClassVar[str] = ("counting query: sensitivity 1 per added or removed record (Dwork-Roth 2014 "
+                                "Example 3.1); 0 under replace-one, where n is public")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")

@@ -477,6 +477,8 @@ class Piece(Node):
     """Piece ``index`` of a split (made by :func:`split`)."""
 
     kind: ClassVar[str] = "Piece"
+    reference: ClassVar[str] = ("parallel composition over disjoint pieces (McSherry 2009, PINQ): an index block "
+                                "keeps a replaced record, a value piece can gain or lose one (accounting.md 1.5)")
     index: int
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
