@@ -257,7 +257,8 @@ def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, 
     """Refuse, before inference, what the per-source folds cannot charge: a ``Source`` inside a
     ``Recurse`` body (the folds start at the top-level sources), a source name declared twice (the
     data and the ledger are keyed by name), and a body without exactly one ``Input`` and one
-    ``State`` stand-in and at most one ``Round`` (a body's fold starts at its single ``Input``)."""
+    ``State`` stand-in and at most one ``Round`` (a body's fold starts at its single ``Input``), and a
+    stand-in with inputs (the loop binds it; inputs would be ignored or unfolded)."""
     for rec in records:
         node = rec.node
         if isinstance(node, Source):
@@ -269,6 +270,9 @@ def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, 
                 raise PlanTypeError(rec.id, f"source {node.name} is declared twice (also by {sources[node.name]})",
                                     "declare each source once and reuse its handle")
             sources[node.name] = rec.id
+        elif isinstance(node, (Input, State, Round)) and rec.inputs:
+            raise PlanTypeError(path + rec.id, f"the {node.kind} stand-in is given inputs {list(rec.inputs)}",
+                                "stand-ins take no inputs: build the body with dpflow.nodes.recurse")
         elif isinstance(node, Recurse):
             counts = Counter(type(r.node) for r in node.body.records)
             for stand_in, least in ((Input, 1), (State, 1), (Round, 0)):

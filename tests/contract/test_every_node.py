@@ -173,11 +173,7 @@ def test_stand_in_outside_a_recurse_body_is_refused_naming_it(kind):
     assert_refused_naming(plan, stand_in, "a stand-in outside a body")
 
 
-STAND_IN_DEFECTS = {
-    "Input": "certify silently ignores inputs of an Input stand-in (the planner binds it and never reads them)",
-    "State": "certify crashes with KeyError (not a PlanError) in _fold when a State stand-in has an input",
-    "Round": "certify crashes with KeyError (not a PlanError) in _fold when a Round stand-in has an input",
-}
+STAND_IN_DEFECTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("kind", [xfail(k, STAND_IN_DEFECTS[k]) if k in STAND_IN_DEFECTS else k
@@ -202,11 +198,7 @@ def _ref_fields(node: Any) -> list[str]:
 
 PARAM_KINDS = [k for k in EXAMPLED if not ex(k).in_body
                and _ref_fields(next(r.node for r in ex(k).plan()[0].records if r.id == ex(k).plan()[1].focus))]
-PARAM_DEFECTS = {
-    "RidgeSolve": "RidgeSolve.infer (PostProcess.infer) never checks its released `scale` parameter: a plan whose "
-                  "scale refers to sensitive rows certifies, and evaluate reads a private row value into the "
-                  "ridge (repro in the lead report)",
-}
+PARAM_DEFECTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
