@@ -61,7 +61,7 @@ def store(tmp_path: Path) -> BudgetStore:
 def test_runs_are_charged_exactly_and_stored_as_fraction_text(store: BudgetStore) -> None:
     store.open("census", dp.ZCDP(Fraction(1, 3)))
     for _ in range(3):
-        res = small_plan(Fraction(1, 9)).run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="census")
+        res = small_plan(Fraction(1, 9)).run(DATA, budget_store=store, dataset="census")
         assert res.report.to_data()["budget"]["charges"][0]["amount"] == "1/9"
     st = store.status("census")
     assert (st.committed, st.pending, st.remaining, st.runs) == (Fraction(1, 3), 0, 0, 3)
@@ -70,7 +70,7 @@ def test_runs_are_charged_exactly_and_stored_as_fraction_text(store: BudgetStore
         kinds |= {r[0] for r in con.execute("SELECT typeof(limit_value) || typeof(charged) FROM datasets")}
     assert kinds == {"text", "texttext"}
     with pytest.raises(BudgetExhaustedError, match="census"):
-        small_plan(Fraction(1, 10**12)).run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="census")
+        small_plan(Fraction(1, 10**12)).run(DATA, budget_store=store, dataset="census")
     assert store.verify("census").ok
 
 
@@ -91,7 +91,7 @@ def test_schema_error_releases_and_a_failure_after_reading_commits(store: Budget
     assert store.status("d").spent == 0
     assert [e.kind for e in store.entries("d")] == ["open", "reserve", "release"]
 
-    class Exploding(dp.SeededNoise):
+    class Exploding(dp.SecureNoise):
         def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
             raise RuntimeError("noise source failed")
 
@@ -99,7 +99,7 @@ def test_schema_error_releases_and_a_failure_after_reading_commits(store: Budget
             raise RuntimeError("noise source failed")
 
     with pytest.raises(RuntimeError):
-        small_plan().run(DATA, noise=Exploding(0), budget_store=store, dataset="d")
+        small_plan().run(DATA, noise=Exploding(), budget_store=store, dataset="d")
     st = store.status("d")
     assert st.committed == Fraction(1, 100) and st.pending == 0  # data was read: the cost counts
     assert store.verify("d").ok
@@ -108,7 +108,7 @@ def test_schema_error_releases_and_a_failure_after_reading_commits(store: Budget
 def test_pure_filter_and_multi_source_mapping(store: BudgetStore) -> None:
     store.open("p", dp.PureDP(1))
     for _ in range(4):
-        laplace_plan("1/4").run(DATA, noise=dp.SeededNoise(1), budget_store=store, dataset="p")
+        laplace_plan("1/4").run(DATA, budget_store=store, dataset="p")
     assert store.status("p").remaining == 0
     store.open("p2", dp.PureDP(1))
     with pytest.raises(BudgetExhaustedError, match="no pure-DP cost"):
@@ -122,10 +122,10 @@ def test_pure_filter_and_multi_source_mapping(store: BudgetStore) -> None:
     store.open("a", dp.ZCDP(1))
     store.open("b", dp.ZCDP(Fraction(1, 20)))
     data = {"X": DATA["X"], "Y": DATA["X"]}
-    two.run(data, noise=dp.SeededNoise(2), budget_store=store, dataset="a")  # both sources: rho adds
+    two.run(data, budget_store=store, dataset="a")  # both sources: rho adds
     assert store.status("a").spent == Fraction(1, 5)
     with pytest.raises(BudgetExhaustedError):  # "b" cannot pay: neither dataset is charged
-        two.run(data, noise=dp.SeededNoise(2), budget_store=store, dataset={"X": "a", "Y": "b"})
+        two.run(data, budget_store=store, dataset={"X": "a", "Y": "b"})
     assert store.status("a").spent == Fraction(1, 5) and store.status("b").spent == 0
     with pytest.raises(ValueError, match="map every plan source"):
         two.run(data, budget_store=store, dataset={"X": "a"})
@@ -152,7 +152,7 @@ def _tamper(path: str, sql: str) -> None:
 def test_tampering_is_reported(store: BudgetStore, sql: str, capsys: pytest.CaptureFixture[str]) -> None:
     store.open("d", dp.ZCDP(Fraction(1, 10)))
     for _ in range(2):
-        small_plan().run(DATA, noise=dp.SeededNoise(3), budget_store=store, dataset="d")
+        small_plan().run(DATA, budget_store=store, dataset="d")
     assert store.verify("d").ok
     _tamper(store.path, sql)
     check = store.verify("d")
@@ -193,7 +193,7 @@ def _worker(path: str, out: Any) -> None:
     ok = refused = 0
     for _ in range(RUNS_EACH):
         try:
-            plan.run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="shared")
+            plan.run(DATA, budget_store=store, dataset="shared")
             ok += 1
         except BudgetExhaustedError:
             refused += 1
@@ -219,11 +219,11 @@ def test_concurrent_processes_never_overspend(store: BudgetStore) -> None:
     assert store.verify("shared").ok
 
 
-class _Blocking(dp.SeededNoise):
+class _Blocking(dp.SecureNoise):
     """Signals that the run has read its data, then hangs until the process is killed."""
 
     def __init__(self, flag: str) -> None:
-        super().__init__(0)
+        super().__init__()
         self.flag = flag
 
     def _hang(self) -> None:
@@ -247,7 +247,7 @@ def _looping_runs(path: str) -> None:
     store = BudgetStore(path)
     plan = small_plan(Fraction(1, 10**6))
     while True:
-        plan.run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="d")
+        plan.run(DATA, budget_store=store, dataset="d")
 
 
 def _wait_for(cond: Any, seconds: float = 30.0) -> None:
