@@ -47,8 +47,10 @@ True
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -355,8 +357,9 @@ class BudgetStore:
 
     Safe to share between processes: every change is one ``BEGIN IMMEDIATE`` transaction, and each
     call opens its own connection (so a store object survives ``fork``).  A missing file is created
-    (empty) unless ``create=False``; an existing file must hold a store, else
-    :class:`BudgetStoreError` says what is wrong and how to recover.
+    (an empty store) unless ``create=False``; an existing file must hold a store (an empty file is
+    refused too: it may be an emptied store), else :class:`BudgetStoreError` says what is wrong and
+    how to recover.
     """
 
     def __init__(self, path: str | Path, timeout: float = 120.0, create: bool = True) -> None:
@@ -371,21 +374,40 @@ class BudgetStore:
                 raise BudgetStoreError(self.path, "no such store file",
                                        "check the path (--store, --budget-store or $DPFLOW_BUDGET_STORE); a new "
                                        "store is created by `dpflow budget open DATASET --rho R --store PATH`")
-        elif p.stat().st_size > 0 or not create:
-            with self._read() as con:
-                tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not {"datasets", "entries"} <= tables:
-                raise BudgetStoreError(self.path, "the file holds no budget store (no datasets/entries tables): "
-                                       "it is empty, truncated, or another kind of file",
-                                       "restore the store from a backup; if another process is creating this "
-                                       "store right now, retry")
-            return
-        with self._transaction() as con:  # one transaction: a reader sees no tables or all of them
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    con.execute(statement)
+            self._create(p)
         with self._read() as con:
-            con.execute("PRAGMA journal_mode=WAL")
+            tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"datasets", "entries"} <= tables:
+            raise BudgetStoreError(self.path, "the file holds no budget store (no datasets/entries tables): it is "
+                                   "empty, truncated, or another kind of file",
+                                   "restore the store from a backup, or give the path of the store file")
+
+    def _create(self, p: Path) -> None:
+        """Build an empty store beside ``p`` and link it into place: the path never shows a half-made
+        store, so an existing file without the tables is always an error (an emptied store is not
+        silently replaced).  If another process created ``p`` meanwhile, its store is used."""
+        try:
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".new")
+        except OSError as e:
+            raise BudgetStoreError(self.path, f"the store file cannot be created ({e.strerror})",
+                                   "give a path in an existing, writable directory") from e
+        os.close(fd)
+        try:
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.executescript(_SCHEMA)
+                con.execute("PRAGMA journal_mode=WAL")
+            finally:
+                con.close()
+            os.link(tmp, p)
+        except FileExistsError:
+            pass
+        except sqlite3.Error as e:
+            raise _sqlite_error(self.path, e, self.timeout) from e
+        finally:
+            for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)

@@ -74,9 +74,9 @@ def _store(path: str | None, create: bool) -> BudgetStore:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
+    store = _store(args.budget_store, create=False) if args.dataset else None
     out = prepare_report_dir(args.report)  # before any budget is reserved
     data = load_data(args.data)
-    store = _store(args.budget_store, create=False) if args.dataset else None
     result = run(plan, data, noise=_noise(args.seed), budget_store=store, dataset=args.dataset)
     report = result.report
     print(report.ledger.summary())

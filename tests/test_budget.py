@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
@@ -18,7 +19,7 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.budget import BudgetExhaustedError, BudgetStore
+from dpflow.budget import BudgetExhaustedError, BudgetStore, BudgetStoreError, Status
 from dpflow.cli import main
 
 N_ROWS = 20
@@ -142,13 +143,16 @@ def _tamper(path: str, sql: str) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("sql", [
+TAMPERS = [
     "UPDATE entries SET amount = '1/1000' WHERE kind = 'reserve' AND seq = 2",  # shrink a charge
     "DELETE FROM entries WHERE seq = 3",  # drop a commit
     "UPDATE datasets SET limit_value = '5'",  # raise the lifetime budget
     "UPDATE datasets SET charged = '0'",  # forget the running total
     "DELETE FROM entries WHERE seq = (SELECT max(seq) FROM entries)",  # truncate the newest row
-])
+]
+
+
+@pytest.mark.parametrize("sql", TAMPERS)
 def test_tampering_is_reported(store: BudgetStore, sql: str, capsys: pytest.CaptureFixture[str]) -> None:
     store.open("d", dp.ZCDP(Fraction(1, 10)))
     for _ in range(2):
@@ -170,16 +174,158 @@ def test_cli_open_run_show_verify(tmp_path: Path, capsys: pytest.CaptureFixture[
         "plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))\n")
     np.save(tmp_path / "x.npy", np.zeros((20, 2)))
     assert main(["budget", "open", "ds", "--rho", "1/2", "--store", path]) == 0
-    args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
-            "--seed", "1", "--dataset", "ds", "--budget-store", path]
-    assert main(args) == 0 and main(args) == 0
-    assert main(args) == 2  # the third run would exceed the lifetime budget
+    args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--dataset", "ds", "--budget-store", path]
+    assert main(args + ["--report", str(tmp_path / "r1")]) == 0 and main(args + ["--report", str(tmp_path / "r2")]) == 0
+    assert main(args + ["--report", str(tmp_path / "r3")]) == 2  # the third run would exceed the lifetime budget
     capsys.readouterr()
     assert main(["budget", "show", "ds", "--store", path]) == 0
     out = capsys.readouterr().out
     assert "committed 1/2 in 2 runs" in out and "remaining 0" in out
     assert main(["budget", "verify", "ds", "--store", path]) == 0
     assert main(["budget", "open", "x", "--store", path]) == 1  # neither --rho nor --epsilon
+
+
+@pytest.mark.parametrize("sql", TAMPERS)
+def test_a_store_that_fails_verification_admits_no_run(store: BudgetStore, sql: str) -> None:
+    store.open("d", dp.ZCDP(Fraction(1, 10)))
+    for _ in range(2):
+        small_plan().run(DATA, budget_store=store, dataset="d")
+    _tamper(store.path, sql)
+    rows = len(store.entries("d"))
+    with pytest.raises(BudgetStoreError, match="fails verification") as err:
+        small_plan().run(Poisoned(("X",)), budget_store=store, dataset="d")
+    assert store.verify("d").problems[0] in str(err.value) and "budget verify d" in err.value.fix
+    assert len(store.entries("d")) == rows  # nothing reserved
+
+
+def _plan_file(tmp_path: Path, rho: str) -> Path:
+    plan_file = tmp_path / "plan.py"
+    plan_file.write_text(
+        "import dpflow as dp\nfrom dpflow import nodes as N\n"
+        f"b = dp.PlanBuilder(budget=dp.ZCDP({rho!r}))\nX = b.source('X', dp.Vectors(d=2), n=20)\n"
+        "plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))\n")
+    np.save(tmp_path / "x.npy", np.zeros((20, 2)))
+    return plan_file
+
+
+def test_cli_run_rests_on_the_verified_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 14 item 11: an edited `charged` column let two more runs through, beyond the lifetime limit
+    path = str(tmp_path / "s.sqlite")
+    plan_file = _plan_file(tmp_path, "1/2")
+    assert main(["budget", "open", "ds", "--rho", "1", "--store", path]) == 0
+    args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--dataset", "ds", "--budget-store", path]
+    assert main(args + ["--report", str(tmp_path / "r1")]) == 0 and main(args + ["--report", str(tmp_path / "r2")]) == 0
+    _tamper(path, "UPDATE datasets SET charged = '0'")
+    capsys.readouterr()
+    for i in (3, 4):
+        assert main(args + ["--report", str(tmp_path / f"r{i}")]) == 1
+        err = capsys.readouterr().err
+        assert "fails verification" in err and "running total 0 differs from the rows' total 1" in err
+    assert BudgetStore(path).status("ds").spent == 1 and len(BudgetStore(path).entries("ds")) == 5
+    assert main(["budget", "show", "ds", "--store", path]) == 1
+    assert "FAILS VERIFICATION" in capsys.readouterr().err
+
+
+def test_admission_counts_the_rows_not_the_running_total(store: BudgetStore) -> None:
+    # the rows are the truth: a lowered running total that also fails the chain check is never used,
+    # and an honest store admits exactly up to its limit (pinned by the exact-charge test above)
+    store.open("d", dp.ZCDP(Fraction(1, 50)))
+    small_plan().run(DATA, budget_store=store, dataset="d")
+    with sqlite3.connect(store.path) as con:
+        assert con.execute("SELECT charged FROM datasets").fetchone()[0] == "1/100"
+    small_plan().run(DATA, budget_store=store, dataset="d")
+    with pytest.raises(BudgetExhaustedError, match="only 0 of the lifetime budget"):
+        small_plan().run(DATA, budget_store=store, dataset="d")
+
+
+@pytest.mark.parametrize("flag, value", [("--rho", "1e400"), ("--epsilon", "1e400"), ("--rho", "0"),
+                                         ("--rho", "-1"), ("--rho", "nan")])
+def test_budget_open_validates_the_limit_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        flag: str, value: str) -> None:
+    path = tmp_path / "s.sqlite"
+    assert main(["budget", "open", "d", flag, value, "--store", str(path)]) == 1
+    assert "dpflow: error:" in capsys.readouterr().err
+    assert not path.exists()  # nothing written, not even an empty store
+
+
+def test_lifetime_limit_bounds() -> None:
+    from dpflow.budget import describe_status, lifetime_limit
+    top = Fraction(sys.float_info.max)
+    assert lifetime_limit(dp.ZCDP(top)) == ("zcdp", top)
+    assert lifetime_limit(dp.PureDP(Fraction(1, 10**400))) == ("pure", Fraction(1, 10**400))
+    for bad in (top + Fraction(1, 10**9), Fraction(0)):
+        with pytest.raises(ValueError, match="must be positive and at most"):
+            lifetime_limit(dp.ZCDP(bad))
+    # a store written before the check still shows
+    text = describe_status(Status("d", "zcdp", Fraction(10**400), Fraction(0), Fraction(0), (), 0, "0" * 64))
+    assert "about 10^400" in text
+
+
+def _corrupt(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / "s.sqlite"
+    if kind == "directory":
+        path.mkdir()
+        return path
+    if kind == "random":
+        path.write_bytes(np.random.default_rng(0).bytes(5000))
+        return path
+    if kind == "foreign":
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE people (name TEXT)")
+        return path
+    store = BudgetStore(path)
+    store.open("d", dp.ZCDP(1))
+    for _ in range(20):
+        small_plan().run(DATA, budget_store=store, dataset="d")
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    os.truncate(path, 0 if kind == "emptied" else 4096)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["random", "truncated", "emptied", "directory", "foreign"])
+def test_a_corrupted_store_file_is_named_with_a_recovery(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          kind: str) -> None:
+    path = _corrupt(tmp_path, kind)
+    before = {p.name for p in tmp_path.iterdir()}
+    plan_file = _plan_file(tmp_path, "1/100")
+    commands = [["budget", "show", "d", "--store", str(path)], ["budget", "verify", "d", "--store", str(path)],
+                ["budget", "open", "e", "--rho", "1", "--store", str(path)],
+                ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
+                 "--dataset", "d", "--budget-store", str(path)]]
+    for argv in commands:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"dpflow: error: budget store {path}: ") and "Fix:" in err, err
+        if kind != "directory":
+            assert "restore the store from a backup" in err
+    with pytest.raises(BudgetStoreError):
+        BudgetStore(path)
+    assert {p.name for p in tmp_path.iterdir()} <= before | {"plan.py", "x.npy"}  # nothing created
+
+
+def test_show_of_an_unknown_dataset_creates_nothing_and_names_the_cli_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.sqlite"
+    for command in ("show", "verify"):
+        assert main(["budget", command, "zz", "--store", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert "no such store file" in err and "dpflow budget open" in err and "plan refused" not in err
+    assert not path.exists()
+    plan_file = _plan_file(tmp_path, "1/100")
+    run_args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
+                "--dataset", "zz", "--budget-store", str(path)]
+    assert main(run_args) == 1 and not path.exists()
+    capsys.readouterr()
+    assert main(["budget", "open", "a", "--rho", "1", "--store", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["budget", "show", "zz", "--store", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "no dataset 'zz' (the store holds: a)" in err and f"dpflow budget open zz --rho R --store {path}" in err
+    assert "plan refused" not in err
+    assert BudgetStore(path).datasets() == ["a"]
+    assert main(run_args) == 2  # the run names the CLI fix too
+    assert f"`dpflow budget open zz --rho R --store {path}`" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ concurrency and crashes
