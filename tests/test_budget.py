@@ -226,18 +226,6 @@ def test_cli_run_rests_on_the_verified_chain(tmp_path: Path, capsys: pytest.Capt
     assert "FAILS VERIFICATION" in capsys.readouterr().err
 
 
-def test_admission_counts_the_rows_not_the_running_total(store: BudgetStore) -> None:
-    # the rows are the truth: a lowered running total that also fails the chain check is never used,
-    # and an honest store admits exactly up to its limit (pinned by the exact-charge test above)
-    store.open("d", dp.ZCDP(Fraction(1, 50)))
-    small_plan().run(DATA, budget_store=store, dataset="d")
-    with sqlite3.connect(store.path) as con:
-        assert con.execute("SELECT charged FROM datasets").fetchone()[0] == "1/100"
-    small_plan().run(DATA, budget_store=store, dataset="d")
-    with pytest.raises(BudgetExhaustedError, match="only 0 of the lifetime budget"):
-        small_plan().run(DATA, budget_store=store, dataset="d")
-
-
 @pytest.mark.parametrize("flag, value", [("--rho", "1e400"), ("--epsilon", "1e400"), ("--rho", "0"),
                                          ("--rho", "-1"), ("--rho", "nan")])
 def test_budget_open_validates_the_limit_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -107,6 +107,31 @@ def test_a_report_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: py
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["report.json", "report.md"]
 
 
+def test_a_failed_write_leaves_no_partial_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = dp.run(_plan(), {"X": np.zeros((20, 2))})
+    calls: list[int] = []
+
+    def fsync(fd: int) -> None:  # the disk fills up while the second file is written
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="No space left"):
+        res.report.write(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_arriving_meanwhile_is_not_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = dp.run(_plan(), {"X": np.zeros((20, 2))})
+    monkeypatch.setattr("dpflow.report.report.prepare_report_dir", lambda d: Path(d))  # another run wins the race
+    (tmp_path / "report.json").write_text("the other run's report")
+    with pytest.raises(FileExistsError, match="got a report from another run meanwhile"):
+        res.report.write(tmp_path)
+    assert (tmp_path / "report.json").read_text() == "the other run's report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
 def test_prepare_report_dir_creates_parents(tmp_path: Path) -> None:
     assert prepare_report_dir(tmp_path / "a" / "b").is_dir()
 
