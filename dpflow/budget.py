@@ -550,25 +550,29 @@ class BudgetStore:
         try:
             yield ch
         except BaseException as exc:
-            try:
-                if ch.read:
-                    self.commit(ch.reservation)
-                else:
-                    self.release(ch.reservation)
-            except BaseException as inner:
-                inner.add_note(self._charge_note(ch.reservation, "stays pending (counted as spent)",
-                                                 "the store could not be updated"))
-                raise
+            self._settle(ch.reservation, ch.read)
             exc.add_note(self._charge_note(ch.reservation, "committed" if ch.read else "released",
                                            "private data had been read, so the cost counts" if ch.read else
                                            "no private data had been read, so the budget was given back"))
             raise
-        self.commit(ch.reservation)
+        self._settle(ch.reservation, True)
+
+    def _settle(self, reservation: Reservation, commit: bool) -> None:
+        """Commit or release; if that fails (or is interrupted), say that the reservation stays pending."""
+        try:
+            if commit:
+                self.commit(reservation)
+            else:
+                self.release(reservation)
+        except BaseException as e:
+            e.add_note(self._charge_note(reservation, "left pending (counted as spent)",
+                                         "the store could not be updated"))
+            raise
 
     def _charge_note(self, reservation: Reservation, outcome: str, why: str) -> str:
         charges = ", ".join(f"{amount} on dataset {ds!r} (reservation {seq})"
                             for (ds, seq), (_, amount) in zip(reservation.ids, reservation.amounts, strict=True))
-        return f"budget store {self.path}: {outcome} {charges}: {why}"
+        return f"budget store {self.path}: {outcome}: {charges}; {why}"
 
     def entries(self, dataset: str) -> list[Entry]:
         """The dataset's rows, oldest first."""

@@ -167,7 +167,7 @@ def test_ctrl_c_says_what_was_charged(setup: dict[str, Any], capsys: pytest.Capt
     assert main(setup["charged"] + ["--report", str(setup["tmp"] / "r")]) == 130
     err = capsys.readouterr().err
     assert err.startswith("dpflow: interrupted\n") and "Traceback" not in err
-    assert (f"budget store {setup['store'].path}: committed 1/4 on dataset 'ds' (reservation 2): private data had "
+    assert (f"budget store {setup['store'].path}: committed: 1/4 on dataset 'ds' (reservation 2); private data had "
             "been read, so the cost counts") in err
     assert setup["store"].status("ds").committed == dp.ZCDP("1/4").rho
 
@@ -176,11 +176,26 @@ def test_ctrl_c_says_what_was_charged(setup: dict[str, Any], capsys: pytest.Capt
 
     monkeypatch.setattr("dpflow.report.report.prepare_data", interrupted_schema_check)
     assert main(setup["charged"] + ["--report", str(setup["tmp"] / "r2")]) == 130
-    assert "released 1/4 on dataset 'ds' (reservation 4): no private data had been read" in capsys.readouterr().err
+    assert "released: 1/4 on dataset 'ds' (reservation 4); no private data had been read" in capsys.readouterr().err
     assert setup["store"].status("ds").spent == dp.ZCDP("1/4").rho
 
     assert main(setup["base"] + ["--report", str(setup["tmp"] / "r3")]) == 130  # no store: nothing to say
     assert capsys.readouterr().err == "dpflow: interrupted\n"
+
+
+def test_an_interrupted_commit_says_the_reservation_stays_pending(setup: dict[str, Any],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    store: BudgetStore = setup["store"]
+
+    def interrupted(reservation: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "commit", interrupted)
+    with pytest.raises(KeyboardInterrupt) as err:
+        _plan().run({"X": np.zeros((20, 2))}, budget_store=store, dataset="ds")
+    assert err.value.__notes__ == [f"budget store {store.path}: left pending (counted as spent): 1/4 on dataset "
+                                   "'ds' (reservation 2); the store could not be updated"]
+    assert store.status("ds").pending == dp.ZCDP("1/4").rho
 
 
 def test_seeded_runs_say_not_for_release_on_the_terminal(setup: dict[str, Any],
