@@ -25,7 +25,10 @@ Koskela, Raisa & Honkela 2026).  All amounts are exact fractions stored as text,
 
 Every row commits to the previous row of its dataset (a sha256 hash chain), so editing or deleting
 a row is detected by :meth:`BudgetStore.verify`.  Truncating the newest rows is only detected
-against a head hash kept elsewhere (``show`` prints it).
+against a head hash kept elsewhere (``show`` prints it).  Admission rests on the same check: a
+reservation re-verifies the dataset's chain inside its transaction and takes what was spent from
+the rows, never from a stored running total; a dataset that fails verification admits no run
+(:class:`BudgetStoreError`), and so does a file that is not a readable store.
 
 >>> import tempfile, os, numpy as np, dpflow as dp
 >>> from dpflow import nodes as N
@@ -34,7 +37,7 @@ against a head hash kept elsewhere (``show`` prints it).
 >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
 >>> X = b.source("X", dp.Vectors(d=2), n=100)
 >>> plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
->>> res = plan.run({"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0), budget_store=store, dataset="census")
+>>> res = plan.run({"X": np.zeros((100, 2))}, budget_store=store, dataset="census")
 >>> store.status("census").remaining
 Fraction(1, 2)
 >>> store.verify("census").ok
@@ -44,7 +47,10 @@ True
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
+import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -53,7 +59,7 @@ from pathlib import Path
 
 import attrs
 
-from dpflow.errors import BudgetError
+from dpflow.errors import BudgetError, DpflowError
 from dpflow.planner.ledger import Ledger
 from dpflow.privacy import ZCDP, Measure, PureDP
 
@@ -88,6 +94,56 @@ CREATE INDEX IF NOT EXISTS entries_by_dataset ON entries (dataset, seq);
 
 class BudgetExhaustedError(BudgetError):
     """The dataset's lifetime budget cannot pay for this run (decided before any data is read)."""
+
+
+class BudgetStoreError(DpflowError):
+    """The budget store cannot be trusted or used: the file is missing, is not a readable store, or a
+    dataset's rows fail verification.  Raised before any run is admitted on it.
+
+    >>> raise BudgetStoreError("b.sqlite", "file is not a database", "restore it from a backup")
+    Traceback (most recent call last):
+    ...
+    dpflow.budget.BudgetStoreError: budget store b.sqlite: file is not a database. Fix: restore it from a backup.
+    """
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"budget store {path}: {problem}. Fix: {fix}.")
+
+
+def _declare_fix(dataset: str, path: str) -> str:
+    """How to give ``dataset`` a lifetime budget, on the command line and in Python."""
+    return (f"declare one first: `dpflow budget open {dataset} --rho R --store {path}` (or --epsilon E); "
+            f"in Python, BudgetStore({path!r}).open({dataset!r}, ZCDP(rho) or PureDP(epsilon))")
+
+
+def _sqlite_error(path: str, e: sqlite3.Error, timeout: float) -> BudgetStoreError:
+    """A clear message for an SQLite failure: what is wrong with the file and how to recover."""
+    text = str(e)
+    if "locked" in text or "busy" in text:
+        return BudgetStoreError(path, f"another process held the store locked for more than {timeout:g} s "
+                                f"(SQLite: {text})", "retry when the other run has finished")
+    if "unable to open" in text:
+        return BudgetStoreError(path, f"the file cannot be opened (SQLite: {text})",
+                                "check that --store names a store file in an existing, writable directory")
+    if "no such table" in text or "no such column" in text:
+        return BudgetStoreError(path, f"this SQLite file is not a dpflow budget store (SQLite: {text})",
+                                "point --store at the budget store file")
+    return BudgetStoreError(path, f"the file is not a readable budget store: it is corrupted, truncated or not "
+                            f"a store (SQLite: {text})",
+                            "restore the store from a backup and check it with `dpflow budget verify DATASET`; "
+                            "do not delete it or start a new one for the same data, since what was spent would "
+                            "be forgotten")
+
+
+def _approx(x: Fraction) -> str:
+    """A short decimal form of an exact amount (never overflows)."""
+    try:
+        return f"{float(x):.6g}"
+    except OverflowError:
+        return f"about 10^{len(str(abs(x.numerator) // x.denominator)) - 1}"
 
 
 @attrs.frozen
@@ -154,13 +210,25 @@ def _row_hash(prev: str, dataset: str, kind: str, ref: int | None, amount: str, 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _limit_of(budget: Measure) -> tuple[str, Fraction]:
+def lifetime_limit(budget: Measure) -> tuple[str, Fraction]:
+    """The filter and the limit of a lifetime budget, which must be positive and finite as a double
+    (else ``ValueError``); check it before writing anything.
+
+    >>> lifetime_limit(ZCDP("1/2"))
+    ('zcdp', Fraction(1, 2))
+    """
     if isinstance(budget, ZCDP):
-        return "zcdp", budget.rho
-    if isinstance(budget, PureDP):
-        return "pure", budget.epsilon
-    raise ValueError(f"a lifetime budget is ZCDP(rho) (zCDP filter) or PureDP(epsilon) (basic epsilon filter), "
-                     f"got {budget.describe()}: no filter for it is implemented")
+        filt, limit = "zcdp", budget.rho
+    elif isinstance(budget, PureDP):
+        filt, limit = "pure", budget.epsilon
+    else:
+        raise ValueError(f"a lifetime budget is ZCDP(rho) (zCDP filter) or PureDP(epsilon) (basic epsilon "
+                         f"filter), got {budget.describe()}: no filter for it is implemented")
+    if not 0 < limit <= Fraction(sys.float_info.max):
+        unit = "rho" if filt == "zcdp" else "epsilon"
+        raise ValueError(f"a lifetime budget must be positive and at most {sys.float_info.max:.6g}, got "
+                         f"{unit}={_approx(limit)}")
+    return filt, limit
 
 
 def _amount(filt: str, ledger: Ledger, sources: list[str], dataset: str) -> Fraction:
@@ -209,19 +277,137 @@ def datasets_of(ledger: Ledger, dataset: str | Mapping[str, str]) -> dict[str, l
     return out
 
 
+@attrs.frozen
+class _Audit:
+    """A dataset's rows re-walked: its filter and limit, what the rows say is spent, and any problem."""
+
+    filter: str
+    limit: Fraction
+    charged: Fraction
+    problems: tuple[str, ...]
+    rows: int
+
+
+def _entry(r: tuple[object, ...]) -> Entry:
+    seq, dataset, kind, ref, amount, plan_hash, created, prev, h = r
+    return Entry(int(str(seq)), str(dataset), str(kind), ref if ref is None or isinstance(ref, int) else -1,
+                 str(amount), str(plan_hash), str(created), str(prev), str(h))
+
+
+def _fraction(text: str) -> Fraction | None:
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _audit(con: sqlite3.Connection, dataset: str) -> _Audit | None:
+    """Check ``dataset``'s hash chain, declared limit, reservation outcomes and running total, and
+    recompute what was spent (reserved and not released) from its rows; None for an unknown dataset."""
+    row = con.execute("SELECT filter, limit_value, charged, head FROM datasets WHERE dataset = ?",
+                      (dataset,)).fetchone()
+    if row is None:
+        return None
+    filt, limit_text, charged_text, head = (str(x) for x in row)
+    entries = [_entry(r) for r in con.execute(
+        "SELECT seq, dataset, kind, ref, amount, plan_hash, created, prev, hash FROM entries WHERE dataset = ? "
+        "ORDER BY seq", (dataset,))]
+    problems: list[str] = []
+    limit = _fraction(limit_text)
+    if limit is None:
+        problems.append(f"the lifetime budget {limit_text!r} is not an exact fraction")
+    prev = GENESIS
+    reserved: dict[int, Fraction] = {}
+    outcome: dict[int, str] = {}
+    for i, e in enumerate(entries):
+        if e.prev != prev:
+            problems.append(f"row {e.seq}: does not follow the previous row (a row was removed or edited)")
+        if _row_hash(e.prev, e.dataset, e.kind, e.ref, e.amount, e.plan_hash, e.created) != e.hash:
+            problems.append(f"row {e.seq}: its content does not match its hash (the row was edited)")
+        prev = e.hash
+        amount = _fraction(e.amount)
+        if amount is None:
+            problems.append(f"row {e.seq}: amount {e.amount!r} is not an exact fraction")
+            continue
+        if (i == 0) != (e.kind == "open"):
+            problems.append(f"row {e.seq}: the chain must start with exactly one 'open' row")
+        elif e.kind == "open" and (e.plan_hash != filt or amount != limit):
+            problems.append(f"row {e.seq}: the declared budget {filt} {limit_text} differs from the chain's "
+                            f"{e.plan_hash} {e.amount}")
+        elif e.kind == "reserve":
+            reserved[e.seq] = amount
+        elif e.kind in ("commit", "release"):
+            if e.ref not in reserved or e.ref in outcome or reserved[e.ref] != amount:
+                problems.append(f"row {e.seq}: {e.kind} of reservation {e.ref} does not match one open "
+                                "reservation")
+            else:
+                outcome[e.ref] = e.kind
+    if prev != head:
+        problems.append("the chain's last row is not the recorded head (rows were removed or added)")
+    charged = sum((a for s, a in reserved.items() if outcome.get(s) != "release"), Fraction(0))
+    if charged != _fraction(charged_text):
+        problems.append(f"the running total {charged_text} differs from the rows' total {charged}")
+    if limit is not None and charged > limit:
+        problems.append(f"spent {charged} exceeds the lifetime budget {limit_text}")
+    return _Audit(filt, Fraction(0) if limit is None else limit, charged, tuple(problems), len(entries))
+
+
 class BudgetStore:
     """A persistent ledger of spent privacy per dataset identifier (SQLite file at ``path``).
 
     Safe to share between processes: every change is one ``BEGIN IMMEDIATE`` transaction, and each
-    call opens its own connection (so a store object survives ``fork``).
+    call opens its own connection (so a store object survives ``fork``).  A missing file is created
+    (an empty store) unless ``create=False``; an existing file must hold a store (an empty file is
+    refused too: it may be an emptied store), else :class:`BudgetStoreError` says what is wrong and
+    how to recover.
     """
 
-    def __init__(self, path: str | Path, timeout: float = 120.0) -> None:
+    def __init__(self, path: str | Path, timeout: float = 120.0, create: bool = True) -> None:
         self.path = str(path)
         self.timeout = timeout
-        with self._connect() as con:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.executescript(_SCHEMA)
+        p = Path(self.path)
+        if p.is_dir():
+            raise BudgetStoreError(self.path, "this is a directory, not a store file",
+                                   "give the path of the store file, e.g. DIR/dpflow-budget.sqlite")
+        if not p.exists():
+            if not create:
+                raise BudgetStoreError(self.path, "no such store file",
+                                       "check the path (--store, --budget-store or $DPFLOW_BUDGET_STORE); a new "
+                                       "store is created by `dpflow budget open DATASET --rho R --store PATH`")
+            self._create(p)
+        with self._read() as con:
+            tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"datasets", "entries"} <= tables:
+            raise BudgetStoreError(self.path, "the file holds no budget store (no datasets/entries tables): it is "
+                                   "empty, truncated, or another kind of file",
+                                   "restore the store from a backup, or give the path of the store file")
+
+    def _create(self, p: Path) -> None:
+        """Build an empty store beside ``p`` and link it into place: the path never shows a half-made
+        store, so an existing file without the tables is always an error (an emptied store is not
+        silently replaced).  If another process created ``p`` meanwhile, its store is used."""
+        try:
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".new")
+        except OSError as e:
+            raise BudgetStoreError(self.path, f"the store file cannot be created ({e.strerror})",
+                                   "give a path in an existing, writable directory") from e
+        os.close(fd)
+        try:
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.executescript(_SCHEMA)
+                con.execute("PRAGMA journal_mode=WAL")
+            finally:
+                con.close()
+            os.link(tmp, p)
+        except FileExistsError:
+            pass
+        except sqlite3.Error as e:
+            raise _sqlite_error(self.path, e, self.timeout) from e
+        finally:
+            for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -229,9 +415,20 @@ class BudgetStore:
         return con
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        con = self._connect()
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A connection outside any transaction; SQLite failures become :class:`BudgetStoreError`."""
         try:
+            con = self._connect()
+            try:
+                yield con
+            finally:
+                con.close()
+        except sqlite3.Error as e:
+            raise _sqlite_error(self.path, e, self.timeout) from e
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._read() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
                 yield con
@@ -239,8 +436,6 @@ class BudgetStore:
                 con.execute("ROLLBACK")
                 raise
             con.execute("COMMIT")
-        finally:
-            con.close()
 
     @staticmethod
     def _append(con: sqlite3.Connection, dataset: str, kind: str, ref: int | None, amount: Fraction,
@@ -257,24 +452,27 @@ class BudgetStore:
         assert seq is not None
         return seq
 
-    @staticmethod
-    def _dataset(con: sqlite3.Connection, dataset: str) -> tuple[str, Fraction, Fraction]:
+    def _dataset(self, con: sqlite3.Connection, dataset: str) -> tuple[str, Fraction, Fraction]:
         row = con.execute("SELECT filter, limit_value, charged FROM datasets WHERE dataset = ?",
                           (dataset,)).fetchone()
         if row is None:
-            raise BudgetExhaustedError(dataset, "the budget store has no lifetime budget for this dataset",
-                                       "declare one first with BudgetStore.open(dataset, ZCDP(rho) or PureDP(eps))")
+            known = [str(r[0]) for r in con.execute("SELECT dataset FROM datasets ORDER BY dataset")]
+            raise BudgetStoreError(self.path, f"no dataset {dataset!r} (the store holds: "
+                                   f"{', '.join(known) or 'none'})", _declare_fix(dataset, self.path))
         return str(row[0]), Fraction(row[1]), Fraction(row[2])
 
     def open(self, dataset: str, budget: Measure) -> None:
-        """Declare ``dataset``'s lifetime budget (once; opening again with the same budget is a no-op)."""
-        filt, limit = _limit_of(budget)
+        """Declare ``dataset``'s lifetime budget (once; opening again with the same budget is a no-op).
+
+        The limit must be positive and finite as a double; it is checked before anything is written.
+        """
+        filt, limit = lifetime_limit(budget)
         if not dataset:
             raise ValueError("a dataset id must be a non-empty string")
         with self._transaction() as con:
             row = con.execute("SELECT filter, limit_value FROM datasets WHERE dataset = ?", (dataset,)).fetchone()
             if row is not None:
-                if (str(row[0]), Fraction(row[1])) != (filt, limit):
+                if (str(row[0]), _fraction(str(row[1]))) != (filt, limit):
                     raise ValueError(f"dataset {dataset!r} already has the lifetime budget {row[0]} {row[1]}; "
                                      "a lifetime budget cannot be changed")
                 return
@@ -282,21 +480,37 @@ class BudgetStore:
                         (dataset, filt, str(limit), GENESIS))
             self._append(con, dataset, "open", None, limit, filt)
 
+    def _verified(self, con: sqlite3.Connection, dataset: str) -> _Audit:
+        """The dataset's audit, for admitting a run: refuses an unknown dataset or one failing verification."""
+        audit = _audit(con, dataset)
+        if audit is None:
+            raise BudgetExhaustedError(dataset, "the budget store has no lifetime budget for this dataset",
+                                       _declare_fix(dataset, self.path))
+        if audit.problems:
+            raise BudgetStoreError(self.path, f"dataset {dataset!r} fails verification, so no run is admitted on "
+                                   f"it: {'; '.join(audit.problems)}",
+                                   f"see `dpflow budget verify {dataset} --store {self.path}`; restore the store "
+                                   "from a backup whose chain verifies")
+        return audit
+
     def reserve(self, ledger: Ledger, dataset: str | Mapping[str, str]) -> Reservation:
         """Reserve the certified cost of ``ledger`` on ``dataset`` (one id, or plan source -> id).
 
-        All datasets are charged in one transaction, or none is; raises
-        :class:`BudgetExhaustedError` if any would exceed its lifetime budget.
+        All datasets are charged in one transaction, or none is.  What each dataset has spent is
+        recomputed from its verified rows inside that transaction; raises
+        :class:`BudgetExhaustedError` if any would exceed its lifetime budget, and
+        :class:`BudgetStoreError` if any fails verification.
         """
         groups = datasets_of(ledger, dataset)
         ids: list[tuple[str, int]] = []
         amounts: list[tuple[str, Fraction]] = []
         with self._transaction() as con:
             for ds, sources in sorted(groups.items()):
-                filt, limit, charged = self._dataset(con, ds)
-                amount = _amount(filt, ledger, sources, ds)
+                audit = self._verified(con, ds)
+                limit, charged = audit.limit, audit.charged
+                amount = _amount(audit.filter, ledger, sources, ds)
                 if charged + amount > limit:
-                    unit = "rho" if filt == "zcdp" else "epsilon"
+                    unit = "rho" if audit.filter == "zcdp" else "epsilon"
                     raise BudgetExhaustedError(
                         ds, f"this run needs {unit}={amount} but only {limit - charged} of the lifetime budget "
                         f"{unit}={limit} remains (spent or reserved: {charged})",
@@ -329,45 +543,54 @@ class BudgetStore:
     def charge(self, ledger: Ledger, dataset: str | Mapping[str, str]) -> Iterator[Charge]:
         """Reserve on entry; on exit commit, or release if the block failed before :meth:`Charge.reading`.
 
-        Once ``reading()`` was called the cost is committed whatever happens, since data was read.
+        Once ``reading()`` was called the cost is committed whatever happens, since data was read.  An
+        exception (also ``KeyboardInterrupt``) leaving the block carries a note saying what was charged.
         """
         ch = Charge(self, self.reserve(ledger, dataset))
         try:
             yield ch
-        except BaseException:
-            if ch.read:
-                self.commit(ch.reservation)
-            else:
-                self.release(ch.reservation)
+        except BaseException as exc:
+            self._settle(ch.reservation, ch.read)
+            exc.add_note(self._charge_note(ch.reservation, "committed" if ch.read else "released",
+                                           "private data had been read, so the cost counts" if ch.read else
+                                           "no private data had been read, so the budget was given back"))
             raise
-        self.commit(ch.reservation)
+        self._settle(ch.reservation, True)
+
+    def _settle(self, reservation: Reservation, commit: bool) -> None:
+        """Commit or release; if that fails (or is interrupted), say that the reservation stays pending."""
+        try:
+            if commit:
+                self.commit(reservation)
+            else:
+                self.release(reservation)
+        except BaseException as e:
+            e.add_note(self._charge_note(reservation, "left pending (counted as spent)",
+                                         "the store could not be updated"))
+            raise
+
+    def _charge_note(self, reservation: Reservation, outcome: str, why: str) -> str:
+        charges = ", ".join(f"{amount} on dataset {ds!r} (reservation {seq})"
+                            for (ds, seq), (_, amount) in zip(reservation.ids, reservation.amounts, strict=True))
+        return f"budget store {self.path}: {outcome}: {charges}; {why}"
 
     def entries(self, dataset: str) -> list[Entry]:
         """The dataset's rows, oldest first."""
-        con = self._connect()
-        try:
+        with self._read() as con:
             rows = con.execute("SELECT seq, dataset, kind, ref, amount, plan_hash, created, prev, hash "
                                "FROM entries WHERE dataset = ? ORDER BY seq", (dataset,)).fetchall()
-        finally:
-            con.close()
-        return [Entry(*r) for r in rows]
+        return [_entry(r) for r in rows]
 
     def datasets(self) -> list[str]:
         """Every dataset id the store knows."""
-        con = self._connect()
-        try:
+        with self._read() as con:
             return [str(r[0]) for r in con.execute("SELECT dataset FROM datasets ORDER BY dataset")]
-        finally:
-            con.close()
 
     def status(self, dataset: str) -> Status:
         """The dataset's limit, committed and pending amounts (from its rows)."""
-        con = self._connect()
-        try:
+        with self._read() as con:
             filt, limit, _ = self._dataset(con, dataset)
             head = str(con.execute("SELECT head FROM datasets WHERE dataset = ?", (dataset,)).fetchone()[0])
-        finally:
-            con.close()
         reserved: dict[int, Fraction] = {}
         outcome: dict[int, str] = {}
         for e in self.entries(dataset):
@@ -382,53 +605,13 @@ class BudgetStore:
         return Status(dataset, filt, limit, committed, pending, pending_ids, runs, head)
 
     def verify(self, dataset: str) -> Verification:
-        """Check the hash chain, the declared limit, the reservation outcomes and the running total."""
-        problems: list[str] = []
-        con = self._connect()
-        try:
-            row = con.execute("SELECT filter, limit_value, charged, head FROM datasets WHERE dataset = ?",
-                              (dataset,)).fetchone()
-        finally:
-            con.close()
-        if row is None:
+        """Check the hash chain, the declared limit, the reservation outcomes and the running total
+        (the same check that admits a run)."""
+        with self._read() as con:
+            audit = _audit(con, dataset)
+        if audit is None:
             return Verification(dataset, False, (f"unknown dataset {dataset!r}",), 0)
-        filt, limit_text, charged_text, head = (str(x) for x in row)
-        entries = self.entries(dataset)
-        prev = GENESIS
-        reserved: dict[int, Fraction] = {}
-        outcome: dict[int, str] = {}
-        for i, e in enumerate(entries):
-            if e.prev != prev:
-                problems.append(f"row {e.seq}: does not follow the previous row (a row was removed or edited)")
-            if _row_hash(e.prev, e.dataset, e.kind, e.ref, e.amount, e.plan_hash, e.created) != e.hash:
-                problems.append(f"row {e.seq}: its content does not match its hash (the row was edited)")
-            prev = e.hash
-            try:
-                amount = Fraction(e.amount)
-            except ValueError:
-                problems.append(f"row {e.seq}: amount {e.amount!r} is not an exact fraction")
-                continue
-            if (i == 0) != (e.kind == "open"):
-                problems.append(f"row {e.seq}: the chain must start with exactly one 'open' row")
-            elif e.kind == "open" and (e.plan_hash != filt or amount != Fraction(limit_text)):
-                problems.append(f"row {e.seq}: the declared budget {filt} {limit_text} differs from the chain's "
-                                f"{e.plan_hash} {e.amount}")
-            elif e.kind == "reserve":
-                reserved[e.seq] = amount
-            elif e.kind in ("commit", "release"):
-                if e.ref not in reserved or e.ref in outcome or reserved[e.ref] != amount:
-                    problems.append(f"row {e.seq}: {e.kind} of reservation {e.ref} does not match one open "
-                                    "reservation")
-                else:
-                    outcome[e.ref] = e.kind
-        if prev != head:
-            problems.append("the chain's last row is not the recorded head (rows were removed or added)")
-        charged = sum((a for s, a in reserved.items() if outcome.get(s) != "release"), Fraction(0))
-        if charged != Fraction(charged_text):
-            problems.append(f"the running total {charged_text} differs from the rows' total {charged}")
-        if charged > Fraction(limit_text):
-            problems.append(f"spent {charged} exceeds the lifetime budget {limit_text}")
-        return Verification(dataset, not problems, tuple(problems), len(entries))
+        return Verification(dataset, not audit.problems, audit.problems, audit.rows)
 
 
 @attrs.define
@@ -455,9 +638,9 @@ def describe_status(s: Status) -> str:
     unit = "rho" if s.filter == "zcdp" else "epsilon"
     name = "zCDP filter" if s.filter == "zcdp" else "basic epsilon filter"
     lines = [
-        f"dataset {s.dataset}: {name}, lifetime {unit} = {s.limit} ({float(s.limit):.6g})",
+        f"dataset {s.dataset}: {name}, lifetime {unit} = {s.limit} ({_approx(s.limit)})",
         f"  committed {s.committed} in {s.runs} runs, pending {s.pending} ({len(s.pending_ids)} reservations), "
-        f"remaining {s.remaining} ({float(s.remaining):.6g})",
+        f"remaining {s.remaining} ({_approx(s.remaining)})",
         f"  head {s.head}",
     ]
     if s.pending_ids:
@@ -465,5 +648,5 @@ def describe_status(s: Status) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BudgetExhaustedError", "BudgetStore", "Charge", "Entry", "Reservation", "Status", "Verification",
-           "datasets_of", "describe_status"]
+__all__ = ["BudgetExhaustedError", "BudgetStore", "BudgetStoreError", "Charge", "Entry", "Reservation", "Status",
+           "Verification", "datasets_of", "describe_status", "lifetime_limit"]

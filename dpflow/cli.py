@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from dpflow.budget import BudgetStore, describe_status
+from dpflow.budget import BudgetStore, describe_status, lifetime_limit
 from dpflow.errors import DpflowError, PlanError
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan
 from dpflow.privacy import ZCDP, Cost, PureDP, exact, zcdp_to_approx_dp
-from dpflow.report import run
+from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir, run
 
 
 def load_plan(path: str) -> Plan:
@@ -68,19 +68,38 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(path: str | None) -> BudgetStore:
-    return BudgetStore(path or os.environ.get("DPFLOW_BUDGET_STORE", "dpflow-budget.sqlite"))
+def _store(path: str | None, create: bool) -> BudgetStore:
+    return BudgetStore(path or os.environ.get("DPFLOW_BUDGET_STORE", "dpflow-budget.sqlite"), create=create)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    store = _store(args.budget_store) if args.dataset else None
-    result = run(load_plan(args.plan), load_data(args.data), noise=_noise(args.seed), budget_store=store,
-                 dataset=args.dataset)
-    print(result.report.ledger.summary())
+    plan = load_plan(args.plan)
+    store = _store(args.budget_store, create=False) if args.dataset else None
+    out = prepare_report_dir(args.report)  # before any budget is reserved
+    data = load_data(args.data)
+    result = run(plan, data, noise=_noise(args.seed), budget_store=store, dataset=args.dataset)
+    report = result.report
+    print(report.ledger.summary())
+    if report.execution.seeded:
+        print(NOT_FOR_RELEASE)
     for name, value in sorted(result.released.items()):
         print(f"{name} = {np.array2string(np.asarray(value), precision=5)}")
-    for path in result.report.write(args.report):
+    if report.budget is not None:
+        for c in report.budget["charges"]:
+            print(f"charged {c['amount']} to dataset {c['dataset']} (reservation {c['reservation']}) in the budget "
+                  f"store {report.budget['store']}")
+    try:
+        paths = report.write(out)
+    except OSError as e:
+        print(f"dpflow: error: the report could not be written: {e}", file=sys.stderr)
+        print("dpflow: " + ("the run was charged (see above); " if report.budget is not None else "")
+              + "the report JSON follows on standard output, so it is not lost", file=sys.stderr)
+        print(report.to_json())
+        return 1
+    for path in paths:
         print(f"wrote {path}")
+    if report.execution.seeded:
+        print(NOT_FOR_RELEASE)
     return 0
 
 
@@ -100,22 +119,29 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_budget(args: argparse.Namespace) -> int:
-    store = _store(args.store)
     if args.budget_command == "open":
         if (args.rho is None) == (args.epsilon is None):
             raise ValueError("budget open needs exactly one of --rho (zCDP filter) or --epsilon (pure filter)")
-        store.open(args.dataset, ZCDP(args.rho) if args.rho is not None else PureDP(args.epsilon))
+        budget = ZCDP(args.rho) if args.rho is not None else PureDP(args.epsilon)
+        lifetime_limit(budget)  # refuse a bad limit before any file is written
+        store = _store(args.store, create=True)
+        store.open(args.dataset, budget)
         print(describe_status(store.status(args.dataset)))
         return 0
+    store = _store(args.store, create=False)
     if args.budget_command == "show":
         print(describe_status(store.status(args.dataset)))
         for e in store.entries(args.dataset):
             ref = f" of {e.ref}" if e.ref is not None else ""
             print(f"  {e.seq:>6} {e.created} {e.kind:<8}{ref:<10} {e.amount:<24} {e.plan_hash[:23]}")
-        return 0
     check = store.verify(args.dataset)
     for p in check.problems:
         print(f"dpflow: budget store: {p}", file=sys.stderr)
+    if args.budget_command == "show":
+        if not check.ok:
+            print(f"dpflow: budget store: dataset {args.dataset} FAILS VERIFICATION: no run is admitted on it",
+                  file=sys.stderr)
+        return 0 if check.ok else 1
     print(f"{args.dataset}: {check.rows} rows, " + ("chain verified" if check.ok else "VERIFICATION FAILED"))
     return 0 if check.ok else 1
 
@@ -175,10 +201,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(code)
     except PlanError as e:
         print(f"dpflow: plan refused: {e}", file=sys.stderr)
+        _print_notes(e)
         return 2
     except (DpflowError, OSError, ValueError) as e:
         print(f"dpflow: error: {e}", file=sys.stderr)
+        _print_notes(e)
         return 1
+    except KeyboardInterrupt as e:
+        print("dpflow: interrupted", file=sys.stderr)
+        if not _print_notes(e) and args.command == "run" and args.dataset:
+            print("dpflow: no budget was charged by this run, unless the interrupt came while the budget store "
+                  "was being updated: a reservation left then stays pending (counted as spent); see "
+                  f"`dpflow budget show {args.dataset}`", file=sys.stderr)
+        return 130
+
+
+def _print_notes(e: BaseException) -> bool:
+    """Print what an exception's notes say (e.g. what a failed run charged); False if it has none."""
+    notes = [str(n) for n in getattr(e, "__notes__", ())]
+    for note in notes:
+        print(f"dpflow: {note}", file=sys.stderr)
+    return bool(notes)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ from dpflow.estimators.tails import chi_radius
 from dpflow.interpreter.noise import SecureNoise, SeededNoise
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.privacy import ZCDP
-from dpflow.report import run
+from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir, run
 
 N_ROWS, DIM = 20_000, 5
 EDGES = tuple(float(e) for e in np.linspace(-2.0, 8.0, 11))
@@ -56,11 +56,14 @@ def demo_plan() -> Plan:
 
 def run_demo(out: str = "dpflow-demo-report", seed: int | None = None) -> int:
     """Run the demo plan, print the ledger and the estimates, write the report."""
+    prepare_report_dir(out)
     X = demo_data()
     plan = demo_plan()
     result = run(plan, {"X": X}, noise=SecureNoise() if seed is None else SeededNoise(seed))
     print(result.report.ledger.summary())
     print()
+    if seed is not None:
+        print(NOT_FOR_RELEASE)
     mean = np.asarray(result.released["mean"])
     cov = np.asarray(result.released["covariance"])
     hist = np.asarray(result.released["histogram_x0"])
@@ -78,4 +81,6 @@ def run_demo(out: str = "dpflow-demo-report", seed: int | None = None) -> int:
     print()
     for path in result.report.write(out):
         print(f"wrote {path}")
+    if seed is not None:
+        print(NOT_FOR_RELEASE)
     return 0

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
@@ -18,7 +19,7 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.budget import BudgetExhaustedError, BudgetStore
+from dpflow.budget import BudgetExhaustedError, BudgetStore, BudgetStoreError, Status
 from dpflow.cli import main
 
 N_ROWS = 20
@@ -61,7 +62,7 @@ def store(tmp_path: Path) -> BudgetStore:
 def test_runs_are_charged_exactly_and_stored_as_fraction_text(store: BudgetStore) -> None:
     store.open("census", dp.ZCDP(Fraction(1, 3)))
     for _ in range(3):
-        res = small_plan(Fraction(1, 9)).run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="census")
+        res = small_plan(Fraction(1, 9)).run(DATA, budget_store=store, dataset="census")
         assert res.report.to_data()["budget"]["charges"][0]["amount"] == "1/9"
     st = store.status("census")
     assert (st.committed, st.pending, st.remaining, st.runs) == (Fraction(1, 3), 0, 0, 3)
@@ -70,7 +71,7 @@ def test_runs_are_charged_exactly_and_stored_as_fraction_text(store: BudgetStore
         kinds |= {r[0] for r in con.execute("SELECT typeof(limit_value) || typeof(charged) FROM datasets")}
     assert kinds == {"text", "texttext"}
     with pytest.raises(BudgetExhaustedError, match="census"):
-        small_plan(Fraction(1, 10**12)).run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="census")
+        small_plan(Fraction(1, 10**12)).run(DATA, budget_store=store, dataset="census")
     assert store.verify("census").ok
 
 
@@ -91,7 +92,7 @@ def test_schema_error_releases_and_a_failure_after_reading_commits(store: Budget
     assert store.status("d").spent == 0
     assert [e.kind for e in store.entries("d")] == ["open", "reserve", "release"]
 
-    class Exploding(dp.SeededNoise):
+    class Exploding(dp.SecureNoise):
         def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
             raise RuntimeError("noise source failed")
 
@@ -99,7 +100,7 @@ def test_schema_error_releases_and_a_failure_after_reading_commits(store: Budget
             raise RuntimeError("noise source failed")
 
     with pytest.raises(RuntimeError):
-        small_plan().run(DATA, noise=Exploding(0), budget_store=store, dataset="d")
+        small_plan().run(DATA, noise=Exploding(), budget_store=store, dataset="d")
     st = store.status("d")
     assert st.committed == Fraction(1, 100) and st.pending == 0  # data was read: the cost counts
     assert store.verify("d").ok
@@ -108,7 +109,7 @@ def test_schema_error_releases_and_a_failure_after_reading_commits(store: Budget
 def test_pure_filter_and_multi_source_mapping(store: BudgetStore) -> None:
     store.open("p", dp.PureDP(1))
     for _ in range(4):
-        laplace_plan("1/4").run(DATA, noise=dp.SeededNoise(1), budget_store=store, dataset="p")
+        laplace_plan("1/4").run(DATA, budget_store=store, dataset="p")
     assert store.status("p").remaining == 0
     store.open("p2", dp.PureDP(1))
     with pytest.raises(BudgetExhaustedError, match="no pure-DP cost"):
@@ -122,10 +123,10 @@ def test_pure_filter_and_multi_source_mapping(store: BudgetStore) -> None:
     store.open("a", dp.ZCDP(1))
     store.open("b", dp.ZCDP(Fraction(1, 20)))
     data = {"X": DATA["X"], "Y": DATA["X"]}
-    two.run(data, noise=dp.SeededNoise(2), budget_store=store, dataset="a")  # both sources: rho adds
+    two.run(data, budget_store=store, dataset="a")  # both sources: rho adds
     assert store.status("a").spent == Fraction(1, 5)
     with pytest.raises(BudgetExhaustedError):  # "b" cannot pay: neither dataset is charged
-        two.run(data, noise=dp.SeededNoise(2), budget_store=store, dataset={"X": "a", "Y": "b"})
+        two.run(data, budget_store=store, dataset={"X": "a", "Y": "b"})
     assert store.status("a").spent == Fraction(1, 5) and store.status("b").spent == 0
     with pytest.raises(ValueError, match="map every plan source"):
         two.run(data, budget_store=store, dataset={"X": "a"})
@@ -142,17 +143,20 @@ def _tamper(path: str, sql: str) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("sql", [
+TAMPERS = [
     "UPDATE entries SET amount = '1/1000' WHERE kind = 'reserve' AND seq = 2",  # shrink a charge
     "DELETE FROM entries WHERE seq = 3",  # drop a commit
     "UPDATE datasets SET limit_value = '5'",  # raise the lifetime budget
     "UPDATE datasets SET charged = '0'",  # forget the running total
     "DELETE FROM entries WHERE seq = (SELECT max(seq) FROM entries)",  # truncate the newest row
-])
+]
+
+
+@pytest.mark.parametrize("sql", TAMPERS)
 def test_tampering_is_reported(store: BudgetStore, sql: str, capsys: pytest.CaptureFixture[str]) -> None:
     store.open("d", dp.ZCDP(Fraction(1, 10)))
     for _ in range(2):
-        small_plan().run(DATA, noise=dp.SeededNoise(3), budget_store=store, dataset="d")
+        small_plan().run(DATA, budget_store=store, dataset="d")
     assert store.verify("d").ok
     _tamper(store.path, sql)
     check = store.verify("d")
@@ -170,16 +174,146 @@ def test_cli_open_run_show_verify(tmp_path: Path, capsys: pytest.CaptureFixture[
         "plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))\n")
     np.save(tmp_path / "x.npy", np.zeros((20, 2)))
     assert main(["budget", "open", "ds", "--rho", "1/2", "--store", path]) == 0
-    args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
-            "--seed", "1", "--dataset", "ds", "--budget-store", path]
-    assert main(args) == 0 and main(args) == 0
-    assert main(args) == 2  # the third run would exceed the lifetime budget
+    args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--dataset", "ds", "--budget-store", path]
+    assert main(args + ["--report", str(tmp_path / "r1")]) == 0 and main(args + ["--report", str(tmp_path / "r2")]) == 0
+    assert main(args + ["--report", str(tmp_path / "r3")]) == 2  # the third run would exceed the lifetime budget
     capsys.readouterr()
     assert main(["budget", "show", "ds", "--store", path]) == 0
     out = capsys.readouterr().out
     assert "committed 1/2 in 2 runs" in out and "remaining 0" in out
     assert main(["budget", "verify", "ds", "--store", path]) == 0
     assert main(["budget", "open", "x", "--store", path]) == 1  # neither --rho nor --epsilon
+
+
+@pytest.mark.parametrize("sql", TAMPERS)
+def test_a_store_that_fails_verification_admits_no_run(store: BudgetStore, sql: str) -> None:
+    store.open("d", dp.ZCDP(Fraction(1, 10)))
+    for _ in range(2):
+        small_plan().run(DATA, budget_store=store, dataset="d")
+    _tamper(store.path, sql)
+    rows = len(store.entries("d"))
+    with pytest.raises(BudgetStoreError, match="fails verification") as err:
+        small_plan().run(Poisoned(("X",)), budget_store=store, dataset="d")
+    assert store.verify("d").problems[0] in str(err.value) and "budget verify d" in err.value.fix
+    assert len(store.entries("d")) == rows  # nothing reserved
+
+
+def _plan_file(tmp_path: Path, rho: str) -> Path:
+    plan_file = tmp_path / "plan.py"
+    plan_file.write_text(
+        "import dpflow as dp\nfrom dpflow import nodes as N\n"
+        f"b = dp.PlanBuilder(budget=dp.ZCDP({rho!r}))\nX = b.source('X', dp.Vectors(d=2), n=20)\n"
+        "plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))\n")
+    np.save(tmp_path / "x.npy", np.zeros((20, 2)))
+    return plan_file
+
+
+def test_cli_run_rests_on_the_verified_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 14 item 11: an edited `charged` column let two more runs through, beyond the lifetime limit
+    path = str(tmp_path / "s.sqlite")
+    plan_file = _plan_file(tmp_path, "1/2")
+    assert main(["budget", "open", "ds", "--rho", "1", "--store", path]) == 0
+    args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--dataset", "ds", "--budget-store", path]
+    assert main(args + ["--report", str(tmp_path / "r1")]) == 0 and main(args + ["--report", str(tmp_path / "r2")]) == 0
+    _tamper(path, "UPDATE datasets SET charged = '0'")
+    capsys.readouterr()
+    for i in (3, 4):
+        assert main(args + ["--report", str(tmp_path / f"r{i}")]) == 1
+        err = capsys.readouterr().err
+        assert "fails verification" in err and "running total 0 differs from the rows' total 1" in err
+    assert BudgetStore(path).status("ds").spent == 1 and len(BudgetStore(path).entries("ds")) == 5
+    assert main(["budget", "show", "ds", "--store", path]) == 1
+    assert "FAILS VERIFICATION" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--rho", "1e400"), ("--epsilon", "1e400"), ("--rho", "0"),
+                                         ("--rho", "-1"), ("--rho", "nan")])
+def test_budget_open_validates_the_limit_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        flag: str, value: str) -> None:
+    path = tmp_path / "s.sqlite"
+    assert main(["budget", "open", "d", flag, value, "--store", str(path)]) == 1
+    assert "dpflow: error:" in capsys.readouterr().err
+    assert not path.exists()  # nothing written, not even an empty store
+
+
+def test_lifetime_limit_bounds() -> None:
+    from dpflow.budget import describe_status, lifetime_limit
+    top = Fraction(sys.float_info.max)
+    assert lifetime_limit(dp.ZCDP(top)) == ("zcdp", top)
+    assert lifetime_limit(dp.PureDP(Fraction(1, 10**400))) == ("pure", Fraction(1, 10**400))
+    for bad in (top + Fraction(1, 10**9), Fraction(0)):
+        with pytest.raises(ValueError, match="must be positive and at most"):
+            lifetime_limit(dp.ZCDP(bad))
+    # a store written before the check still shows
+    text = describe_status(Status("d", "zcdp", Fraction(10**400), Fraction(0), Fraction(0), (), 0, "0" * 64))
+    assert "about 10^400" in text
+
+
+def _corrupt(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / "s.sqlite"
+    if kind == "directory":
+        path.mkdir()
+        return path
+    if kind == "random":
+        path.write_bytes(np.random.default_rng(0).bytes(5000))
+        return path
+    if kind == "foreign":
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE people (name TEXT)")
+        return path
+    store = BudgetStore(path)
+    store.open("d", dp.ZCDP(1))
+    for _ in range(20):
+        small_plan().run(DATA, budget_store=store, dataset="d")
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    os.truncate(path, 0 if kind == "emptied" else 4096)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["random", "truncated", "emptied", "directory", "foreign"])
+def test_a_corrupted_store_file_is_named_with_a_recovery(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          kind: str) -> None:
+    path = _corrupt(tmp_path, kind)
+    before = {p.name for p in tmp_path.iterdir()}
+    plan_file = _plan_file(tmp_path, "1/100")
+    commands = [["budget", "show", "d", "--store", str(path)], ["budget", "verify", "d", "--store", str(path)],
+                ["budget", "open", "e", "--rho", "1", "--store", str(path)],
+                ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
+                 "--dataset", "d", "--budget-store", str(path)]]
+    for argv in commands:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"dpflow: error: budget store {path}: ") and "Fix:" in err, err
+        if kind != "directory":
+            assert "restore the store from a backup" in err
+    with pytest.raises(BudgetStoreError):
+        BudgetStore(path)
+    assert {p.name for p in tmp_path.iterdir()} <= before | {"plan.py", "x.npy"}  # nothing created
+
+
+def test_show_of_an_unknown_dataset_creates_nothing_and_names_the_cli_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.sqlite"
+    for command in ("show", "verify"):
+        assert main(["budget", command, "zz", "--store", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert "no such store file" in err and "dpflow budget open" in err and "plan refused" not in err
+    assert not path.exists()
+    plan_file = _plan_file(tmp_path, "1/100")
+    run_args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
+                "--dataset", "zz", "--budget-store", str(path)]
+    assert main(run_args) == 1 and not path.exists()
+    capsys.readouterr()
+    assert main(["budget", "open", "a", "--rho", "1", "--store", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["budget", "show", "zz", "--store", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "no dataset 'zz' (the store holds: a)" in err and f"dpflow budget open zz --rho R --store {path}" in err
+    assert "plan refused" not in err
+    assert BudgetStore(path).datasets() == ["a"]
+    assert main(run_args) == 2  # the run names the CLI fix too
+    assert f"`dpflow budget open zz --rho R --store {path}`" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ concurrency and crashes
@@ -193,7 +327,7 @@ def _worker(path: str, out: Any) -> None:
     ok = refused = 0
     for _ in range(RUNS_EACH):
         try:
-            plan.run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="shared")
+            plan.run(DATA, budget_store=store, dataset="shared")
             ok += 1
         except BudgetExhaustedError:
             refused += 1
@@ -219,11 +353,11 @@ def test_concurrent_processes_never_overspend(store: BudgetStore) -> None:
     assert store.verify("shared").ok
 
 
-class _Blocking(dp.SeededNoise):
+class _Blocking(dp.SecureNoise):
     """Signals that the run has read its data, then hangs until the process is killed."""
 
     def __init__(self, flag: str) -> None:
-        super().__init__(0)
+        super().__init__()
         self.flag = flag
 
     def _hang(self) -> None:
@@ -247,7 +381,7 @@ def _looping_runs(path: str) -> None:
     store = BudgetStore(path)
     plan = small_plan(Fraction(1, 10**6))
     while True:
-        plan.run(DATA, noise=dp.SeededNoise(0), budget_store=store, dataset="d")
+        plan.run(DATA, budget_store=store, dataset="d")
 
 
 def _wait_for(cond: Any, seconds: float = 30.0) -> None:

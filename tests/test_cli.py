@@ -17,6 +17,7 @@ def test_demo_writes_report_and_prints_estimates(tmp_path: Path, capsys: pytest.
     assert main(["demo", "--out", str(tmp_path / "rep"), "--seed", "5"]) == 0
     out = capsys.readouterr().out
     assert "source X: rho=" in out and "l2 error" in out
+    assert out.count("NOT FOR RELEASE: this run used seeded noise") == 2  # on the terminal too
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert report["run"]["seeded"] is True
     assert set(report["released"]) == {"mean", "covariance", "histogram_x0"}

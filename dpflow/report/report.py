@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,41 @@ from dpflow.planner.ledger import Ledger
 from dpflow.report.markdown import render_markdown
 
 REPORT_SCHEMA = "dpflow.report/1"
+REPORT_FILES = ("report.json", "report.md")
+NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are reproducible from the seed, "
+                   "not private")
+
+
+def prepare_report_dir(directory: str | Path) -> Path:
+    """Create ``directory`` (and its parents) and check that a report can be written there: it is a
+    writable directory holding no earlier report.  Call it before any budget is reserved.
+
+    Raises an ``OSError`` whose message names the problem and the fix.
+
+    >>> import tempfile, pathlib
+    >>> d = prepare_report_dir(pathlib.Path(tempfile.mkdtemp()) / "r")
+    >>> d.is_dir()
+    True
+    """
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise NotADirectoryError(f"report directory {d} is a file, not a directory: choose another path")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise type(e)(f"report directory {d} cannot be created ({e.strerror}): choose a writable path") from e
+    earlier = [name for name in REPORT_FILES if os.path.lexists(d / name)]
+    if earlier:
+        raise FileExistsError(f"report directory {d} already holds {' and '.join(earlier)} from an earlier run, "
+                              "which is never overwritten: choose a new directory, or move the earlier report "
+                              "away")
+    try:
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".dpflow-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise type(e)(f"report directory {d} is not writable ({e.strerror}): choose a writable directory") from e
+    return d
 
 
 def _jsonable(x: Any) -> Any:
@@ -79,12 +116,31 @@ class Report:
         return render_markdown(self.to_data())
 
     def write(self, directory: str | Path) -> list[Path]:
-        """Write ``report.json`` and ``report.md`` into ``directory``; return the paths."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        paths = [d / "report.json", d / "report.md"]
-        paths[0].write_text(self.to_json() + "\n")
-        paths[1].write_text(self.to_markdown())
+        """Write ``report.json`` and ``report.md`` into ``directory``; return the paths.
+
+        Each file appears complete or not at all (written to a temporary file, synced, then linked
+        into place); an earlier report is never overwritten (``FileExistsError``, nothing written).
+        """
+        d = prepare_report_dir(directory)
+        texts = (self.to_json() + "\n", self.to_markdown())
+        temps: list[str] = []
+        try:
+            for name, text in zip(REPORT_FILES, texts, strict=True):
+                fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=".tmp")
+                temps.append(tmp)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+            paths = [d / name for name in REPORT_FILES]
+            for tmp, path in zip(temps, paths, strict=True):
+                os.link(tmp, path)  # atomic, and fails rather than replace an existing file
+        except FileExistsError as e:
+            raise FileExistsError(f"report directory {d} got a report from another run meanwhile ({e.filename}); "
+                                  "it is never overwritten: choose a new directory") from e
+        finally:
+            for tmp in temps:
+                os.unlink(tmp)
         return paths
 
 
@@ -111,10 +167,16 @@ def run(
     With ``budget_store`` (a :class:`dpflow.budget.BudgetStore`) the certified cost is
     reserved on ``dataset`` (one id, or plan source -> id) before any data is read,
     released if the public schema check fails, and committed otherwise (also when the
-    run fails after data was read); the report records the reservation.
+    run fails after data was read); the report records the reservation.  Seeded noise
+    (``noise.seeded``) is refused with a budget store: its output is reproducible, not
+    private, and charging it would record a release that is not one.
     """
     cert = certify(plan)
     source = noise if noise is not None else SecureNoise()
+    if budget_store is not None and source.seeded:
+        raise ValueError("seeded noise (NOT FOR RELEASE) cannot be charged to a budget store: its values are "
+                         "reproducible from the seed, not private. Fix: use SecureNoise (drop --seed) to release, "
+                         "or run without the budget store (no --dataset) to test")
     if budget_store is None:
         if dataset is not None:
             raise ValueError("dataset= needs budget_store= (the store that accounts for it)")
