@@ -152,7 +152,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run a real plan end to end on embedded synthetic data")
-    demo.add_argument("--out", default="dpflow-demo-report", help="directory for report.json and report.md")
+    demo.add_argument("--out", default=None, help="directory for report.json and report.md (default: the first "
+                      "free dpflow-demo-report[-k]; an earlier report is never overwritten)")
     demo.add_argument("--seed", type=int, default=None, help="seeded noise (reports say NOT FOR RELEASE)")
     demo.set_defaults(fn=_cmd_demo)
 

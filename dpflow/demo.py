@@ -9,6 +9,8 @@ charged in zCDP), with weights 1 : 2 : 1.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from dpflow import nodes as N
@@ -18,6 +20,7 @@ from dpflow.interpreter.noise import SecureNoise, SeededNoise
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.privacy import ZCDP
 from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir, run
+from dpflow.report.report import REPORT_FILES
 
 N_ROWS, DIM = 20_000, 5
 EDGES = tuple(float(e) for e in np.linspace(-2.0, 8.0, 11))
@@ -54,8 +57,23 @@ def demo_plan() -> Plan:
     return b.build(mean=mean, covariance=cov, histogram_x0=hist)
 
 
-def run_demo(out: str = "dpflow-demo-report", seed: int | None = None) -> int:
-    """Run the demo plan, print the ledger and the estimates, write the report."""
+DEFAULT_OUT = "dpflow-demo-report"
+
+
+def _free_demo_dir(base: str = DEFAULT_OUT) -> str:
+    """``base``, or ``base-2``, ``base-3``, ... : the first that holds no earlier report (reports are never
+    overwritten, and the README's demo command should work every time it is run)."""
+    k, out = 1, base
+    while any(os.path.lexists(os.path.join(out, name)) for name in REPORT_FILES):
+        k += 1
+        out = f"{base}-{k}"
+    return out
+
+
+def run_demo(out: str | None = None, seed: int | None = None) -> int:
+    """Run the demo plan, print the ledger and the estimates, write the report (into ``out``, which must hold
+    no earlier report; by default the first free ``dpflow-demo-report[-k]``)."""
+    out = _free_demo_dir() if out is None else out
     prepare_report_dir(out)
     X = demo_data()
     plan = demo_plan()

@@ -75,3 +75,15 @@ def test_run_bad_data_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_missing_plan_file_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "no/such/plan.py"]) == 1
+
+
+def test_demo_default_output_never_overwrites_and_still_runs_twice(tmp_path, monkeypatch, capsys):
+    """The README's demo command works every time: the default output moves to the next free directory."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--seed", "1"]) == 0
+    assert main(["demo", "--seed", "1"]) == 0
+    assert (tmp_path / "dpflow-demo-report" / "report.json").exists()
+    assert (tmp_path / "dpflow-demo-report-2" / "report.json").exists()
+    out = capsys.readouterr().out
+    assert "dpflow-demo-report-2" in out
+    assert main(["demo", "--seed", "1", "--out", "dpflow-demo-report"]) == 1  # an explicit --out is never overwritten
