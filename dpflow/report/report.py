@@ -70,6 +70,10 @@ class Report:
             },
         }
 
+    def summary(self) -> str:
+        """The ledger's summary (costs, totals and accuracy warnings) and the run's noise source."""
+        return f"{self.ledger.summary()}\nrun: noise {self.execution.noise}"
+
     def to_json(self, indent: int | None = 2) -> str:
         """JSON text (sorted keys)."""
         return json.dumps(self.to_data(), sort_keys=True, indent=indent, allow_nan=True)
