@@ -357,7 +357,8 @@ def fit(
 ) -> Fit:
     """Estimate the mean and covariance of the rows of ``X`` (n x d) privately with :func:`gaussian`:
     ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``.  ``noise`` defaults to
-    OS entropy (``dpflow.SecureNoise``).
+    OS entropy (``dpflow.SecureNoise``).  When n is too small for d and the budget the plan's warnings are
+    emitted as :class:`dpflow.errors.AccuracyWarning` and shown by ``fit(...).report.summary()``.
 
     >>> import numpy as np, dpflow as dp
     >>> X = np.random.default_rng(0).normal(size=(5000, 3))
