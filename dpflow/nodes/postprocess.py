@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -135,7 +136,7 @@ def accuracy_warning(builder: Any, text: str) -> None:
     warnings.warn(text, AccuracyWarning, stacklevel=_caller_level())
 
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent / "_")[:-1]  # ".../dpflow/"
+_PACKAGE_DIR = os.path.join(str(Path(__file__).resolve().parent.parent), "")  # ".../dpflow/"
 
 
 def _caller_level() -> int:
