@@ -102,7 +102,7 @@ def bench_kappa(trials: int, n: int) -> tuple[str, dict[str, list[float]]]:
         Sigma = (Q * np.geomspace(1.0, kappa, d)) @ Q.T  # random rotation, spectrum 1 .. kappa
         L = np.linalg.cholesky(Sigma)
         t_cp = G.default_rounds(kappa, d, 3)
-        plans = {"PCE (KLSU)": G.covariance(d=d, n=n, budget=dp.ZCDP(rho), K=kappa, method="pce"),
+        plans = {"PCE (KLSU)": G.covariance(d=d, n=n, budget=dp.ZCDP(rho), K=kappa, method="pce", lower=1.0),
                  "CoinPress (default t)": G.covariance(d=d, n=n, budget=dp.ZCDP(rho), K=kappa, t=t_cp),
                  "NaivePCE": G.covariance(d=d, n=n, budget=dp.ZCDP(rho), K=kappa, method="naive")}
         errs: dict[str, list[float]] = {k: [] for k in curves}

@@ -70,3 +70,17 @@ class DataError(DpflowError):
 
 class SerializationError(DpflowError):
     """A plan cannot be written to or read from canonical JSON."""
+
+
+class AccuracyWarning(UserWarning):
+    """A plan is private but, for public reasons (n, epsilon, d, the declared bounds), its release is
+    likely too noisy to be useful.  Decided when the plan is built; the text is also in the ledger's
+    ``warnings`` (``summary()``, the reports, the CLI).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warnings.warn("n=3 is too small", AccuracyWarning)
+    >>> caught[0].category.__name__
+    'AccuracyWarning'
+    """

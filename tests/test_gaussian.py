@@ -34,8 +34,8 @@ def _plans(budget: Any) -> list[dp.Plan]:
         G.univariate_mean(500, budget, R=50.0, sigma=1.0),
         G.univariate_mean(500, budget, R=50.0, sigma_bounds=(0.01, 100.0)),
         G.covariance(d=3, n=600, budget=budget, K=50.0, method="coinpress", t=4),
-        G.covariance(d=3, n=600, budget=budget, K=1e4, method="pce", unknown_mean=True),
-        G.covariance(d=3, n=600, budget=budget, K=2.0, method="pce"),
+        G.covariance(d=3, n=600, budget=budget, K=1e4, method="pce", unknown_mean=True, lower=1.0),
+        G.covariance(d=3, n=600, budget=budget, K=2.0, method="pce", lower=1.0),
         G.covariance(d=3, n=600, budget=budget, K=50.0, method="naive"),
         G.gaussian(d=3, n=600, budget=budget, R=10.0, K=50.0, split=0.3),
     ]
@@ -77,7 +77,7 @@ def test_predicted_radii_match_the_worked_example() -> None:
 
 
 def test_pce_rounds_are_charged_evenly_and_the_ledger_shows_the_defaults() -> None:
-    plan = G.covariance(d=3, n=5000, budget=dp.ZCDP(1), K=1e3, method="pce")
+    plan = G.covariance(d=3, n=5000, budget=dp.ZCDP(1), K=1e3, method="pce", lower=1.0)
     ledger = plan.check()
     rounds = klsu.ppc_rounds(1e3)
     mechs = [e for e in ledger.entries if e.kind == "GaussianMech"]
@@ -98,7 +98,7 @@ def test_small_n_is_warned_in_the_ledger() -> None:
     assert warned(G.mean(d=50, n=20, budget=dp.ZCDP(0.5), R=5.0))
     assert not warned(G.mean(d=50, n=2000, budget=dp.ZCDP(0.5), R=5.0))
     assert warned(G.covariance(d=5, n=4, budget=dp.ZCDP(1), K=10.0))
-    assert warned(G.covariance(d=5, n=1000, budget=dp.ZCDP(1), K=1e4, method="pce"))
+    assert warned(G.covariance(d=5, n=1000, budget=dp.ZCDP(1), K=1e4, method="pce", lower=1.0))
     assert not warned(G.covariance(d=5, n=1000, budget=dp.ZCDP(1), K=10.0))
 
 
@@ -141,7 +141,7 @@ def test_nan_and_inf_rows_follow_the_declared_policy() -> None:
     for plan in [G.gaussian(d=3, n=2000, budget=dp.ZCDP(1), R=10.0, K=10.0),
                  G.mean(d=3, n=2000, budget=dp.ZCDP(1), R=10.0, method="kv"),
                  G.mean(d=3, n=2000, budget=dp.ZCDP(1), R=10.0, method="pme"),
-                 G.covariance(d=3, n=2000, budget=dp.ZCDP(1), K=1e3, method="pce")]:
+                 G.covariance(d=3, n=2000, budget=dp.ZCDP(1), K=1e3, method="pce", lower=1.0)]:
         out = plan.run({"X": X}, noise=dp.SeededNoise(3)).released
         assert all(np.all(np.isfinite(v)) for v in out.values())
     Y = rng.normal(size=(500, 1))

@@ -60,7 +60,7 @@ def test_pce_error_does_not_grow_with_the_condition_number() -> None:
         Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
         Sigma = (Q * np.geomspace(1.0, kappa, d)) @ Q.T
         L = np.linalg.cholesky(Sigma)
-        plan = G.covariance(d=d, n=n, budget=dp.ZCDP(0.5), K=kappa, method="pce")
+        plan = G.covariance(d=d, n=n, budget=dp.ZCDP(0.5), K=kappa, method="pce", lower=1.0)
         errs = []
         for s in range(trials):
             X = np.random.default_rng(300 + s).normal(size=(n, d)) @ L.T

@@ -23,12 +23,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from dpflow import nodes
 from dpflow.domains import Ordinal
 from dpflow.nodes.discrete import MAX_N, uniform_cdf
+from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, zcdp_rho_for_approx_dp
 
 CDF = tuple[np.ndarray, np.ndarray]
 Reference = Callable[[np.ndarray], np.ndarray] | CDF
@@ -132,6 +134,76 @@ def t_histogram(edges: Sequence[int], n: int, budget: Measure) -> Plan:
     return b.build(masses=nodes.Apply(fn=clip_normalise, shape=(len(e) - 1,))(noisy))
 
 
+def monotone_cdf(cdf: Any) -> CDF:
+    """A released CDF made valid, as post-processing (free): the knot values are replaced by their
+    least-squares non-decreasing fit (isotonic regression, pool-adjacent-violators) and clipped to
+    [0, 1]; the end values stay ``F[0] = 0``, ``F[-1] = 1``.  Both steps are sup-norm contractions
+    towards every non-decreasing sequence in [0, 1], so the Kolmogorov distance at the knots to any
+    valid CDF never grows.
+
+    >>> P, F = monotone_cdf((np.array([-1, 2, 5, 9]), np.array([0.0, 0.7, 0.5, 1.0])))
+    >>> np.round(F, 12).tolist()
+    [0.0, 0.6, 0.6, 1.0]
+    >>> monotone_cdf((np.array([-1, 2, 5, 9]), np.array([0.0, -0.6, 2.0, 1.0])))[1].tolist()
+    [0.0, 0.0, 1.0, 1.0]
+    """
+    P = np.asarray(cdf[0], dtype=np.int64)
+    F = np.nan_to_num(np.asarray(cdf[1], dtype=float), nan=0.0, posinf=1.0, neginf=0.0)
+    out = np.clip(isotonic_regression(F).x, 0.0, 1.0)
+    out[0], out[-1] = 0.0, 1.0
+    return P, out
+
+
+MERR_BETA = 0.1
+"""Failure probability of the per-round selection guarantee that :func:`merr_round_slack` states."""
+
+
+def merr_round_epsilon(budget: Measure, T: int) -> float:
+    """The epsilon of each of MERR's 2T pure-DP mechanisms, as the planner shares the budget by weight:
+    ``eps / (2T)`` under ``PureDP``; ``sqrt(2 rho / (2T))`` under ``ZCDP``/``ApproxZCDP``; under
+    ``ApproxDP(eps, delta)`` the smaller of the basic-composition and the CKS shares (a lower bound for
+    warnings only; the ledger has the exact costs).
+
+    >>> merr_round_epsilon(PureDP(1.0), 20), merr_round_epsilon(ZCDP(0.5), 20)
+    (0.025, 0.15811388300841897)
+    """
+    if isinstance(budget, PureDP):
+        return float(budget.epsilon) / (2 * T)
+    if isinstance(budget, (ZCDP, ApproxZCDP)):
+        return math.sqrt(float(budget.rho) / T)
+    assert isinstance(budget, ApproxDP)
+    basic = float(budget.epsilon) / (2 * T)
+    if budget.delta == 0:
+        return basic
+    return min(basic, math.sqrt(float(zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)) / T))
+
+
+def merr_round_slack(N: int, n: int, budget: Measure, T: int) -> float:
+    """The exponential mechanism's guarantee for one MERR round, in probability mass: with probability
+    >= 1 - MERR_BETA the chosen interval's discrepancy is within ``(2 / (n eps_t)) ln(2^(L+1) / beta)``
+    of the worst one (McSherry-Talwar 2007; L = ceil(log2 N), 2^(L+1) - 1 dyadic intervals).  A
+    discrepancy is at most 1, so at 1/2 or more the rounds pick intervals nearly at random.
+
+    >>> round(merr_round_slack(1000, 1000, PureDP(1.0), 20), 4)
+    0.7942
+    """
+    L = (N - 1).bit_length()
+    return 2.0 * math.log(2.0 ** (L + 1) / MERR_BETA) / (n * merr_round_epsilon(budget, T))
+
+
+def _merr_max_rounds(N: int, n: int, budget: Measure) -> int:
+    """The largest T whose per-round slack is below 1/2 (0 if even T = 1 is not); the slack grows with T."""
+    if merr_round_slack(N, n, budget, 1) >= 0.5:
+        return 0
+    lo, hi = 1, 2
+    while merr_round_slack(N, n, budget, hi) < 0.5:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if merr_round_slack(N, n, budget, mid) < 0.5 else (lo, mid)
+    return lo
+
+
 def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
     """MERR, the Maximum Error Rule (DHS 2015 Fig. 2): a private piecewise-linear CDF on [N], N <= 2**62.
 
@@ -139,12 +211,16 @@ def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
     weight is furthest from its empirical weight with the exact exponential mechanism over *all*
     dyadic intervals (:class:`~dpflow.nodes.DyadicExpMech`, eps_t-DP; sparse_discrete_heavy.md 4.5),
     then releases the weights of ``[0, a)`` and ``J`` with Laplace noise ``2 / (n eps_t)`` (replace-one
-    l1 2/n: the spec's issue U1 fixed) and adds the two knots (post-processing).  Every mechanism gets
+    l1 2/n: the spec's issue U1 fixed) and adds the two knots (post-processing); the released CDF is
+    made monotone and [0, 1]-valued by :func:`monotone_cdf` (post-processing).  Every mechanism gets
     weight 1: under ``PureDP(eps)`` eps_t = eps / (2T) and the plan is eps-DP (basic composition; the
     ledger lists the 2T costs).  Under zCDP budgets each gets rho / (2T) as eps_t = sqrt(2 rho_t).
 
     Guarantee (exponential mechanism, McSherry-Talwar 2007): with probability >= 1 - beta each round's
     interval has score within ``(2 / eps_t) ln(2^(L+1) / beta)`` counts of the worst one, L = ceil(log2 N).
+    When that slack, over n (:func:`merr_round_slack`, beta = 0.1), is 1/2 or more, T is too large for
+    n and the budget: the plan carries an accuracy warning (ledger ``warnings``, :class:`dpflow.errors.AccuracyWarning`)
+    naming the largest T that avoids it.
     Time per round O((m + D) L log n) (intervals with equal scores are grouped), after one sort.
     Source ``X`` (``Ordinal(N)``, values outside [0, N) clamped to the ends); output ``cdf`` (knots).
     Post-process with :func:`k_piece_histogram`.
@@ -162,6 +238,14 @@ def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
         raise ValueError(f"merr needs T >= 1 rounds, got T={T}")
     b = PlanBuilder(budget=budget, neighbors="replace", name="merr")
     X = b.source("X", Ordinal(N=N), n=n)
+    slack = merr_round_slack(N, n, budget, T)
+    if slack >= 0.5:
+        t_max = _merr_max_rounds(N, n, budget)
+        fix = (f"use T <= {t_max} or give more data or budget" if t_max
+               else "even T = 1 is too many: give more data or budget")
+        accuracy_warning(b, f"merr: T={T} rounds is too many for n={n} under {budget.describe()}: each round's "
+                            f"interval is only guaranteed within {slack:.3g} (of at most 1) of the worst "
+                            f"discrepancy, with probability 0.9; {fix}")
     table = nodes.DyadicCounts(N=N)(X)
     cdf = None
     for _ in range(T):
@@ -169,7 +253,7 @@ def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
         w = nodes.LaplaceMech()(nodes.IntervalCounts(interval=J)(X))
         cdf = nodes.AddKnots(N=N)(J, w) if cdf is None else nodes.AddKnots(N=N)(cdf, J, w)
     assert cdf is not None
-    return b.build(cdf=cdf)
+    return b.build(cdf=nodes.Apply(fn=monotone_cdf)(cdf))
 
 
 # --------------------------------------------------------------------------- k-piece histogram
@@ -310,5 +394,6 @@ def l1_distance(cdf: CDF, ref: Reference, points: int = 10**6) -> float:
 
 __all__ = [
     "cdf_at", "clip_normalise", "histogram_cdf", "k_piece_histogram", "kolmogorov_distance", "l1_distance",
-    "laplace_histogram", "merr", "project_simplex", "t_histogram", "uniform_cdf",
+    "laplace_histogram", "merr", "merr_round_epsilon", "merr_round_slack", "monotone_cdf", "project_simplex",
+    "t_histogram", "uniform_cdf",
 ]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
-from dpflow.errors import PlanTypeError, SerializationError
+from dpflow.errors import AccuracyWarning, PlanTypeError, SerializationError
 from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, PostProcess, ReleasedT, VType
 
 
@@ -108,6 +112,44 @@ def param(builder: Any, name: str, value: Any, why: str = "") -> Any:
         raise ValueError(f"parameter {name!r} must be finite")
     node = Public(values=tuple(arr.ravel()), shape=arr.shape, name=name, why=why)
     return Released(builder.add(node, ()), builder)
+
+
+WARNING = "warning"
+"""The name of the :class:`Public` node that carries an accuracy warning (see :func:`accuracy_warning`)."""
+
+
+def accuracy_warning(builder: Any, text: str) -> None:
+    """Record an accuracy warning decided from public quantities (n, epsilon, d, declared bounds) on
+    ``builder``: a ``Public`` node named ``"warning"`` (kept by the plan's JSON; the planner lists its
+    text in ``Ledger.warnings``, so ``summary()``, the reports and the CLI show it) and a Python
+    :class:`~dpflow.errors.AccuracyWarning`.
+
+    >>> import warnings, dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> with warnings.catch_warnings(record=True):
+    ...     warnings.simplefilter("always")
+    ...     accuracy_warning(b, "n=3 rows is too few")
+    >>> b.build(w=b.public(0.0)).check().warnings
+    ('n=3 rows is too few',)
+    """
+    param(builder, WARNING, 0.0, text)
+    warnings.warn(text, AccuracyWarning, stacklevel=_caller_level())
+
+
+_PACKAGE_DIR = os.path.join(str(Path(__file__).resolve().parent.parent), "")  # ".../dpflow/"
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside dpflow (the user's call), for ``warnings.warn``."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warning_text(node: Node) -> str | None:
+    """The text of an accuracy warning recorded by :func:`accuracy_warning`, or None for any other node."""
+    return node.why if isinstance(node, Public) and node.name == WARNING else None
 
 
 @attrs.frozen(kw_only=True)

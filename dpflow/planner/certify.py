@@ -43,6 +43,7 @@ from dpflow.nodes.base import (
     released_type,
 )
 from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes.postprocess import warning_text
 from dpflow.plan.graph import Plan, topological
 from dpflow.planner.ledger import Ledger, LedgerEntry, SourceTotal
 from dpflow.privacy import (
@@ -492,6 +493,8 @@ class _Planner:
             per_source[name] = (total - fixed, weights)
             if weights == 0 and fixed == 0:
                 warnings.append(f"source {name} is read by no mechanism")
+        warnings.extend(dict.fromkeys(w for sp in _spaces(self.space) for rec in sp.order
+                                      if (w := warning_text(rec.node))))
         for sp, rec, node in self.mechs:
             f = node.fixed_share(mode)
             if f is None:

@@ -107,6 +107,20 @@ class Report:
             },
         }
 
+    def summary(self) -> str:
+        """The ledger's summary (costs, totals and accuracy warnings) and the run's noise source.
+
+        >>> import numpy as np, dpflow as dp
+        >>> from dpflow import nodes as N
+        >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+        >>> X = b.source("X", dp.Vectors(d=2), n=100)
+        >>> res = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).run(
+        ...     {"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0))
+        >>> res.report.summary().splitlines()[-1].endswith("NOT FOR RELEASE")
+        True
+        """
+        return f"{self.ledger.summary()}\nrun: noise {self.execution.noise}"
+
     def to_json(self, indent: int | None = 2) -> str:
         """JSON text (sorted keys)."""
         return json.dumps(self.to_data(), sort_keys=True, indent=indent, allow_nan=True)

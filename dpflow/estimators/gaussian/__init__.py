@@ -6,7 +6,8 @@ as plans in dpflow's DSL (gaussian.md; docs/gaussian.md).
 returns the estimates with the report.  Every parameter a user cannot know (truncation radii,
 tail probabilities, round counts, per-round noise factors) is derived from public quantities
 (n, d, the declared bounds, the budget) and shown in the ledger as a named ``Public`` node; a plan
-whose stated sample-size requirement is not met carries a ``warning`` parameter.
+whose stated sample-size requirement is not met carries a ``warning`` parameter: listed in
+``Ledger.warnings`` (``summary()``, reports, CLI) and emitted as a :class:`dpflow.errors.AccuracyWarning`.
 
 >>> import numpy as np, dpflow as dp
 >>> plan = mean(d=5, n=2000, budget=dp.ZCDP(0.5), R=10.0)
@@ -34,6 +35,7 @@ from dpflow.estimators.covariance import naive_pce
 from dpflow.estimators.gaussian import coinpress, klsu, kv, steps
 from dpflow.estimators.mean import clipped_mean
 from dpflow.handles import Released, Rows, Sensitive
+from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gdp_mu_for_approx_dp
 
@@ -90,7 +92,13 @@ def default_rounds(bound: float, d: int, base: int) -> int:
 
 
 def _warn(b: PlanBuilder, text: str) -> None:
-    N.param(b, "warning", 0.0, text)
+    accuracy_warning(b, text)
+
+
+def _warn_if_vacuous(b: PlanBuilder, n: int, radii: list[float]) -> None:
+    if radii[-1] >= radii[0]:
+        _warn(b, f"n={n} is too small: the final ball (radius {radii[-1]:.3g}) is no smaller than the prior "
+                 f"({radii[0]:.3g}); the estimate is no better than the centre of the prior ball")
 
 
 def _mean_part(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, R: float, rho: Fraction, weight: float,
@@ -101,9 +109,7 @@ def _mean_part(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, R: float, rho
         rows = N.Precondition(matrix=N.param(b, "scale", np.eye(d) / sigma, f"1/sigma, sigma={sigma:g}"))(X)
     radii = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, beta)
     N.param(b, "predicted_radii", radii, "public radius schedule if no point is clipped (gaussian.md 1.2)")
-    if radii[-1] >= R / sigma:
-        _warn(b, f"n={n} is too small: the final ball (radius {radii[-1]:.3g}) is no smaller than the prior "
-                 f"({R / sigma:.3g}); the estimate is no better than the centre of the prior ball")
+    _warn_if_vacuous(b, n, radii)
     init = N.Pack()(b.public(np.zeros(d)), b.public(R / sigma))
     state = coinpress.mvm_rec(rows, init, n, d, rho, weight, t, beta)
     c = N.Get(index=0)(state)
@@ -223,23 +229,42 @@ def covariance(
     t: int | None = None,
     unknown_mean: bool = False,
     beta: float | None = None,
+    lower: float | None = None,
 ) -> Plan:
-    """Private covariance of n rows of N(mu, Sigma) with ``Sigma <= K I`` (and, for ``pce``, ``Sigma >= I``).
-    With ``unknown_mean`` the estimators run on the ``n // 2`` pair differences.  Source ``X``; output
-    ``covariance``.
+    """Private covariance of n rows of N(mu, Sigma) with ``Sigma <= K I`` (and, for ``pce``,
+    ``Sigma >= lower I``).  With ``unknown_mean`` the estimators run on the ``n // 2`` pair differences.
+    Source ``X``; output ``covariance``.
 
     * ``coinpress``: MVCRec with t rounds (default :func:`default_rounds` of K; BDKU 2020, corrected per
       gaussian.md 1.6).
-    * ``pce``: KLSU PCE: PPC rounds (rho/4) and NaivePCE (3 rho/4) (gaussian.md 3.2-3.4 [RECON]).
+    * ``pce``: KLSU PCE: PPC rounds (rho/4) and NaivePCE (3 rho/4) (gaussian.md 3.2-3.4 [RECON]).  PCE
+      assumes ``I <= Sigma`` and its error is relative to that floor: on data with smaller eigenvalues
+      its error is that of ``Sigma = I``, many times the non-private one.  Whether the floor holds is a
+      property of the private data, so it is the user's public statement: ``lower`` is required, the
+      rows are rescaled by the public ``1 / sqrt(lower)`` (free: a public map before the clipping),
+      PCE runs with ``kappa = K / lower`` and the estimate is scaled back by ``lower``.  A loose
+      (small) ``lower`` costs only more PPC rounds (``log(K / lower)``), never privacy.
     * ``naive``: :func:`dpflow.estimators.naive_pce` with ``kappa = K``.
 
     >>> import dpflow as dp
     >>> covariance(d=3, n=3000, budget=dp.ZCDP(0.5), K=30.0).check().totals[0].rho
     '1/2'
+    >>> covariance(d=3, n=3000, budget=dp.ZCDP(0.5), K=3.0, method="pce", lower=0.01).check().totals[0].rho
+    '1/2'
     """
     where = f"gaussian.covariance({method})"
     _check_common(where, d, n, budget)
-    _check_bound(where, "K", K, 1.0)
+    if method == "pce":
+        if lower is None:
+            raise _refuse(where, "PCE assumes Sigma >= lower I (its error is relative to lower) and no lower "
+                          "bound was given", "pass lower=..., a public lower bound on the smallest eigenvalue "
+                          "of Sigma (a loose one costs only more preconditioning rounds)")
+        _check_bound(where, "lower", lower, 1e-300)
+        _check_bound(where, "K", K, lower)
+    else:
+        if lower is not None:
+            raise _refuse(where, f"lower={lower} is used only by method='pce'", "drop lower= or use method='pce'")
+        _check_bound(where, "K", K, 1.0)
     if t is not None and t < 1:
         raise _refuse(where, f"t={t} rounds", "use t >= 1")
     if method == "naive":
@@ -249,10 +274,17 @@ def covariance(
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, coinpress.REF_COV if method == "coinpress" else klsu.REF_PCE)
     rows = N.PairDifferences()(X) if unknown_mean else X
+    m = n // 2 if unknown_mean else n
+    if method == "pce":
+        assert lower is not None
+        scale = N.param(b, "scale", np.eye(d) / math.sqrt(lower), f"I / sqrt(lower), lower={lower:g}: "
+                        "rows rescaled so that Sigma / lower >= I (public)")
+        cov, _ = _cov_part(b, N.Precondition(matrix=scale)(rows), m, d, K / lower, method, 1.0, 1, beta)
+        return b.build(covariance=N.Apply(fn=steps.unwhiten, shape=(d, d))(scale, cov))
     if t is None and method == "coinpress":
         t = default_rounds(K, d, 3)
         N.param(b, "rounds", float(t), "default_rounds(K, d, 3)")
-    cov, _ = _cov_part(b, rows, n // 2 if unknown_mean else n, d, K, method, 1.0, t or 1, beta)
+    cov, _ = _cov_part(b, rows, m, d, K, method, 1.0, t or 1, beta)
     return b.build(covariance=cov)
 
 
@@ -296,6 +328,7 @@ def gaussian(
     Y = N.Precondition(matrix=A)(X)
     radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
     N.param(b, "predicted_radii", radii, "whitened-mean radius schedule if ||A|| = 1 (gaussian.md 1.2)")
+    _warn_if_vacuous(b, n, radii)
     init = N.Pack()(b.public(np.zeros(d)), N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R)))
     state = coinpress.mvm_rec(Y, init, n, d, rho_mean, 1.0 - split, t_mean)
     mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get(index=0)(state))
@@ -324,7 +357,8 @@ def fit(
 ) -> Fit:
     """Estimate the mean and covariance of the rows of ``X`` (n x d) privately with :func:`gaussian`:
     ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``.  ``noise`` defaults to
-    OS entropy (``dpflow.SecureNoise``).
+    OS entropy (``dpflow.SecureNoise``).  When n is too small for d and the budget the plan's warnings are
+    emitted as :class:`dpflow.errors.AccuracyWarning` and shown by ``fit(...).report.summary()``.
 
     >>> import numpy as np, dpflow as dp
     >>> X = np.random.default_rng(0).normal(size=(5000, 3))
