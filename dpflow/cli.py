@@ -74,6 +74,7 @@ def _store(path: str | None, create: bool) -> BudgetStore:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
+    plan.check()  # a refused plan writes nothing: certify before the report directory is made
     store = _store(args.budget_store, create=False) if args.dataset else None
     out = prepare_report_dir(args.report)  # before any budget is reserved
     data = load_data(args.data)
