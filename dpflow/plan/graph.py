@@ -17,6 +17,8 @@ from dpflow.plan.serialize import canonical, decode_measure, decode_record, enco
 from dpflow.privacy import Measure
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from dpflow.planner.ledger import Ledger
     from dpflow.report.report import Result
 
@@ -142,8 +144,10 @@ class Plan:
 
         return certify(self).ledger
 
-    def run(self, data: Mapping[str, Any], **options: Any) -> Result:
-        """Certify, then execute on ``data`` (source name -> array); see :func:`dpflow.run`."""
+    def run(self, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
+        """Certify, then execute on ``data`` (source name -> array; one array when the plan has a
+        single source); see :func:`dpflow.run`."""
+        from dpflow.interpreter.run import source_data
         from dpflow.report.report import run
 
-        return run(self, data, **options)
+        return run(self, source_data(self, data), **options)
