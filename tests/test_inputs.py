@@ -3,15 +3,18 @@ actually drawn, and clear errors for simple mistakes."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.errors import DataError, PlanError, UnknownSourceError
+from dpflow.cli import main
+from dpflow.errors import BudgetError, DataError, PlanError, PlanTypeError, UnknownSourceError
 from dpflow.nodes.base import PostProcess
 
 # ------------------------------------------------------------------ item 7: empty data under add/remove
@@ -200,3 +203,86 @@ def test_a_transposed_array_is_told_to_transpose(n: int | None) -> None:
 def test_a_wrong_number_of_columns_is_not_called_transposed() -> None:
     with pytest.raises(DataError, match=r"expects an \(n, 2\) array, got shape \(100, 3\). Fix: pass 2 columns"):
         _mean_plan().run({"X": np.zeros((100, 3))}, noise=dp.SeededNoise(0))
+
+
+@pytest.mark.parametrize("budget", [0.5, 1, "0.5", None, (1.0, 1e-6)])
+def test_a_bare_number_budget_names_the_measures(budget: Any) -> None:
+    with pytest.raises(PlanTypeError, match=r"is a \w+, not a privacy measure. Fix: write budget=dp.PureDP") as err:
+        dp.PlanBuilder(budget=budget)
+    if isinstance(budget, float):
+        assert "dp.PureDP(0.5) for epsilon-DP, dp.ZCDP(0.5) for rho-zCDP" in str(err.value)
+
+
+def test_a_plan_made_directly_or_read_back_checks_its_budget() -> None:
+    plan = _mean_plan()
+    with pytest.raises(PlanTypeError, match="not a privacy measure"):
+        attrs.evolve(plan, budget=0.5)
+    text = plan.to_json().replace('"rho":"1/2"', '"rho":"0"')
+    assert text != plan.to_json()
+    with pytest.raises(PlanTypeError, match="rho=0"):
+        dp.Plan.from_json(text)
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP(0), dp.PureDP(0), dp.ApproxDP(0, 1e-6), dp.ApproxDP(0, 0),
+                                    dp.ApproxZCDP(0, 1e-6)], ids=lambda b: b.describe())
+def test_a_zero_budget_is_refused_when_the_plan_is_made(budget: Any) -> None:
+    unit = "rho" if isinstance(budget, (dp.ZCDP, dp.ApproxZCDP)) else "epsilon"
+    with pytest.raises(PlanTypeError, match=rf"^plan: the budget .* has {unit}=0, which allows no release. "
+                                            rf"Fix: give the budget a positive {unit}"):
+        dp.PlanBuilder(budget=budget)
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP("1e-300"), dp.PureDP("1e-300"), dp.ApproxDP("1e-300", 1e-6)],
+                         ids=lambda b: b.describe())
+def test_a_tiny_positive_budget_is_not_refused_as_zero(budget: Any) -> None:
+    dp.PlanBuilder(budget=budget)
+
+
+def test_fixed_costs_that_use_the_whole_budget_name_the_starved_weighted_mechanism() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    C = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100))
+    plan = b.build(a=N.GaussianMech(rho=0.5)(N.Sum()(C)), c=N.GaussianMech()(N.Sum()(C)))
+    with pytest.raises(BudgetError, match=r"^gaussian_mech_5: the fixed-cost mechanisms on source X use the whole "
+                                          r"budget.*Fix: lower the fixed costs"):
+        plan.check()
+    # a fixed cost just below the budget leaves a positive share: accepted
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    C = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100))
+    b.build(a=N.GaussianMech(rho="0.4999")(N.Sum()(C)), c=N.GaussianMech()(N.Sum()(C))).check()
+
+
+@pytest.mark.parametrize("radius", [0, 0.0, -1.0, math.nan, math.inf])
+def test_clip_radius_must_be_positive(radius: float) -> None:
+    with pytest.raises(ValueError, match=r"^Clip radius must be a finite positive number, got .*"
+                                         r"Fix: pass radius > 0, or clip to a box only$") as err:
+        N.Clip(radius=radius)
+    assert ("maps every row to the centre" in str(err.value)) == (radius == 0)
+
+
+def test_clip_smallest_positive_radius_is_accepted() -> None:
+    assert N.Clip(radius=5e-324).radius == 5e-324
+
+
+@pytest.mark.parametrize("delta", ["1", "1.0", "2", "0", "-1e-6", "nan", "inf", "x"])
+def test_privacy_convert_refuses_an_invalid_delta_with_status_2(delta: str, capsys: pytest.CaptureFixture[str]
+                                                               ) -> None:
+    for extra in ([], ["--all"]):
+        with pytest.raises(SystemExit) as err:
+            main(["privacy", "convert", "--rho", "0.5", f"--delta={delta}", *extra])
+        assert err.value.code == 2
+        msg = capsys.readouterr().err
+        assert "argument --delta" in msg and ("not a number" in msg or "strictly between 0 and 1" in msg)
+
+
+@pytest.mark.parametrize("rho", ["-1", "nan", "inf"])
+def test_privacy_convert_refuses_an_invalid_rho_with_status_2(rho: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["privacy", "convert", f"--rho={rho}", "--delta", "1e-6"])
+    assert err.value.code == 2 and "rho must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_privacy_convert_accepts_deltas_just_inside_the_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["privacy", "convert", "--rho", "0", "--delta", "0.999999"]) == 0
+    assert main(["privacy", "convert", "--rho", "0.5", "--delta", "5e-324"]) == 0
+    out = capsys.readouterr().out.split()
+    assert float(out[0]) == 0.0 and float(out[1]) > 30

@@ -31,6 +31,7 @@ from dpflow.nodes.base import (
     finite_tuple,
     need,
     released_or_nonnegative,
+    released_or_positive,
     released_type,
     text_of,
 )
@@ -49,8 +50,14 @@ def _int_tuple(k: Any) -> tuple[int, ...]:
     return tuple(int(i) for i in k)
 
 
-def _opt_num_param(x: Any) -> Any:
-    return None if x is None else released_or_nonnegative(x)
+def _clip_radius(x: Any) -> Any:
+    """A Clip radius: ``None``, a released handle, or a finite positive public number."""
+    try:
+        return None if x is None else released_or_positive(x)
+    except ValueError as err:
+        why = " (radius 0 maps every row to the centre: nothing about the data could be released)" if x == 0 else ""
+        raise ValueError(f"Clip radius must be a finite positive number, got {x!r}{why}. "
+                         "Fix: pass radius > 0, or clip to a box only") from err
 
 
 def _box_param(b: Any) -> tuple[float, float] | None:
@@ -217,7 +224,7 @@ class Clip(Transform):
 
     kind: ClassVar[str] = "Clip"
     reference: ClassVar[str] = "row-wise projection onto a convex set (stability 1)"
-    radius: float | Ref | None = attrs.field(default=None, converter=_opt_num_param)
+    radius: float | Ref | None = attrs.field(default=None, converter=_clip_radius)
     center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_box_param)
 

@@ -422,6 +422,10 @@ class _Planner:
             f = node.fixed_share(mode)
             if f is None:
                 remaining, weights = per_source[_source_of(sp, rec)]
+                if remaining == 0:
+                    raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {_source_of(sp, rec)} "
+                                      "use the whole budget, leaving nothing for this weighted mechanism",
+                                      "lower the fixed costs, or give every mechanism on the source a weight=")
                 f = remaining * Fraction(node.weight) / weights
             shares[_key(sp, rec.id)] = f
             if self.basic:
