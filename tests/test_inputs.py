@@ -286,3 +286,73 @@ def test_privacy_convert_accepts_deltas_just_inside_the_interval(capsys: pytest.
     assert main(["privacy", "convert", "--rho", "0.5", "--delta", "5e-324"]) == 0
     out = capsys.readouterr().out.split()
     assert float(out[0]) == 0.0 and float(out[1]) > 30
+
+
+# ------------------------------------------------------------------ item 9: the conversions valid for the noise drawn
+
+
+def _gaussian_plan(budget: Any, **kw: Any) -> dp.Plan:
+    b = dp.PlanBuilder(budget=budget, **kw)
+    C = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100))
+    return b.build(a=N.GaussianMech()(N.Mean()(C)), c=N.GaussianMech(weight=2)(N.Sum()(C)))
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP(0.5), dp.ApproxZCDP(0.5, 1e-6)], ids=lambda b: b.describe())
+def test_a_zcdp_all_gaussian_plan_under_secure_noise_never_headlines_exact_gaussian_dp(budget: Any) -> None:
+    res = _gaussian_plan(budget).run({"X": np.zeros((100, 2))}, noise=dp.SecureNoise())
+    facts = res.report.execution.facts
+    assert all("lattice" in {k for f in facts[m] for k in f} for m in ("gaussian_mech_3", "gaussian_mech_5"))
+    for ledger in (res.report.ledger, _gaussian_plan(budget).check()):
+        (total,) = ledger.totals
+        assert total.gdp_mu is None
+        assert [c.rule for c in total.conversions if "Gaussian-DP" in c.rule] == []
+        assert total.tightest().rule == "zCDP -> (eps,delta) by CKS"
+        assert "exact Gaussian-DP" not in ledger.summary()
+        assert any(note.startswith("no exact Gaussian-DP conversion") for note in ledger.composition)
+        text = res.report.to_json()
+        assert '"exact Gaussian-DP"' not in text
+
+
+def test_the_cks_headline_of_a_zcdp_gaussian_plan_is_the_golden_value() -> None:
+    total = _gaussian_plan(dp.ZCDP(0.5)).check().totals[0]
+    assert total.tightest().epsilon == pytest.approx(5.221534, abs=1e-6)  # docs/privacy.md golden value
+    assert total.tightest().delta == 1e-6
+
+
+@pytest.mark.parametrize("accounting", ["auto", "basic"])
+def test_plans_that_force_continuous_noise_keep_the_exact_gaussian_dp_conversion(accounting: str) -> None:
+    ledger = _gaussian_plan(dp.ApproxDP(1.0, 1e-6), accounting=accounting).check()
+    (total,) = ledger.totals
+    assert total.gdp_mu is not None
+    assert any(c.rule == "exact Gaussian-DP" for c in total.conversions)
+    assert not any(note.startswith("no exact Gaussian-DP") for note in ledger.composition)
+    if accounting == "auto":
+        assert total.tightest().rule == "exact Gaussian-DP" and total.tightest().epsilon <= 1.0
+
+
+def _released_radius_plan(mech: Any, budget: Any, radius: float, neighbors: str = "replace") -> dp.Plan:
+    b = dp.PlanBuilder(budget=budget, neighbors=neighbors)
+    X = b.source("X", dp.Vectors(d=2), n=10 if neighbors == "replace" else None)
+    r = N.Apply(fn=lambda v: v * radius, shape=())(b.public(1.0))
+    query = N.Mean() if neighbors == "replace" else N.Sum()
+    return b.build(m=mech(query(N.Clip(radius=r)(X))))
+
+
+@pytest.mark.parametrize("neighbors", ["replace", "add_remove"])
+@pytest.mark.parametrize("noise", sorted(NOISES))
+@pytest.mark.parametrize("radius", [math.inf, math.nan])
+@pytest.mark.parametrize("mech,budget,key", [(N.GaussianMech, dp.ZCDP(0.5), "sigma"),
+                                             (N.GaussianMech, dp.ApproxDP(1.0, 1e-6), "sigma"),
+                                             (N.LaplaceMech, dp.PureDP(1.0), "scale")])
+def test_an_infinite_released_bound_releases_infinite_noise(mech: Any, budget: Any, key: str, radius: float,
+                                                            noise: str, neighbors: str) -> None:
+    """Sym.value: a released factor that is not finite makes the bound infinite, and the mechanism then
+    releases noise of infinite scale (NaN entries whatever the data), never an exception."""
+    plan = _released_radius_plan(mech(), budget, radius, neighbors)
+    with np.errstate(all="ignore"):
+        res = plan.run({"X": np.ones((10, 2))}, noise=NOISES[noise]())
+    assert np.isnan(res.released["m"]).all() and res.released["m"].shape == (2,)
+    (fact,) = next(iter(res.report.execution.facts.values()))
+    assert fact == {key: math.inf}
+    finite = _released_radius_plan(mech(), budget, 1.0, neighbors).run({"X": np.ones((10, 2))}, noise=NOISES[noise]())
+    assert np.isfinite(finite.released["m"]).all()
