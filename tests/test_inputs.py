@@ -356,3 +356,11 @@ def test_an_infinite_released_bound_releases_infinite_noise(mech: Any, budget: A
     assert fact == {key: math.inf}
     finite = _released_radius_plan(mech(), budget, 1.0, neighbors).run({"X": np.ones((10, 2))}, noise=NOISES[noise]())
     assert np.isfinite(finite.released["m"]).all()
+
+
+def test_the_no_gdp_note_appears_only_when_a_gdp_accounting_was_dropped() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    C = N.Clip(box=(-1.0, 1.0))(b.source("X", dp.Vectors(d=2), n=100))
+    mixed = b.build(a=N.GaussianMech()(N.Mean()(C)), c=N.LaplaceMech()(N.Sum()(C))).check()
+    assert mixed.totals[0].gdp_mu is None  # not all Gaussian: never a GDP accounting
+    assert not any(note.startswith("no exact Gaussian-DP") for note in mixed.composition)

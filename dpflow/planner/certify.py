@@ -452,10 +452,12 @@ class _Planner:
         totals = []
         report_delta = self._report_delta()
         gdp_valid = _gdp_valid(self.mechs, allocations)
+        gdp_dropped = False
         for src in self.sources:
             name = _source_name(src)
             cost = self.fold_cost(src.id, cost_leaf)
             self._check_budget(name, cost, mode)
+            gdp_dropped |= not gdp_valid and bool(cost.gdp_mu2)
             totals.append(self._source_total(name, cost, mode, total, report_delta, gdp_valid))
         ledger = Ledger(
             plan_name=self.plan.name,
@@ -467,7 +469,7 @@ class _Planner:
             report_delta=report_delta,
             entries=tuple(self._entries(self.space, allocations, mode)),
             totals=tuple(totals),
-            composition=tuple(self._composition_notes() + ([] if gdp_valid else [_NO_GDP_TEXT])),
+            composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])),
             warnings=tuple(warnings),
         )
         return Certified(self.plan, self.space, allocations, ledger)
