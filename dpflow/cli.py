@@ -1,7 +1,7 @@
 """The ``dpflow`` command line.
 
 Exit status: 0 on success, 2 when the planner refuses a plan (the message names
-the node and the fix), 1 on any other error.
+the node and the fix) or an argument is invalid, 1 on any other error.
 
     dpflow demo [--out DIR] [--seed N]
     dpflow check PLAN.py
@@ -13,6 +13,7 @@ the node and the fix), 1 on any other error.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import runpy
 import sys
@@ -110,6 +111,32 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(out=args.out, seed=args.seed)
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _rho_arg(text: str) -> float:
+    """``--rho``: a finite rho >= 0 (an argparse type: a bad value is a usage error, exit status 2)."""
+    v = _number(text)
+    if not (math.isfinite(v) and v >= 0.0):
+        raise argparse.ArgumentTypeError(f"rho must be a finite number >= 0, got {text}")
+    return v
+
+
+def _delta_arg(text: str) -> float:
+    """``--delta``: 0 < delta < 1 (an argparse type: a bad value is a usage error, exit status 2)."""
+    v = _number(text)
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"delta must be strictly between 0 and 1, got {text}"
+            + (" (at delta >= 1 every mechanism is (0, delta)-DP, so the epsilon says nothing)" if v >= 1 else "")
+            + "; use a small delta such as 1e-6")
+    return v
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.all:
         for c in Cost.zcdp(exact(args.rho)).epsilon_at(args.delta):
@@ -175,8 +202,8 @@ def parser() -> argparse.ArgumentParser:
     priv = sub.add_parser("privacy", help="privacy calculus")
     psub = priv.add_subparsers(dest="privacy_command", required=True)
     conv = psub.add_parser("convert", help="rho-zCDP -> epsilon at delta (Canonne-Kamath-Steinke bound)")
-    conv.add_argument("--rho", type=float, required=True)
-    conv.add_argument("--delta", type=float, required=True)
+    conv.add_argument("--rho", type=_rho_arg, required=True)
+    conv.add_argument("--delta", type=_delta_arg, required=True, help="0 < delta < 1")
     conv.add_argument("--all", action="store_true", help="print every valid conversion")
     conv.set_defaults(fn=_cmd_convert)
 

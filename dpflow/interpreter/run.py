@@ -17,6 +17,7 @@ from dpflow.interpreter.noise import NoiseSource
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Allocation, Backend, StatT
 from dpflow.nodes.control import Input, Round, State
+from dpflow.plan.graph import Plan
 from dpflow.planner.certify import Certified, _Space
 from dpflow.privacy.rounding import up
 
@@ -118,8 +119,34 @@ class _Run:
         return state
 
 
-def prepare_data(cert: Certified, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
+    """``data`` as a mapping from source name to rows.
+
+    A mapping is returned as it is.  A single array is accepted when the plan has exactly one
+    source (it is that source's rows); otherwise the error names the sources to pass by name.
+
+    >>> import numpy as np, dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=3)
+    >>> sorted(source_data(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))), np.zeros((3, 2))))
+    ['X']
+    """
+    if isinstance(data, Mapping):
+        return data
+    names = [r.node.name for r in plan.records if isinstance(r.node, Source)]
+    what = type(data).__name__
+    if len(names) == 1 and (isinstance(data, (list, tuple)) or hasattr(data, "__array__")):
+        return {names[0]: data}
+    shown = ", ".join(f"{n!r}: ..." for n in names)
+    raise UnknownSourceError(plan.name, f"the data is a {what}, not a mapping from source name to rows, and "
+                             f"the plan has {len(names)} sources {names}",
+                             f"pass a dict, e.g. plan.run({{{shown}}})")
+
+
+def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray) -> dict[str, np.ndarray]:
     """Check the data against the public schema of every source (before any value is used)."""
+    data = source_data(cert.plan, data)
     sources = {r.node.name: r for r in cert.space.order if isinstance(r.node, Source)}
     extra = sorted(set(data) - set(sources))
     if extra:
@@ -132,11 +159,12 @@ def prepare_data(cert: Certified, data: Mapping[str, Any]) -> dict[str, np.ndarr
     for name, rec in sources.items():
         node = rec.node
         assert isinstance(node, Source)
-        out[name] = node.prepare(data[name], rec.id)
+        out[name] = node.prepare(data[name], rec.id, cert.plan.neighbors)
     return out
 
 
-def execute(cert: Certified, data: Mapping[str, Any], noise: NoiseSource, backend: Backend) -> Execution:
+def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseSource,
+            backend: Backend) -> Execution:
     """Run a certified plan on ``data`` (source name -> rows).
 
     >>> import numpy as np, dpflow as dp

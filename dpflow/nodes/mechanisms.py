@@ -127,19 +127,28 @@ def _lattice_noised(
     m = int(_noised_entries(value, stat.symmetric).size)
     slack_l2, slack_l1 = _slack(stat, ctx, m)
     slack = slack_l1 if l1 else slack_l2
+    if not math.isfinite(delta + slack):
+        return _infinite_noise(value, ctx, key)
     scale0 = scale_of(delta + slack)
     if scale0 == 0.0:
         ctx.record(key, 0.0)
         return value  # sensitivity 0: the statistic does not depend on the data
     if not math.isfinite(scale0):
-        ctx.record(key, math.inf)
-        return np.full(value.shape, np.nan)  # infinite noise: a data-independent output
+        return _infinite_noise(value, ctx, key)
     step = _lattice_step(scale0)
     widened = up(delta + slack + step * (m if l1 else math.sqrt(m)))
     scale = scale_of(widened)
     ctx.record(key, scale)
     ctx.record("lattice", {"step": step, "sensitivity": widened, "float_slack": slack})
     return _lattice_release(value, step, draw(Fraction(scale) / Fraction(step), m), stat.symmetric)
+
+
+def _infinite_noise(value: np.ndarray, ctx: EvalContext, key: str) -> np.ndarray:
+    """The release under noise of infinite scale (a sensitivity bound that is not finite, e.g. from a
+    released radius that is infinite or NaN; see ``Sym.value``): every entry is NaN whatever the data,
+    so it reveals nothing and never raises.  The run records the scale as ``inf``."""
+    ctx.record(key, math.inf)
+    return np.full(value.shape, np.nan)
 
 
 def _sym_noise(noise: np.ndarray) -> np.ndarray:
@@ -232,6 +241,8 @@ class GaussianMech(Mechanism):
         assert stat.l2 is not None
         value = np.asarray(ins[0], dtype=float)
         delta = ctx.bound(stat.l2)
+        if not math.isfinite(delta):
+            return _infinite_noise(value, ctx, "sigma")
         if _exact(ctx) and not alloc.continuous_gaussian and stat.float_error is not None:
             return _lattice_noised(
                 value, delta, stat, ctx, False, lambda d: gaussian_sigma_for_zcdp(d, alloc.share), "sigma",
@@ -287,11 +298,14 @@ class LaplaceMech(EpsilonMechanism):
         assert stat.l1 is not None
         value = np.asarray(ins[0], dtype=float)
         eps = self.eps(alloc.share, alloc.mode)
+        delta = ctx.bound(stat.l1)
+        if not math.isfinite(delta):
+            return _infinite_noise(value, ctx, "scale")
         if _exact(ctx) and stat.float_error is not None:
             return _lattice_noised(
-                value, ctx.bound(stat.l1), stat, ctx, True, lambda d: laplace_scale(d, eps), "scale",
+                value, delta, stat, ctx, True, lambda d: laplace_scale(d, eps), "scale",
                 lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
-        b = laplace_scale(ctx.bound(stat.l1), eps)
+        b = laplace_scale(delta, eps)
         ctx.record("scale", b)
         return value + ctx.noise.laplace(b, value.shape)
 

@@ -23,6 +23,7 @@ from dpflow.nodes.base import (
     Inferred,
     Node,
     PiecesT,
+    Relation,
     RowsT,
     Size,
     Transform,
@@ -30,6 +31,7 @@ from dpflow.nodes.base import (
     finite_tuple,
     need,
     released_or_nonnegative,
+    released_or_positive,
     released_type,
     text_of,
 )
@@ -48,8 +50,14 @@ def _int_tuple(k: Any) -> tuple[int, ...]:
     return tuple(int(i) for i in k)
 
 
-def _opt_num_param(x: Any) -> Any:
-    return None if x is None else released_or_nonnegative(x)
+def _clip_radius(x: Any) -> Any:
+    """A Clip radius: ``None``, a released handle, or a finite positive public number."""
+    try:
+        return None if x is None else released_or_positive(x)
+    except ValueError as err:
+        why = " (radius 0 maps every row to the centre: nothing about the data could be released)" if x == 0 else ""
+        raise ValueError(f"Clip radius must be a finite positive number, got {x!r}{why}. "
+                         "Fix: pass radius > 0, or clip to a box only") from err
 
 
 def _box_param(b: Any) -> tuple[float, float] | None:
@@ -145,8 +153,18 @@ class Source(Node):
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         raise PlanTypeError(ctx.node_id, "sources are bound by the interpreter", "report this as a dpflow bug")
 
-    def prepare(self, raw: Any, node_id: str) -> np.ndarray:
-        """Check the public schema of ``raw`` and apply the domain's declared policy."""
+    def prepare(self, raw: Any, node_id: str, relation: Relation = "replace") -> np.ndarray:
+        """Check the public schema of ``raw`` and apply the domain's declared policy.
+
+        Under ``add_remove`` neighbours the number of rows is private: an empty dataset (any array
+        with no entries, e.g. the ``(0, 1)`` array of an empty CSV file) is the neighbour of a
+        one-row dataset and becomes ``n = 0`` rows of the declared dimension; it never raises.
+        Under ``replace`` n is public, and an empty dataset is a public schema error.
+
+        >>> import dpflow as dp
+        >>> Source(name="X", domain=dp.Vectors(d=3)).prepare(np.zeros((0, 1)), "source_0", "add_remove").shape
+        (0, 3)
+        """
         from dpflow.domains import BooleanCube, Ordinal, Reals
 
         arr = np.asarray(raw)
@@ -154,16 +172,26 @@ class Source(Node):
             raise DataError(node_id, f"source {self.name} needs numeric data, got dtype {arr.dtype}",
                             "pass a numeric array (encode categories as integers first)")
         d = as_vectors(self.domain).d
+        if arr.size == 0 and relation == "add_remove":
+            arr = arr.reshape(0, d)
         if arr.ndim == 1 and d == 1:
             arr = arr.reshape(-1, 1)
+        if arr.ndim == 2 and arr.shape[0] == d and arr.shape[1] != d:
+            k = arr.shape[1]
+            also = "" if self.n == k else f" (or, if the rows really have {k} coordinates, declare d={k})"
+            raise DataError(node_id, f"source {self.name} expects an (n, {d}) array with one row per record, got "
+                            f"shape {arr.shape}: it looks transposed",
+                            f"transpose it (pass X.T) so that the rows are records and the {d} columns are "
+                            f"coordinates{also}")
         if arr.ndim != 2 or arr.shape[1] != d:
             raise DataError(node_id, f"source {self.name} expects an (n, {d}) array, got shape {arr.shape}",
                             f"pass {d} columns, or declare the source's dimension as {arr.shape[-1]}")
         if self.n is not None and arr.shape[0] != self.n:
             raise DataError(node_id, f"source {self.name} declares n={self.n} but the data has {arr.shape[0]} rows",
                             "pass the declared number of rows, or declare n=None to read it from the data")
-        if arr.shape[0] < 1:
-            raise DataError(node_id, f"source {self.name} is empty", "pass at least one row")
+        if arr.shape[0] < 1 and relation == "replace":
+            raise DataError(node_id, f"source {self.name} is empty (n is public under replace-one neighbours)",
+                            "pass at least one row")
         if isinstance(self.domain, Ordinal):
             if arr.dtype.kind == "f":
                 arr = np.nan_to_num(arr, nan=0.0, posinf=self.domain.N - 1, neginf=0.0)
@@ -196,7 +224,7 @@ class Clip(Transform):
 
     kind: ClassVar[str] = "Clip"
     reference: ClassVar[str] = "row-wise projection onto a convex set (stability 1)"
-    radius: float | Ref | None = attrs.field(default=None, converter=_opt_num_param)
+    radius: float | Ref | None = attrs.field(default=None, converter=_clip_radius)
     center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_box_param)
 

@@ -12,7 +12,7 @@ from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes import Node, NodeRecord, Public, Source, SubPlan
 from dpflow.nodes.base import Relation
-from dpflow.plan.graph import Plan
+from dpflow.plan.graph import Plan, check_budget
 from dpflow.privacy import Measure
 
 
@@ -50,6 +50,7 @@ class PlanBuilder:
     ) -> None:
         if neighbors not in ("replace", "add_remove"):
             raise ValueError(f"neighbors must be 'replace' or 'add_remove', got {neighbors!r}")
+        check_budget(budget, name)
         self.budget = budget
         self.neighbors: Relation = neighbors
         self.report_delta = report_delta

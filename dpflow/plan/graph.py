@@ -10,17 +10,48 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import networkx as nx
 
-from dpflow.errors import PlanReferenceError, SerializationError
+from dpflow.errors import PlanReferenceError, PlanTypeError, SerializationError
 from dpflow.nodes import NodeRecord
 from dpflow.nodes.base import Relation
 from dpflow.plan.serialize import canonical, decode_measure, decode_record, encode_measure, encode_record
-from dpflow.privacy import Measure
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from dpflow.planner.ledger import Ledger
     from dpflow.report.report import Result
 
 SCHEMA = "dpflow.plan/1"
+
+
+def check_budget(budget: object, plan_name: str = "plan") -> None:
+    """Refuse a plan budget that is not a privacy measure, or that allows no privacy loss at all.
+
+    A bare number is ambiguous (epsilon? rho?), and a zero epsilon or rho leaves every mechanism a
+    zero share, which no noise scale meets.
+
+    >>> try:
+    ...     check_budget(0.5)
+    ... except PlanTypeError as e:
+    ...     print(e.problem)
+    budget=0.5 is a float, not a privacy measure
+    """
+    if not isinstance(budget, (PureDP, ZCDP, ApproxDP, ApproxZCDP)):
+        x = budget if isinstance(budget, (int, float)) and not isinstance(budget, bool) else "..."
+        raise PlanTypeError(plan_name, f"budget={budget!r} is a {type(budget).__name__}, not a privacy measure",
+                            f"write budget=dp.PureDP({x}) for epsilon-DP, dp.ZCDP({x}) for rho-zCDP, "
+                            "or dp.ApproxDP(epsilon, delta)")
+    if isinstance(budget, (PureDP, ApproxDP)) and budget.epsilon == 0:
+        raise PlanTypeError(plan_name, f"the budget {budget.describe()} has epsilon=0, which allows no release",
+                            "give the budget a positive epsilon")
+    if isinstance(budget, (ZCDP, ApproxZCDP)) and budget.rho == 0:
+        raise PlanTypeError(plan_name, f"the budget {budget.describe()} has rho=0, which allows no release",
+                            "give the budget a positive rho")
+
+
+def _valid_budget(plan: Plan, _attribute: object, budget: Measure) -> None:
+    check_budget(budget, plan.name)
 
 
 def build_graph(records: tuple[NodeRecord, ...], what: str = "plan") -> nx.DiGraph:
@@ -79,7 +110,7 @@ class Plan:
     True
     """
 
-    budget: Measure
+    budget: Measure = attrs.field(validator=_valid_budget)
     neighbors: Relation
     records: tuple[NodeRecord, ...]
     outputs: tuple[tuple[str, str], ...]
@@ -142,8 +173,10 @@ class Plan:
 
         return certify(self).ledger
 
-    def run(self, data: Mapping[str, Any], **options: Any) -> Result:
-        """Certify, then execute on ``data`` (source name -> array); see :func:`dpflow.run`."""
+    def run(self, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
+        """Certify, then execute on ``data`` (source name -> array; one array when the plan has a
+        single source); see :func:`dpflow.run`."""
+        from dpflow.interpreter.run import source_data
         from dpflow.report.report import run
 
-        return run(self, data, **options)
+        return run(self, source_data(self, data), **options)

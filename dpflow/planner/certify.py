@@ -499,6 +499,10 @@ class _Planner:
             f = node.fixed_share(mode)
             if f is None:
                 remaining, weights = per_source[_source_of(sp, rec)]
+                if remaining == 0:
+                    raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {_source_of(sp, rec)} "
+                                      "use the whole budget, leaving nothing for this weighted mechanism",
+                                      "lower the fixed costs, or give every mechanism on the source a weight=")
                 f = remaining * Fraction(node.weight) / weights
             shares[_key(sp, rec.id)] = f
             if self.basic:
@@ -524,11 +528,14 @@ class _Planner:
 
         totals = []
         report_delta = self._report_delta()
+        gdp_valid = _gdp_valid(self.mechs, allocations)
+        gdp_dropped = False
         for src in self.sources:
             name = _source_name(src)
             cost = self.fold_cost(src.id, cost_leaf)
             self._check_budget(name, cost, mode)
-            totals.append(self._source_total(name, cost, mode, total, report_delta))
+            gdp_dropped |= not gdp_valid and bool(cost.gdp_mu2)
+            totals.append(self._source_total(name, cost, mode, total, report_delta, gdp_valid))
         ledger = Ledger(
             plan_name=self.plan.name,
             plan_hash=self.plan.hash,
@@ -539,7 +546,7 @@ class _Planner:
             report_delta=report_delta,
             entries=tuple(self._entries(self.space, allocations, mode)),
             totals=tuple(totals),
-            composition=tuple(self._composition_notes()),
+            composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])),
             warnings=tuple(warnings),
         )
         return Certified(self.plan, self.space, allocations, ledger)
@@ -597,7 +604,11 @@ class _Planner:
             raise BudgetError(source, f"the composed cost {cost.total_measure().describe()} exceeds the budget "
                               f"{b.describe()}", "lower the fixed costs or raise the budget")
 
-    def _source_total(self, name: str, cost: Cost, mode: Mode, total: Fraction, delta: float) -> SourceTotal:
+    def _source_total(self, name: str, cost: Cost, mode: Mode, total: Fraction, delta: float,
+                      gdp_valid: bool) -> SourceTotal:
+        """The per-source totals; the exact Gaussian-DP accounting only when ``gdp_valid`` (see :func:`_gdp_valid`)."""
+        if not gdp_valid and cost.gdp_mu2 is not None:
+            cost = attrs.evolve(cost, gdp_mu2=None)
         used = cost.rho if mode == "zcdp" else (cost.pure_eps or Fraction(0))
         if self.basic:
             used = cost.basic_eps or Fraction(0)
@@ -683,6 +694,23 @@ class _Planner:
         if has_rec:
             notes.append("Recurse: every round up to the static bound is charged, round k at its round weight")
         return notes
+
+
+_NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noise sources (SecureNoise) draw the "
+                "discrete Gaussian, which has the same rho-zCDP (Canonne-Kamath-Steinke 2020 Thm 4) but no proven "
+                "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan forces continuous noise and that "
+                "conversion")
+
+
+def _gdp_valid(mechs: Sequence[tuple[_Space, NodeRecord, Mechanism]], allocations: dict[str, Allocation]) -> bool:
+    """Whether the exact Gaussian-DP conversion holds for every noise source a run may use.
+
+    It is proven for continuous Gaussian noise only (Dong-Roth-Su 2022; Balle-Wang 2018), so every
+    Gaussian mechanism's allocation must force continuous noise (``continuous_gaussian``: the plan is
+    certified through that profile); otherwise an exact source draws the discrete Gaussian.
+    """
+    return all(allocations[_key(sp, rec.id)].continuous_gaussian
+               for sp, rec, node in mechs if node.kind == "GaussianMech")
 
 
 def _spaces(space: _Space) -> list[_Space]:
