@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import dpflow as dp
+from dpflow import estimators as E
 from dpflow import nodes as N
+from dpflow.estimators import discrete, gaussian, product, truncation
 from dpflow.cli import main
 from dpflow.errors import BudgetError, DataError, PlanError, PlanTypeError, UnknownSourceError
 from dpflow.nodes.base import PostProcess
@@ -364,3 +366,24 @@ def test_the_no_gdp_note_appears_only_when_a_gdp_accounting_was_dropped() -> Non
     mixed = b.build(a=N.GaussianMech()(N.Mean()(C)), c=N.LaplaceMech()(N.Sum()(C))).check()
     assert mixed.totals[0].gdp_mu is None  # not all Gaussian: never a GDP accounting
     assert not any(note.startswith("no exact Gaussian-DP") for note in mixed.composition)
+
+
+ESTIMATOR_CALLS = {
+    "clipped_mean": lambda b: E.clipped_mean(d=2, n=100, budget=b, radius=1.0),
+    "naive_pce": lambda b: E.naive_pce(d=2, n=100, budget=b, kappa=2.0),
+    "gaussian.mean": lambda b: gaussian.mean(d=2, n=100, budget=b, R=1.0),
+    "gaussian.fit": lambda b: gaussian.fit(np.zeros((100, 2)), budget=b, mean_bound=1.0, cov_bound=2.0),
+    "laplace_histogram": lambda b: discrete.laplace_histogram(8, 100, b),
+    "merr": lambda b: discrete.merr(N=64, n=100, budget=b),
+    "sparse_mean": lambda b: E.sparse_mean(d=5, n=100, s=2, budget=b, radius=1.0),
+    "naive_product": lambda b: product.naive_product(d=5, n=100, budget=b),
+    "LinearRegression": lambda b: E.LinearRegression(budget=b).fit(np.zeros((100, 2)), np.zeros(100)),
+    "truncated_mean": lambda b: truncation.truncated_mean(d=2, n=100, budget=b, radius=1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATOR_CALLS))
+def test_every_estimator_refuses_a_bare_number_budget_naming_the_fix(name: str) -> None:
+    with pytest.raises(dp.PlanTypeError, match=r"not a privacy measure") as e:
+        ESTIMATOR_CALLS[name](0.5)
+    assert "dp.ZCDP(0.5)" in e.value.fix

@@ -99,7 +99,7 @@ def test_ppde_ledger_shows_sequential_composition() -> None:
 def test_ppde_refusals() -> None:
     with pytest.raises(ValueError):
         ppde(d=100, n=1000, budget=dp.ZCDP(0.5), rounds=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(dp.PlanTypeError, match="does not take"):
         ppde(d=100, n=1000, budget=dp.PureDP(1))
     with pytest.raises(ValueError):
         ppde(d=100, n=1000, budget=dp.ZCDP(0.5), shrink=1.0)

@@ -58,7 +58,7 @@ def test_bad_input_is_refused_before_data() -> None:
         sparse_mean(10, 100, 11, dp.ZCDP(0.5))
     with pytest.raises(ValueError, match="radius"):
         sparse_mean(10, 100, 2, dp.ZCDP(0.5), radius=float("nan"))
-    with pytest.raises(ValueError, match="budget"):
+    with pytest.raises(dp.PlanTypeError, match="budget"):
         sparse_mean(10, 100, 2, dp.PureDP(1.0))
     plan = sparse_mean(10, 100, 2, dp.ZCDP(0.5), radius=2.0)
     with pytest.raises(dp.DataError):

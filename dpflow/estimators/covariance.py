@@ -8,6 +8,7 @@ from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.estimators.tails import chi_radius
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 
@@ -35,8 +36,7 @@ def naive_pce(
     >>> plan.check().totals[0].rho
     '1/2'
     """
-    if not isinstance(budget, (ZCDP, ApproxDP)):
-        raise ValueError("naive_pce takes a ZCDP or ApproxDP budget")
+    require_budget(budget, "naive_pce", (ZCDP, ApproxDP))
     if kappa <= 0:
         raise ValueError(f"kappa must be positive, got {kappa}")
     m = n // 2 if unknown_mean else n

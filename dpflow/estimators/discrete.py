@@ -30,6 +30,7 @@ from dpflow.domains import Ordinal
 from dpflow.nodes.discrete import MAX_N, uniform_cdf
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, zcdp_rho_for_approx_dp
 
 CDF = tuple[np.ndarray, np.ndarray]
@@ -40,8 +41,7 @@ _SMALL_N = 2**22
 
 
 def _check_budget(budget: Measure, name: str) -> None:
-    if not isinstance(budget, (PureDP, ZCDP, ApproxDP, ApproxZCDP)):
-        raise ValueError(f"{name} takes a PureDP, ZCDP, ApproxDP or ApproxZCDP budget")
+    require_budget(budget, name, (PureDP, ZCDP, ApproxDP, ApproxZCDP))
 
 
 def _check_n(n: int) -> None:

@@ -7,6 +7,7 @@ import math
 from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 
@@ -37,8 +38,7 @@ def clipped_mean(
     >>> plan.check().totals[0].rho
     '1/2'
     """
-    if not isinstance(budget, (ZCDP, ApproxDP)):
-        raise ValueError("clipped_mean takes a ZCDP or ApproxDP budget")
+    require_budget(budget, "clipped_mean", (ZCDP, ApproxDP))
     R = radius if radius is not None else mean_bound + sigma * math.sqrt(2.0 * math.log(n))
     b = PlanBuilder(budget=budget, neighbors="replace", name="clipped_mean")
     X = b.source("X", Vectors(d=d), n=n)

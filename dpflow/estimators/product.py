@@ -19,14 +19,14 @@ import numpy as np
 from dpflow import nodes
 from dpflow.domains import BooleanCube
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 EXACT_TV_D = 16
 
 
 def _check(d: int, n: int, budget: Measure, name: str) -> None:
-    if not isinstance(budget, (ZCDP, ApproxDP)):
-        raise ValueError(f"{name} takes a ZCDP or ApproxDP budget")
+    require_budget(budget, name, (ZCDP, ApproxDP))
     if d < 1 or n < 1:
         raise ValueError(f"{name} needs d >= 1 and n >= 1, got d={d}, n={n}")
 

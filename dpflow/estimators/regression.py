@@ -32,6 +32,7 @@ from dpflow.estimators.truncation import gaussian_factor, private_radius
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.regression import l1_bound
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 ROW_FACTOR = 1.5
@@ -48,8 +49,7 @@ def _pos(name: str, x: float | None) -> float:
 
 
 def _common(d: int, n: int, budget: Measure, truncation_weight: float) -> None:
-    if not isinstance(budget, (ZCDP, ApproxDP)):
-        raise ValueError(f"regression takes a ZCDP or ApproxDP budget, got {budget.describe()}")
+    require_budget(budget, "regression", (ZCDP, ApproxDP))
     if d < 1 or n < 2:
         raise ValueError(f"regression needs d >= 1 and n >= 2, got d={d}, n={n}")
     if not 0 < truncation_weight < 1:

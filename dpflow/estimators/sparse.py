@@ -7,6 +7,7 @@ from dpflow.domains import Vectors
 from dpflow.estimators.truncation import radius_or_private
 from dpflow.handles import Released
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 
@@ -37,8 +38,7 @@ def sparse_mean(
     >>> [e.kind for e in plan.check().entries if e.cost]
     ['Peel']
     """
-    if not isinstance(budget, (ZCDP, ApproxDP)):
-        raise ValueError(f"sparse_mean takes a ZCDP or ApproxDP budget, got {budget.describe()}")
+    require_budget(budget, "sparse_mean", (ZCDP, ApproxDP))
     if not 1 <= s <= d:
         raise ValueError(f"sparse_mean needs 1 <= s <= d, got s={s}, d={d}")
     if not 0 < truncation_weight < 1:

@@ -32,6 +32,7 @@ from dpflow.domains import Vectors
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 HALF_NORMAL_MEDIAN = NormalDist().inv_cdf(0.75)
@@ -124,7 +125,7 @@ def truncated_mean(
     >>> plan.check().totals[0].budget_used
     '100%'
     """
-    _check_budget(budget)
+    require_budget(budget, "truncation", (ZCDP, ApproxDP))
     if not 0 < truncation_weight < 1:
         raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
     b = PlanBuilder(budget=budget, neighbors="replace", name="truncated_mean", accounting=accounting)
@@ -133,7 +134,3 @@ def truncated_mean(
     mean = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=R)(X))
     return b.build(mean=mean, radius=R if isinstance(R, Released) else b.public(R))
 
-
-def _check_budget(budget: Measure) -> None:
-    if not isinstance(budget, (ZCDP, ApproxDP)):
-        raise ValueError(f"this estimator takes a ZCDP or ApproxDP budget, got {budget.describe()}")

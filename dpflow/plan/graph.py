@@ -50,6 +50,24 @@ def check_budget(budget: object, plan_name: str = "plan") -> None:
                             "give the budget a positive rho")
 
 
+def require_budget(budget: object, where: str, kinds: tuple[type, ...]) -> None:
+    """The one budget check of the ready-made estimators: ``budget`` is a measure of one of ``kinds``
+    (a bare number or a zero budget gets :func:`check_budget`'s message), else a ``PlanTypeError``
+    naming the estimator and the budgets it takes.
+
+    >>> try:
+    ...     require_budget(PureDP(1), "clipped_mean", (ZCDP, ApproxDP))
+    ... except PlanTypeError as e:
+    ...     print(e.fix)
+    use one of: ZCDP, ApproxDP
+    """
+    check_budget(budget, where)
+    if not isinstance(budget, kinds):
+        assert isinstance(budget, (PureDP, ZCDP, ApproxDP, ApproxZCDP))
+        raise PlanTypeError(where, f"{where} does not take a {budget.describe()} budget",
+                            "use one of: " + ", ".join(k.__name__ for k in kinds))
+
+
 def _valid_budget(plan: Plan, _attribute: object, budget: Measure) -> None:
     check_budget(budget, plan.name)
 

@@ -37,6 +37,7 @@ from dpflow.estimators.mean import clipped_mean
 from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gdp_mu_for_approx_dp
 
 MeanMethod = Literal["coinpress", "kv", "pme", "naive"]
@@ -56,6 +57,7 @@ def total_rho(budget: Measure) -> Fraction:
     >>> total_rho(ZCDP(0.5))
     Fraction(1, 2)
     """
+    require_budget(budget, "gaussian", (ZCDP, ApproxZCDP, ApproxDP))
     if isinstance(budget, (ZCDP, ApproxZCDP)):
         return budget.rho
     if isinstance(budget, ApproxDP) and budget.delta > 0:
