@@ -14,9 +14,9 @@ import pytest
 import dpflow as dp
 from dpflow import estimators as E
 from dpflow import nodes as N
-from dpflow.estimators import discrete, gaussian, product, truncation
 from dpflow.cli import main
 from dpflow.errors import BudgetError, DataError, PlanError, PlanTypeError, UnknownSourceError
+from dpflow.estimators import discrete, gaussian, product, truncation
 from dpflow.nodes.base import PostProcess
 
 # ------------------------------------------------------------------ item 7: empty data under add/remove
