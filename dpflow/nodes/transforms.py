@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import RowDomain, Sym, Vectors, as_vectors
+from dpflow.domains import MAX_BOUND, RowDomain, Sym, Vectors, as_vectors
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
 from dpflow.nodes.base import (
@@ -27,9 +27,12 @@ from dpflow.nodes.base import (
     Size,
     Transform,
     VType,
+    capped,
     finite_tuple,
+    magnitude,
     need,
     released_or_nonnegative,
+    released_or_radius,
     released_type,
     text_of,
 )
@@ -48,12 +51,20 @@ def _int_tuple(k: Any) -> tuple[int, ...]:
     return tuple(int(i) for i in k)
 
 
-def _opt_num_param(x: Any) -> Any:
-    return None if x is None else released_or_nonnegative(x)
+def _opt_radius(x: Any) -> Any:
+    return None if x is None else released_or_radius(x)
 
 
 def _box_param(b: Any) -> tuple[float, float] | None:
-    return None if b is None else (float(b[0]), float(b[1]))
+    return None if b is None else (magnitude(b[0]), magnitude(b[1]))
+
+
+def _clip_center(x: Any) -> Any:
+    x = _vec_param(x)
+    if isinstance(x, tuple):
+        for v in x:
+            magnitude(v)
+    return x
 
 
 def clip_box(A: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -131,6 +142,10 @@ class Source(Node):
                 "drop n, or declare neighbors='replace'",
             )
         vec = as_vectors(self.domain)
+        if not vec.largest_bound() <= MAX_BOUND:
+            raise DomainError(ctx.node_id, f"source {self.name} declares a bound of {vec.largest_bound():.6g}, "
+                              f"beyond {MAX_BOUND:.6g}: sums of such rows can overflow float64",
+                              "rescale the data so that its bounds are at most 1e77")
         if vec.center is not None or (vec.l2_bound is not None and not vec.l2_bound.is_const):
             raise DomainError(ctx.node_id, "a source's l2 bound must be a constant around the origin",
                               "declare Vectors(d, l2_bound=Sym.const(r)), or Clip after the source")
@@ -189,6 +204,15 @@ class Clip(Transform):
     Non-finite rows are mapped to the centre (the origin when there is none); the
     output bound is then guaranteed exactly, including floating-point error.
 
+    Public radii, box endpoints and centre coordinates must be at most ``MAX_BOUND``
+    (about 1.16e77) in magnitude, so that no sum of clipped rows can overflow float64;
+    larger ones are refused here.  A *released* radius or centre is checked at run time
+    by a declared policy (never an exception): a radius above ``MAX_BOUND`` (inf
+    included) is used as ``MAX_BOUND``, a NaN or negative one as 0, and a centre with a
+    coordinate above ``MAX_BOUND`` in magnitude (or not finite) maps every row to the
+    centre.  The sensitivity is evaluated with the released radius itself, never less
+    than the one used.
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> Y = dp.nodes.Clip(radius=3.0)(b.source("X", dp.Vectors(d=2), n=10))
@@ -196,8 +220,8 @@ class Clip(Transform):
 
     kind: ClassVar[str] = "Clip"
     reference: ClassVar[str] = "row-wise projection onto a convex set (stability 1)"
-    radius: float | Ref | None = attrs.field(default=None, converter=_opt_num_param)
-    center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
+    radius: float | Ref | None = attrs.field(default=None, converter=_opt_radius)
+    center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_clip_center)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_box_param)
 
     def __attrs_post_init__(self) -> None:
@@ -243,9 +267,9 @@ class Clip(Transform):
         d = X.shape[1]
         c = _value(ctx, self.center, d)
         if self.radius is not None:
-            r = max(_scalar(ctx, self.radius, "radius"), 0.0)
-            if not math.isfinite(r):
-                r = float(np.finfo(float).max) ** 0.5
+            r = capped(_scalar(ctx, self.radius, "radius"))
+            if c is not None and not np.all(np.abs(c) <= MAX_BOUND):
+                r = 0.0  # a released centre beyond MAX_BOUND (or not finite): every row goes to the centre
             X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
         if self.box is not None:
             lo, hi = self.box
@@ -278,7 +302,8 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
             slack = 4.0 * (A.shape[1] + 3) * np.finfo(float).eps * (np.sqrt(sq) + math.sqrt(cc)) ** 2
         # rows outside, within a relative 1e-12 of the boundary, or non-finite (NaN compares false) are
         # moved exactly, as a subset
-        idx = np.flatnonzero(~(dist2 + slack <= (r * (1.0 - 1e-12)) ** 2))
+        inner = r * (1.0 - 1e-12)
+        idx = np.flatnonzero(~(dist2 + slack <= inner * inner))  # a product: inf for a huge r, never OverflowError
         if not idx.size:
             return A  # every row is certified inside: nothing to copy (inputs are never modified)
         Y = np.array(A)  # the one fresh (n, d) array; rows certified inside the ball are kept as they are
