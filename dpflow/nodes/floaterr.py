@@ -125,7 +125,9 @@ class FloatError:
             # entries sum n products: error <= gamma_n sum_i |z_ij z_ik|, Frobenius <= gamma_n n b^2;
             # then the division by n (relative u); plus half the sensitivity excess of rows within
             # b rather than the declared radius r (sqrt(2) b^2 / n against sqrt(2) r^2 / n)
-            excess = (b * b - r * r) * math.sqrt(2.0) / (2.0 * n)
+            # b - r is exact (Sterbenz) but b itself was rounded in the few additions that made it (at
+            # most u b each, comparable to the widening (d + 2) u r): 4 u b restores an upper bound
+            excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0) / (2.0 * n)
             l2 = gamma(n) * b * b + U * b * b + excess
         else:
             b = self.row_norm(value)

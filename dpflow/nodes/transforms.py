@@ -180,10 +180,13 @@ class Source(Node):
         if arr.shape[0] < 1:
             raise DataError(node_id, f"source {self.name} is empty", "pass at least one row")
         if isinstance(self.domain, Ordinal):
+            top = self.domain.N - 1
             if arr.dtype.kind == "f":
-                arr = np.nan_to_num(arr, nan=0.0, posinf=self.domain.N - 1, neginf=0.0)
-                arr = np.clip(np.floor(arr), 0, self.domain.N - 1)
-            return np.clip(arr.astype(np.int64), 0, self.domain.N - 1)
+                arr = np.nan_to_num(arr, nan=0.0, posinf=top, neginf=0.0)
+                arr = np.clip(np.floor(arr), 0, top)
+            elif arr.dtype.kind in "iu":  # clip in the data's own type: a uint64 above 2^63 must not wrap
+                arr = np.clip(arr, max(0, int(np.iinfo(arr.dtype).min)), min(top, int(np.iinfo(arr.dtype).max)))
+            return np.clip(arr.astype(np.int64), 0, top)
         if isinstance(self.domain, BooleanCube):
             cube: np.ndarray = (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
             return cube
@@ -206,12 +209,13 @@ class Clip(Transform):
 
     Public radii, box endpoints and centre coordinates must be at most ``MAX_BOUND``
     (about 1.16e77) in magnitude, so that no sum of clipped rows can overflow float64;
-    larger ones are refused here.  A *released* radius or centre is checked at run time
-    by a declared policy (never an exception): a radius above ``MAX_BOUND`` (inf
-    included) is used as ``MAX_BOUND``, a NaN or negative one as 0, and a centre with a
-    coordinate above ``MAX_BOUND`` in magnitude (or not finite) maps every row to the
-    centre.  The sensitivity is evaluated with the released radius itself, never less
-    than the one used.
+    larger ones are refused here.  A *released* radius follows a declared policy at run
+    time (never an exception, see ``base.capped``): above ``MAX_BOUND`` (inf included) it
+    is used as ``MAX_BOUND``, NaN or negative as 0; the sensitivity is evaluated with the
+    released radius itself, never less than the one used.  A released centre needs no
+    cap: a coordinate beyond ``MAX_BOUND * 2^54`` is farther than the radius from every
+    other float, so every row takes that coordinate exactly (sums of it are then the same
+    on every dataset); nearer centres keep sums far below overflow.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -268,8 +272,6 @@ class Clip(Transform):
         c = _value(ctx, self.center, d)
         if self.radius is not None:
             r = capped(_scalar(ctx, self.radius, "radius"))
-            if c is not None and not np.all(np.abs(c) <= MAX_BOUND):
-                r = 0.0  # a released centre beyond MAX_BOUND (or not finite): every row goes to the centre
             X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
         if self.box is not None:
             lo, hi = self.box
