@@ -244,22 +244,25 @@ def test_gradient_step_float_error_covers_the_whole_update(eta: float) -> None:
 
 
 def test_gradient_step_lattice_releases_move_at_most_the_widened_sensitivity() -> None:
-    # before: with a tiny step the rounding of beta - eta * g (an ulp of beta) exceeded the widened bound
+    # before: with a tiny step, beta - eta * g rounds to different floats on neighbours (an ulp of beta,
+    # 1.1e-16) while the widened sensitivity was about 1e-17
     n, d = 50, 2
-    plan, _ = _step_plan(1e-15, n, d, [0.7, -0.7], 1.0)
-    cert = certify(plan)
-    rng = np.random.default_rng(4)
-    X = rng.normal(size=(n, d + 1))
-    base = execute(cert, {"Z": X}, ExactZeroNoise(), NumpyBackend())
-    worst = 0.0
-    for _ in range(60):
-        Y = X.copy()
-        Y[int(rng.integers(n))] = rng.normal(size=d + 1) * 5
-        other = execute(cert, {"Z": Y}, ExactZeroNoise(), NumpyBackend())
-        sens = base.facts["gaussian_mech_3"][1]["lattice"]["sensitivity"]
-        dist = float(np.linalg.norm(np.asarray(base.released["beta"]) - np.asarray(other.released["beta"])))
-        worst = max(worst, dist / sens)
-    assert 0 < worst <= 1.0
+    X = np.random.default_rng(4).normal(size=(n, d + 1))
+    spy = _SpyBackend()
+    execute(certify(_step_plan(1.0, n, d, [0.7, -0.7], 1.0)[0]), {"Z": X}, ZeroNoise(), spy)
+    G = spy.summed[0]
+    i = int(np.argmax(G[:, 0] * np.sign(G[:, 0].sum())))
+    Y = X.copy()
+    Y[i, :d] = 0.0                                      # that row's gradient term becomes 0
+    g_x, g_y = abs(G[:, 0].sum()) / n, abs(G[:, 0].sum() - G[i, 0]) / n
+    eta = math.ulp(0.7) / 2 / ((g_x + g_y) / 2)           # eta * g crosses half an ulp of beta between them
+    cert = certify(_step_plan(eta, n, d, [0.7, -0.7], 1.0)[0])
+    a = execute(cert, {"Z": X}, ExactZeroNoise(), NumpyBackend())
+    c = execute(cert, {"Z": Y}, ExactZeroNoise(), NumpyBackend())
+    sens = a.facts["gaussian_mech_3"][1]["lattice"]["sensitivity"]
+    dist = float(np.linalg.norm(np.asarray(a.released["beta"]) - np.asarray(c.released["beta"])))
+    assert dist >= math.ulp(0.7) / 2                      # the adversarial pair does round apart
+    assert dist <= sens
 
 
 # --------------------------------------------------------------------------- item 10: rules pinned
