@@ -184,6 +184,10 @@ def test_the_float_error_is_infinite_when_a_sum_could_overflow() -> None:
     # before: b * b overflowed and the gram's excess term was inf - inf = NaN
     assert FloatError("gram", dom, n).bound({"r": 1e200}, 3) == (math.inf, math.inf)
     assert math.isfinite(FloatError("gram", dom, n).bound({"r": math.sqrt(b_ok)}, 3)[0])
+    assert FloatError("gram", dom, n).bound({"r": math.sqrt(OVERFLOW / 1000.0)}, 3) == (math.inf, math.inf)
+    around = dp.Vectors(d=2, l2_bound=1.0, center="c")               # small centred rows, a huge centre
+    assert math.isfinite(FloatError("gram", around, n, "c").bound({"norm:c": 2.0**500}, 3)[0])
+    assert FloatError("gram", around, n, "c").bound({"norm:c": 2.0**560}, 3) == (math.inf, math.inf)
     step = FloatError("step", dom, n, eta=4.0, offset=1.0)
     assert math.isfinite(step.bound({"r": b_ok / 4.0}, 2)[0])
     assert step.bound({"r": OVERFLOW / 4000.0}, 2) == (math.inf, math.inf)
@@ -245,24 +249,25 @@ def test_gradient_step_float_error_covers_the_whole_update(eta: float) -> None:
 
 def test_gradient_step_lattice_releases_move_at_most_the_widened_sensitivity() -> None:
     # before: with a tiny step, beta - eta * g rounds to different floats on neighbours (an ulp of beta,
-    # 1.1e-16) while the widened sensitivity was about 1e-17
-    n, d = 50, 2
+    # 1.1e-16) while the widened sensitivity was about 1e-18; the float error (u ||beta|| <= u * 0.99) must
+    # be counted twice (neighbours err in opposite directions) to cover the ulp
+    n, d, radius = 1000, 2, 0.99
     X = np.random.default_rng(4).normal(size=(n, d + 1))
     spy = _SpyBackend()
-    execute(certify(_step_plan(1.0, n, d, [0.7, -0.7], 1.0)[0]), {"Z": X}, ZeroNoise(), spy)
+    execute(certify(_step_plan(1.0, n, d, [0.7, -0.7], radius)[0]), {"Z": X}, ZeroNoise(), spy)
     G = spy.summed[0]
     i = int(np.argmax(G[:, 0] * np.sign(G[:, 0].sum())))
     Y = X.copy()
     Y[i, :d] = 0.0                                      # that row's gradient term becomes 0
     g_x, g_y = abs(G[:, 0].sum()) / n, abs(G[:, 0].sum() - G[i, 0]) / n
     eta = math.ulp(0.7) / 2 / ((g_x + g_y) / 2)           # eta * g crosses half an ulp of beta between them
-    cert = certify(_step_plan(eta, n, d, [0.7, -0.7], 1.0)[0])
+    cert = certify(_step_plan(eta, n, d, [0.7, -0.7], radius)[0])
     a = execute(cert, {"Z": X}, ExactZeroNoise(), NumpyBackend())
     c = execute(cert, {"Z": Y}, ExactZeroNoise(), NumpyBackend())
     sens = a.facts["gaussian_mech_3"][1]["lattice"]["sensitivity"]
     dist = float(np.linalg.norm(np.asarray(a.released["beta"]) - np.asarray(c.released["beta"])))
     assert dist >= math.ulp(0.7) / 2                      # the adversarial pair does round apart
-    assert dist <= sens
+    assert dist <= sens < 2 * dist
 
 
 # --------------------------------------------------------------------------- item 10: rules pinned
@@ -319,6 +324,10 @@ def test_ordinal_integer_data_outside_the_range_is_clipped_into_it() -> None:
     assert src.prepare(uints, "s")[:, 0].tolist() == [0, 6, 6, 6, 6]
     small = np.array([-128, 127], dtype=np.int8)
     assert src.prepare(small, "s")[:, 0].tolist() == [0, 6]
+    one = N.Source(name="X", domain=dp.Ordinal(N=1), n=None)
+    assert one.prepare(np.array([True, False]), "s")[:, 0].tolist() == [0, 0]
+    two = N.Source(name="X", domain=dp.Ordinal(N=2), n=None)
+    assert two.prepare(np.array([True, False]), "s").tolist() == [[1], [0]]
     out = src.prepare(np.array([-0.5, 6.9, 7.0, 1e300, -math.inf, math.nan]), "s")
     assert out[:, 0].tolist() == [0, 6, 6, 6, 0, 0] and out.dtype == np.int64
 
@@ -393,12 +402,10 @@ def _ref_bound(fe: FloatError, n: int, values: dict[str, float]) -> Fraction:
     out = g * n * b + b * gd
     if fe.kind == "sum":
         return out
-    out = out / n + u * b * (1 + g)
+    out = out / n + u * b
     if fe.kind == "mean":
         return out
-    eta, off = Fraction(fe.eta), Fraction(fe.offset)
-    mb = b * (1 + g) * (1 + u)
-    return eta * out + u * eta * mb + u * (off + eta * mb * (1 + u))
+    return Fraction(fe.eta) * out + u * Fraction(fe.offset) + 2 * u * Fraction(fe.eta) * b
 
 
 @pytest.mark.parametrize(("kind", "center", "eta", "offset"), [
@@ -434,3 +441,38 @@ def test_row_norms_are_pinned() -> None:
     assert FloatError("sum", dp.Vectors(d=4), dp.Sym.const(10.0)).row_norm({}) == math.inf
     assert gamma(10) >= Fraction(10) * Fraction(U) / (1 - 10 * Fraction(U))
     assert gamma(10) <= 10 * U * (1 + 1e-14)
+
+
+def test_queries_declare_the_float_error_of_their_computation() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=3), n=100)
+    c = b.public([1.0, 2.0, 3.0])
+    ball, around = N.Clip(radius=2.0)(X), N.Clip(radius=2.0, center=c)(X)
+    q = {"sum": N.Sum()(ball), "mean": N.Mean()(ball), "gram0": N.SecondMoment()(ball),
+         "gramc": N.SecondMoment(center=c)(around), "count": N.Count()(X),
+         "freq": N.Histogram(edges=[0, 1, 2], normalize=True)(N.Columns(keep=[0])(ball)),
+         "trunc": N.TruncatedMean(bound=1.5)(X),
+         "step": N.GradientStep(beta=b.public([0.0, 0.0]), eta=0.25, x_bound=2.0, residual_bound=3.0,
+                                radius=1.5)(X)}
+    cert = certify(b.build(**{k: N.GaussianMech()(h) for k, h in q.items()}))
+
+    def fe(name: str) -> FloatError:
+        t = cert.space.types[q[name].id]
+        assert isinstance(t, StatT) and t.float_error is not None
+        return t.float_error
+
+    n = dp.Sym.const(100.0)
+    bounded = dp.Vectors(d=3, l2_bound=2.0)
+    assert fe("sum") == FloatError("sum", bounded, n)
+    assert fe("mean") == FloatError("mean", bounded, n)
+    assert fe("gram0") == FloatError("gram", bounded, n)
+    assert fe("gramc") == FloatError("gram", dp.Vectors(d=3, l2_bound=2.0, center=c.id), n, c.id)
+    assert fe("count").kind == "exact" and fe("freq").kind == "freq" and fe("freq").n == n
+    assert fe("trunc") == FloatError("mean", dp.Vectors(d=3, l2_bound=1.5 * math.sqrt(3)), n)
+    assert fe("step") == FloatError("step", dp.Vectors(d=2, l2_bound=3.0 * 2.0 * math.sqrt(2)), n,
+                                    eta=0.25, offset=1.5)
+    # a sum over a private number of rows has no float-error bound (its release is continuous)
+    ar = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
+    s = N.Sum()(N.Clip(radius=1.0)(ar.source("X", dp.Vectors(d=2))))
+    t = certify(ar.build(s=N.GaussianMech()(s))).space.types[s.id]
+    assert isinstance(t, StatT) and t.float_error is None

@@ -120,7 +120,7 @@ class FloatError:
             l2 = U * 1.0
         elif self.kind == "gram":
             b, r = self.centred_norm(value), self.centred_norm(value, widen=False)
-            if not (n * b * b < OVERFLOW and self.row_norm(value) < OVERFLOW):
+            if not n * b * b < OVERFLOW:  # (b >= u ||c||: a huge centre trips this too)
                 return math.inf, math.inf
             # entries sum n products: error <= gamma_n sum_i |z_ij z_ik|, Frobenius <= gamma_n n b^2;
             # then the division by n (relative u); plus half the sensitivity excess of rows within
@@ -135,13 +135,13 @@ class FloatError:
                 return math.inf, math.inf
             # a sum of n rows in any order; plus half the diameter excess of computed rows (2 b vs 2 r)
             l2 = gamma(n) * n * b + b * gamma(self.domain.d + 2)
-            if self.kind != "sum":  # the division by n: relative u of the computed mean
-                l2 = l2 / n + U * b * (1.0 + gamma(n))
+            if self.kind != "sum":  # the division by n: relative u of the computed mean (|mean| <= b)
+                l2 = l2 / n + U * b
             if self.kind == "step":
-                # beta - eta * m for the computed mean m (|m| <= mb): the error of m scaled by eta, the
-                # rounding of eta * m (relative u) and of the subtraction (u (|beta| + |eta m|))
-                mb = b * (1.0 + gamma(n)) * (1.0 + U)
-                l2 = self.eta * l2 + U * self.eta * mb + U * (self.offset + self.eta * mb * (1.0 + U))
-        # rounded up (relative 1e-12, rounding.up): covers the rounding of the dozen operations above
+                # beta - eta * m for the computed mean m (|m| <= b): the error of m scaled by eta, the
+                # rounding of eta * m (u eta b) and of the subtraction (u (||beta|| + eta b))
+                l2 = self.eta * l2 + U * self.offset + 2 * U * self.eta * b
+        # rounded up (relative 1e-12, rounding.up): covers the rounding of the dozen operations above and
+        # the second-order terms left out (|m| <= (1 + gamma_n) b, not b: a relative u gamma_n of the total)
         l2 = up(l2)
         return l2, up(l2 * math.sqrt(entries))

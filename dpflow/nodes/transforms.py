@@ -184,9 +184,11 @@ class Source(Node):
             if arr.dtype.kind == "f":
                 arr = np.nan_to_num(arr, nan=0.0, posinf=top, neginf=0.0)
                 arr = np.clip(np.floor(arr), 0, top)
-            elif arr.dtype.kind in "iu":  # clip in the data's own type: a uint64 above 2^63 must not wrap
+            else:  # clip in the data's own integer type: a uint64 above 2^63 must not wrap to a negative int64
+                arr = arr.astype(np.uint8) if arr.dtype.kind == "b" else arr
                 arr = np.clip(arr, max(0, int(np.iinfo(arr.dtype).min)), min(top, int(np.iinfo(arr.dtype).max)))
-            return np.clip(arr.astype(np.int64), 0, top)
+            ordinal: np.ndarray = arr.astype(np.int64)
+            return ordinal
         if isinstance(self.domain, BooleanCube):
             cube: np.ndarray = (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
             return cube
