@@ -20,6 +20,7 @@ divided by that cost.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 
 import attrs
@@ -162,7 +163,7 @@ def _opt_sym(x: Sym | float | None) -> Sym | None:
     """A bound given as a number is a public constant (validated by :class:`Sym`)."""
     if x is None or isinstance(x, Sym):
         return x
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise ValueError(f"an l2 bound must be a Sym or a number, got {x!r}")
     return Sym.const(float(x))
 
@@ -192,7 +193,7 @@ class Vectors:
     center: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 1:
+        if isinstance(self.d, bool) or not isinstance(self.d, numbers.Integral) or self.d < 1:
             raise ValueError(f"Vectors needs an integer d >= 1, got d={self.d!r}")
         if self.box is not None:
             lo, hi = self.box
@@ -284,7 +285,7 @@ class Reals:
 
     def __attrs_post_init__(self) -> None:
         for v in (self.lower, self.upper):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)):
                 raise ValueError(f"Reals bounds must be finite numbers, got {self.lower!r}, {self.upper!r}")
         if self.lower is not None and self.upper is not None and not self.lower <= self.upper:
             raise ValueError(f"Reals needs lower <= upper, got [{self.lower}, {self.upper}]")
@@ -330,8 +331,8 @@ class Ordinal:
     N: int
 
     def __attrs_post_init__(self) -> None:
-        if not 1 <= self.N <= 2**62:
-            raise ValueError(f"Ordinal needs 1 <= N <= 2**62, got N={self.N}")
+        if isinstance(self.N, bool) or not isinstance(self.N, numbers.Integral) or not 1 <= self.N <= 2**62:
+            raise ValueError(f"Ordinal needs an integer 1 <= N <= 2**62, got N={self.N!r}")
 
     def describe(self) -> str:
         """Readable form used in ledgers."""

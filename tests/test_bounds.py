@@ -71,11 +71,22 @@ def test_json_bound_factors_are_not_coerced(factor: list[Any]) -> None:
     assert decode({"$sym": [2.0, [["radius", 1]]]}) == dp.Sym(2.0, (("radius", 1),))
 
 
+def test_domain_sizes_must_be_integers() -> None:
+    for bad in (2.5, True, "3", 0):
+        with pytest.raises(ValueError):
+            dp.Vectors(d=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            dp.Ordinal(N=bad)  # type: ignore[arg-type]
+    assert dp.Vectors(d=np.int64(3), l2_bound=np.int64(2)).l2_bound == dp.Sym.const(2.0)
+    assert dp.Ordinal(N=np.int64(5)).as_vectors().box == (0.0, 4.0)
+
+
 def test_reals_bounds_are_validated() -> None:
     for lo, hi in [(0.0, math.nan), (-math.inf, 1.0), (2.0, 1.0)]:
         with pytest.raises(ValueError):
             dp.Reals(lower=lo, upper=hi)
     assert dp.Reals(lower=-1.0, upper=1.0).as_vectors().box == (-1.0, 1.0)
+    assert dp.Reals(lower=np.int64(-1), upper=np.float32(2.0)).as_vectors().box == (-1.0, 2.0)
 
 
 # --------------------------------------------------------------------------- item 5: float overflow
