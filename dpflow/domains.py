@@ -20,6 +20,7 @@ divided by that cost.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 
 import attrs
@@ -29,6 +30,31 @@ from dpflow.privacy.rounding import up
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
+
+
+MAX_BOUND = 2.0**256
+"""The largest magnitude a public bound on the rows may declare (about 1.16e77).
+
+A box endpoint, an l2 radius, a centre coordinate or a clipping bound above it is refused
+where it is declared (a released one is capped at it by the node that reads it).  With every
+row norm within a small multiple of ``MAX_BOUND * sqrt(d)``, no computation dpflow does on at
+most 2^63 rows can overflow float64: sums stay below 2^(63 + 258) sqrt(d), second moments below
+2^(63 + 516) d, a gradient step (three such factors) below 2^(63 + 770) d.  Without the cap a
+sum could overflow to inf on one dataset and not on its neighbour, which no noise hides.
+"""
+
+
+def _bound_coef(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"a bound must be finite and non-negative, got {value!r}")
+
+
+def _bound_factors(_: object, attribute: attrs.Attribute[tuple[tuple[str, int], ...]],
+                   value: tuple[tuple[str, int], ...]) -> None:
+    for f in value:
+        if not (isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str)
+                and isinstance(f[1], int) and not isinstance(f[1], bool)):
+            raise ValueError(f"a bound's factors must be (name, integer power) pairs, got {f!r}")
 
 
 @attrs.frozen
@@ -45,14 +71,13 @@ class Sym:
     True
     """
 
-    coef: float
-    factors: tuple[tuple[str, int], ...] = ()
+    coef: float = attrs.field(converter=float, validator=_bound_coef)
+    """Finite and non-negative: a negative bound would turn into a zero noise scale."""
+    factors: tuple[tuple[str, int], ...] = attrs.field(default=(), validator=_bound_factors)
 
     @staticmethod
     def const(x: float) -> Sym:
-        """A public constant."""
-        if not math.isfinite(x) or x < 0:
-            raise ValueError(f"a bound must be finite and non-negative, got {x!r}")
+        """A public constant (finite and non-negative, else ``ValueError``)."""
         return Sym(float(x))
 
     @staticmethod
@@ -134,6 +159,23 @@ def _min_bound(a: Bound, b: Bound) -> Bound:
     return a
 
 
+def _opt_sym(x: Sym | float | None) -> Sym | None:
+    """A bound given as a number is a public constant (validated by :class:`Sym`)."""
+    if x is None or isinstance(x, Sym):
+        return x
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"an l2 bound must be a Sym or a number, got {x!r}")
+    return Sym.const(float(x))
+
+
+def _opt_pair(b: tuple[float, float] | None) -> tuple[float, float] | None:
+    if b is None:
+        return None
+    if len(b) != 2:
+        raise ValueError(f"a box is a (lower, upper) pair, got {b!r}")
+    return float(b[0]), float(b[1])
+
+
 @attrs.frozen(kw_only=True)
 class Vectors:
     """Rows in R^d, optionally inside an l2 ball and/or a coordinate box.
@@ -146,17 +188,28 @@ class Vectors:
     """
 
     d: int
-    l2_bound: Sym | None = None
-    box: tuple[float, float] | None = None
+    l2_bound: Sym | None = attrs.field(default=None, converter=_opt_sym)
+    box: tuple[float, float] | None = attrs.field(default=None, converter=_opt_pair)
     center: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.d < 1:
-            raise ValueError(f"Vectors needs d >= 1, got d={self.d}")
+        if isinstance(self.d, bool) or not isinstance(self.d, numbers.Integral) or self.d < 1:
+            raise ValueError(f"Vectors needs an integer d >= 1, got d={self.d!r}")
         if self.box is not None:
             lo, hi = self.box
             if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
                 raise ValueError(f"box must be finite with lower <= upper, got {self.box}")
+
+    def largest_bound(self) -> float:
+        """The largest constant the domain declares: box endpoints (in magnitude), a constant l2 bound.
+
+        >>> Vectors(d=2, box=(-5.0, 1.0), l2_bound=2.0).largest_bound()
+        5.0
+        """
+        out = 0.0 if self.box is None else max(abs(self.box[0]), abs(self.box[1]))
+        if self.l2_bound is not None and self.l2_bound.is_const:
+            out = max(out, self.l2_bound.coef)
+        return out
 
     def describe(self) -> str:
         """Readable form used in ledgers."""
@@ -230,6 +283,13 @@ class Reals:
     lower: float | None = None
     upper: float | None = None
 
+    def __attrs_post_init__(self) -> None:
+        for v in (self.lower, self.upper):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)):
+                raise ValueError(f"Reals bounds must be finite numbers, got {self.lower!r}, {self.upper!r}")
+        if self.lower is not None and self.upper is not None and not self.lower <= self.upper:
+            raise ValueError(f"Reals needs lower <= upper, got [{self.lower}, {self.upper}]")
+
     def describe(self) -> str:
         """Readable form used in ledgers."""
         return f"Reals([{self.lower}, {self.upper}])"
@@ -271,8 +331,8 @@ class Ordinal:
     N: int
 
     def __attrs_post_init__(self) -> None:
-        if not 1 <= self.N <= 2**62:
-            raise ValueError(f"Ordinal needs 1 <= N <= 2**62, got N={self.N}")
+        if isinstance(self.N, bool) or not isinstance(self.N, numbers.Integral) or not 1 <= self.N <= 2**62:
+            raise ValueError(f"Ordinal needs an integer 1 <= N <= 2**62, got N={self.N!r}")
 
     def describe(self) -> str:
         """Readable form used in ledgers."""

@@ -253,10 +253,10 @@ def test_fixed_costs_that_use_the_whole_budget_name_the_starved_weighted_mechani
     b.build(a=N.GaussianMech(rho="0.4999")(N.Sum()(C)), c=N.GaussianMech()(N.Sum()(C))).check()
 
 
-@pytest.mark.parametrize("radius", [0, 0.0, -1.0, math.nan, math.inf])
+@pytest.mark.parametrize("radius", [0, 0.0, -1.0, math.nan, math.inf, 2.0**257])
 def test_clip_radius_must_be_positive(radius: float) -> None:
-    with pytest.raises(ValueError, match=r"^Clip radius must be a finite positive number, got .*"
-                                         r"Fix: pass radius > 0, or clip to a box only$") as err:
+    with pytest.raises(ValueError, match=r"^Clip radius must be a finite positive number at most MAX_BOUND, got .*"
+                                         r"Fix: pass 0 < radius <= 2\*\*256, or clip to a box only$") as err:
         N.Clip(radius=radius)
     assert ("maps every row to the centre" in str(err.value)) == (radius == 0)
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, Protocol
 import attrs
 import numpy as np
 
-from dpflow.domains import Bound, Sym, Vectors
+from dpflow.domains import MAX_BOUND, Bound, Sym, Vectors
 from dpflow.errors import PlanTypeError, PostProcessingError
 from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value, param
 from dpflow.nodes.floaterr import FloatError
@@ -476,6 +476,43 @@ def nonnegative(x: Any) -> float:
     return v
 
 
+def magnitude(x: Any) -> float:
+    """Converter for a public bound on the rows' values (a box endpoint, a centre coordinate): finite,
+    with ``|x| <= MAX_BOUND`` so that no sum over the rows can overflow (see :data:`dpflow.domains.MAX_BOUND`).
+
+    >>> magnitude(-3.0)
+    -3.0
+    """
+    v = finite(x)
+    if not abs(v) <= MAX_BOUND:
+        raise ValueError(f"a bound on the rows must be at most {MAX_BOUND:.6g} in magnitude (sums of such "
+                         f"rows could overflow float64), got {x!r}")
+    return v
+
+
+def radius(x: Any) -> float:
+    """Converter for a public radius or clipping bound: finite, non-negative and at most ``MAX_BOUND``."""
+    return magnitude(nonnegative(x))
+
+
+def positive_radius(x: Any) -> float:
+    """Converter for a public positive radius or clipping bound, at most ``MAX_BOUND``."""
+    return magnitude(positive(x))
+
+
+def capped(v: float) -> float:
+    """The declared policy for a released radius or clipping bound read at run time: a NaN or
+    non-positive value counts as 0 and a value above ``MAX_BOUND`` (inf included) as ``MAX_BOUND``.
+
+    Sensitivities are evaluated with the released value itself, which is at least the one used,
+    so the policy only ever overstates them; the cap keeps every sum over the rows finite.
+
+    >>> capped(float("nan")), capped(-1.0), capped(2.0), capped(float("inf")) == MAX_BOUND
+    (0.0, 0.0, 2.0, True)
+    """
+    return 0.0 if not v > 0 else min(float(v), MAX_BOUND)
+
+
 def _released_or(x: Any, check: Callable[[Any], float]) -> Any:
     x = param(x)
     return x if isinstance(x, Ref) else check(x)
@@ -494,6 +531,16 @@ def released_or_positive(x: Any) -> Any:
 def released_or_nonnegative(x: Any) -> Any:
     """Converter: a released handle (kept as a :class:`Ref`) or a finite non-negative public number."""
     return _released_or(x, nonnegative)
+
+
+def released_or_radius(x: Any) -> Any:
+    """Converter: a released handle (kept as a :class:`Ref`) or a public radius (see :func:`radius`)."""
+    return _released_or(x, radius)
+
+
+def released_or_positive_radius(x: Any) -> Any:
+    """Converter: a released handle (kept as a :class:`Ref`) or a public positive radius."""
+    return _released_or(x, positive_radius)
 
 
 def text_of(b: Bound) -> str:

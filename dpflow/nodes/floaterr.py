@@ -18,6 +18,7 @@ from typing import Literal
 import attrs
 
 from dpflow.domains import Sym, Vectors
+from dpflow.privacy.rounding import up
 
 U = 2.0**-53
 
@@ -34,21 +35,32 @@ def gamma(k: float) -> float:
     return math.nextafter(ku / (1.0 - ku) * (1.0 + 4 * U), math.inf)
 
 
+OVERFLOW = 2.0**1000
+"""Bounds on intermediate magnitudes at or above this make the float error infinite: the
+computation might overflow (to inf on one dataset and not on its neighbour), and the bounds'
+own arithmetic keeps a factor 2^23 of headroom below float64's largest value."""
+
+
 @attrs.frozen
 class FloatError:
     """How a query's floating-point error is bounded.
 
     ``kind``: ``sum`` (a sum of rows), ``mean`` (sum over the public n), ``gram`` (the second
-    moment about ``gram_center``), ``exact`` (computed without rounding: integer counts, held exactly
-    below 2**53, or clamped and sorted values: no error) or ``freq`` (counts over n: one correctly
-    rounded division each, entries summing to at most 1, so the error is at most u in l2 and l1).
-    ``n``: the public number of rows summed; the row bounds come from ``domain``.
+    moment about ``gram_center``), ``step`` (``beta - eta * mean``, a gradient step from a
+    released ``beta`` with ``||beta||_2 <= offset``), ``exact`` (computed without rounding: integer
+    counts, held exactly below 2**53, or clamped and sorted values: no error) or ``freq`` (counts over
+    n: one correctly rounded division each, entries summing to at most 1, so the error is at most u in
+    l2 and l1).  ``n``: the public number of rows summed; the row bounds come from ``domain``.
     """
 
-    kind: Literal["sum", "mean", "gram", "exact", "freq"]
+    kind: Literal["sum", "mean", "gram", "step", "exact", "freq"]
     domain: Vectors
     n: Sym | None = None
     gram_center: str | None = None
+    eta: float = 1.0
+    """``step`` only: the public step size multiplying the mean."""
+    offset: float = 0.0
+    """``step`` only: a public bound on the l2 norm of the vector the scaled mean is subtracted from."""
 
     def row_norm(self, value: dict[str, float], widen: bool = True) -> float:
         """A bound on the l2 norm of one computed row: the declared bound, widened (unless
@@ -109,16 +121,28 @@ class FloatError:
             l2 = U * 1.0
         elif self.kind == "gram":
             b, r = self.centred_norm(value), self.centred_norm(value, widen=False)
+            if not n * b * b < OVERFLOW:  # (b >= u ||c||: a huge centre trips this too)
+                return math.inf, math.inf
             # entries sum n products: error <= gamma_n sum_i |z_ij z_ik|, Frobenius <= gamma_n n b^2;
             # then the division by n (relative u); plus half the sensitivity excess of rows within
             # b rather than the declared radius r (sqrt(2) b^2 / n against sqrt(2) r^2 / n)
-            excess = (b * b - r * r) * math.sqrt(2.0) / (2.0 * n)
-            l2 = (gamma(n) * b * b + U * b * b + excess) * (1.0 + 2 * U)
+            # b - r is exact (Sterbenz) but b itself was rounded in the few additions that made it (at
+            # most u b each, comparable to the widening (d + 2) u r): 4 u b restores an upper bound
+            excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0) / (2.0 * n)
+            l2 = gamma(n) * b * b + U * b * b + excess
         else:
             b = self.row_norm(value)
+            if not n * b * max(self.eta, 1.0) + self.offset < OVERFLOW:
+                return math.inf, math.inf
             # a sum of n rows in any order; plus half the diameter excess of computed rows (2 b vs 2 r)
             l2 = gamma(n) * n * b + b * gamma(self.domain.d + 2)
-            if self.kind == "mean":
-                l2 = (l2 / n + U * b * (1.0 + gamma(n))) * (1.0 + 2 * U)
-        l2 = math.nextafter(l2, math.inf)
-        return l2, math.nextafter(l2 * math.sqrt(entries), math.inf)
+            if self.kind != "sum":  # the division by n: relative u of the computed mean (|mean| <= b)
+                l2 = l2 / n + U * b
+            if self.kind == "step":
+                # beta - eta * m for the computed mean m (|m| <= b): the error of m scaled by eta, the
+                # rounding of eta * m (u eta b) and of the subtraction (u (||beta|| + eta b))
+                l2 = self.eta * l2 + U * self.offset + 2 * U * self.eta * b
+        # rounded up (relative 1e-12, rounding.up): covers the rounding of the dozen operations above and
+        # the second-order terms left out (|m| <= (1 + gamma_n) b, not b: a relative u gamma_n of the total)
+        l2 = up(l2)
+        return l2, up(l2 * math.sqrt(entries))

@@ -47,9 +47,12 @@ from dpflow.nodes.base import (
     RowsT,
     StatT,
     VType,
+    capped,
     need,
     positive,
+    positive_radius,
     released_or_positive,
+    released_or_positive_radius,
     released_type,
     text_of,
 )
@@ -150,10 +153,10 @@ class GradientStep(Query):
                                 "responses); sensitivity derived in dpflow/nodes/regression.py "
                                 "(sparse_discrete_heavy.md 3.4-3.5)")
     beta: Ref = attrs.field(converter=param)
-    eta: float = attrs.field(converter=positive)
-    x_bound: float = attrs.field(converter=positive)
-    residual_bound: float | Ref = attrs.field(converter=released_or_positive)
-    radius: float = attrs.field(converter=positive)
+    eta: float = attrs.field(converter=positive_radius)
+    x_bound: float = attrs.field(converter=positive_radius)
+    residual_bound: float | Ref = attrs.field(converter=released_or_positive_radius)
+    radius: float = attrs.field(converter=positive_radius)
     ball: str = attrs.field(default="l2", converter=_ball)
     sparsity: int | None = attrs.field(default=None, converter=_opt_sparsity)
 
@@ -183,9 +186,10 @@ class GradientStep(Query):
             self.residual_bound)
         unit = A * (2.0 * self.eta * self.x_bound * rows.stability) / rows.size.sym()
         linf, l2, l1 = unit, unit * math.sqrt(d), unit * float(d)
-        # each row's term eta x_i clip(residual_i) has l2 norm <= eta c_x sqrt(d) A (clipping is exact)
-        row = A * (self.eta * self.x_bound * math.sqrt(d))
-        fe = FloatError("mean", Vectors(d=d, l2_bound=row), rows.size.sym())
+        # each row's term x_i clip(residual_i) has l2 norm <= c_x sqrt(d) A (clipping is exact); the step
+        # is beta - eta * (their mean), with ||beta||_2 <= radius after the projection (||.||_2 <= ||.||_1)
+        row = A * (self.x_bound * math.sqrt(d))
+        fe = FloatError("step", Vectors(d=d, l2_bound=row), rows.size.sym(), eta=self.eta, offset=self.radius)
         stat = StatT((d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(stat, f"gradient step over rows [x, y] of d={d}, n={rows.size.text()}: "
                               f"|x_j| <= c_x = {self.x_bound:g}, ||beta||_1 <= K = {K:.6g} ({self.ball} ball"
@@ -202,9 +206,8 @@ class GradientStep(Query):
                             f"release a coefficient vector of shape ({d},)")
         beta = project_coef(beta, self.ball, self.radius, self.sparsity)
         A = self.residual_bound
-        if isinstance(A, Ref):
-            a = float(np.asarray(ctx.value(A), dtype=float).reshape(-1)[0])
-            A = 0.0 if not a > 0 else (a if math.isfinite(a) else float(np.finfo(float).max) ** 0.25)
+        if isinstance(A, Ref):  # declared policy for a released bound (base.capped)
+            A = capped(float(np.asarray(ctx.value(A), dtype=float).reshape(-1)[0]))
         R = max(A - self.x_bound * l1_bound(self.ball, self.radius, self.sparsity, d), 0.0)
         cx = self.x_bound
 

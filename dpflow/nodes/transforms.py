@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import RowDomain, Sym, Vectors, as_vectors
+from dpflow.domains import MAX_BOUND, RowDomain, Sym, Vectors, as_vectors
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
 from dpflow.nodes.base import (
@@ -28,10 +28,12 @@ from dpflow.nodes.base import (
     Size,
     Transform,
     VType,
+    capped,
     finite_tuple,
+    magnitude,
     need,
     released_or_nonnegative,
-    released_or_positive,
+    released_or_positive_radius,
     released_type,
     text_of,
 )
@@ -51,17 +53,25 @@ def _int_tuple(k: Any) -> tuple[int, ...]:
 
 
 def _clip_radius(x: Any) -> Any:
-    """A Clip radius: ``None``, a released handle, or a finite positive public number."""
+    """A Clip radius: ``None``, a released handle, or a positive public number at most ``MAX_BOUND``."""
     try:
-        return None if x is None else released_or_positive(x)
+        return None if x is None else released_or_positive_radius(x)
     except ValueError as err:
         why = " (radius 0 maps every row to the centre: nothing about the data could be released)" if x == 0 else ""
-        raise ValueError(f"Clip radius must be a finite positive number, got {x!r}{why}. "
-                         "Fix: pass radius > 0, or clip to a box only") from err
+        raise ValueError(f"Clip radius must be a finite positive number at most MAX_BOUND, got {x!r}{why}. "
+                         "Fix: pass 0 < radius <= 2**256, or clip to a box only") from err
 
 
 def _box_param(b: Any) -> tuple[float, float] | None:
-    return None if b is None else (float(b[0]), float(b[1]))
+    return None if b is None else (magnitude(b[0]), magnitude(b[1]))
+
+
+def _clip_center(x: Any) -> Any:
+    x = _vec_param(x)
+    if isinstance(x, tuple):
+        for v in x:
+            magnitude(v)
+    return x
 
 
 def clip_box(A: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -139,6 +149,10 @@ class Source(Node):
                 "drop n, or declare neighbors='replace'",
             )
         vec = as_vectors(self.domain)
+        if not vec.largest_bound() <= MAX_BOUND:
+            raise DomainError(ctx.node_id, f"source {self.name} declares a bound of {vec.largest_bound():.6g}, "
+                              f"beyond {MAX_BOUND:.6g}: sums of such rows can overflow float64",
+                              "rescale the data so that its bounds are at most 1e77")
         if vec.center is not None or (vec.l2_bound is not None and not vec.l2_bound.is_const):
             raise DomainError(ctx.node_id, "a source's l2 bound must be a constant around the origin",
                               "declare Vectors(d, l2_bound=Sym.const(r)), or Clip after the source")
@@ -193,10 +207,15 @@ class Source(Node):
             raise DataError(node_id, f"source {self.name} is empty (n is public under replace-one neighbours)",
                             "pass at least one row")
         if isinstance(self.domain, Ordinal):
+            top = self.domain.N - 1
             if arr.dtype.kind == "f":
-                arr = np.nan_to_num(arr, nan=0.0, posinf=self.domain.N - 1, neginf=0.0)
-                arr = np.clip(np.floor(arr), 0, self.domain.N - 1)
-            return np.clip(arr.astype(np.int64), 0, self.domain.N - 1)
+                arr = np.nan_to_num(arr, nan=0.0, posinf=top, neginf=0.0)
+                arr = np.clip(np.floor(arr), 0, top)
+            else:  # clip in the data's own integer type: a uint64 above 2^63 must not wrap to a negative int64
+                arr = arr.astype(np.uint8) if arr.dtype.kind == "b" else arr
+                arr = np.clip(arr, max(0, int(np.iinfo(arr.dtype).min)), min(top, int(np.iinfo(arr.dtype).max)))
+            ordinal: np.ndarray = arr.astype(np.int64)
+            return ordinal
         if isinstance(self.domain, BooleanCube):
             cube: np.ndarray = (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
             return cube
@@ -217,6 +236,16 @@ class Clip(Transform):
     Non-finite rows are mapped to the centre (the origin when there is none); the
     output bound is then guaranteed exactly, including floating-point error.
 
+    Public radii, box endpoints and centre coordinates must be at most ``MAX_BOUND``
+    (about 1.16e77) in magnitude, so that no sum of clipped rows can overflow float64;
+    larger ones are refused here.  A *released* radius follows a declared policy at run
+    time (never an exception, see ``base.capped``): above ``MAX_BOUND`` (inf included) it
+    is used as ``MAX_BOUND``, NaN or negative as 0; the sensitivity is evaluated with the
+    released radius itself, never less than the one used.  A released centre needs no
+    cap: a coordinate beyond ``MAX_BOUND * 2^54`` is farther than the radius from every
+    other float, so every row takes that coordinate exactly (sums of it are then the same
+    on every dataset); nearer centres keep sums far below overflow.
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> Y = dp.nodes.Clip(radius=3.0)(b.source("X", dp.Vectors(d=2), n=10))
@@ -225,7 +254,7 @@ class Clip(Transform):
     kind: ClassVar[str] = "Clip"
     reference: ClassVar[str] = "row-wise projection onto a convex set (stability 1)"
     radius: float | Ref | None = attrs.field(default=None, converter=_clip_radius)
-    center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_vec_param)
+    center: Ref | tuple[float, ...] | None = attrs.field(default=None, converter=_clip_center)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_box_param)
 
     def __attrs_post_init__(self) -> None:
@@ -271,9 +300,7 @@ class Clip(Transform):
         d = X.shape[1]
         c = _value(ctx, self.center, d)
         if self.radius is not None:
-            r = max(_scalar(ctx, self.radius, "radius"), 0.0)
-            if not math.isfinite(r):
-                r = float(np.finfo(float).max) ** 0.5
+            r = capped(_scalar(ctx, self.radius, "radius"))
             X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
         if self.box is not None:
             lo, hi = self.box
@@ -306,7 +333,8 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
             slack = 4.0 * (A.shape[1] + 3) * np.finfo(float).eps * (np.sqrt(sq) + math.sqrt(cc)) ** 2
         # rows outside, within a relative 1e-12 of the boundary, or non-finite (NaN compares false) are
         # moved exactly, as a subset
-        idx = np.flatnonzero(~(dist2 + slack <= (r * (1.0 - 1e-12)) ** 2))
+        inner = r * (1.0 - 1e-12)
+        idx = np.flatnonzero(~(dist2 + slack <= inner * inner))  # a product: inf for a huge r, never OverflowError
         if not idx.size:
             return A  # every row is certified inside: nothing to copy (inputs are never modified)
         Y = np.array(A)  # the one fresh (n, d) array; rows certified inside the ball are kept as they are

@@ -33,8 +33,9 @@ from dpflow.nodes.base import (
     RowsT,
     StatT,
     VType,
+    capped,
     need,
-    released_or_nonnegative,
+    released_or_radius,
     released_type,
 )
 from dpflow.nodes.floaterr import FloatError
@@ -52,7 +53,7 @@ class TruncatedMean(Query):
 
     kind: ClassVar[str] = "TruncatedMean"
     reference: ClassVar[str] = "Cai-Wang-Zhang 2021 Alg. 3.1 / 3.3 (Pi_R coordinate truncation); replace-one 2R/n"
-    bound: float | Ref = attrs.field(converter=released_or_nonnegative)
+    bound: float | Ref = attrs.field(converter=released_or_radius)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
@@ -80,7 +81,7 @@ class TruncatedMean(Query):
         R = self.bound
         if isinstance(R, Ref):
             v = float(np.asarray(ctx.value(R), dtype=float).reshape(-1)[0])
-            R = 0.0 if not v > 0 else (v if math.isfinite(v) else float(np.finfo(float).max) ** 0.5)
+            R = capped(v)  # declared policy for a released bound
         r = R
         C = ctx.backend.row_map(X, lambda A: clip_box(A, -r, r))
         return ctx.backend.tree_sum(C) / ctx.backend.nrows(X)

@@ -62,7 +62,10 @@ def decode(data: Any) -> Any:
         return Fraction(data["$frac"])
     if "$sym" in data:
         coef, factors = data["$sym"]
-        return domains.Sym(float(coef), tuple((str(n), int(p)) for n, p in factors))
+        if isinstance(coef, bool) or not isinstance(coef, (int, float)):
+            raise SerializationError(f"a bound's coefficient must be a number, got {coef!r}")
+        # no coercion: Sym refuses a negative or non-finite coefficient, a non-string name, a non-integer power
+        return domains.Sym(float(coef), tuple((n, p) for n, p in factors))
     if "$fn" in data:
         return load_function(data["$fn"])
     if "$subplan" in data:
