@@ -9,13 +9,15 @@ from typing import Any
 import numpy as np
 
 from dpflow.domains import Sym
+from dpflow.interpreter.noise import LaplaceDerivedDraws
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
 from dpflow.planner.certify import Certified
 
 
-class ZeroNoise:
-    """A noise source whose draws are all zero: mechanisms then output their input statistic."""
+class ZeroNoise(LaplaceDerivedDraws):
+    """A noise source whose draws are all zero: mechanisms then output their input statistic (the
+    exponential mechanisms, whose Gumbel draws are then all equal, their highest-weight candidate)."""
 
     description = "zero noise (tests only): NOT FOR RELEASE"
     seeded = True

@@ -33,6 +33,7 @@ import pytest
 import dpflow as dp
 from dpflow import estimators
 from dpflow import nodes as N
+from dpflow.interpreter.noise import LaplaceDerivedDraws
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import _Ctx, _Run, prepare_data
 from dpflow.nodes.base import InferContext, Inferred, Mechanism, StatT, VType
@@ -42,9 +43,10 @@ NORM_OF = {"GaussianMech": "l2", "LaplaceMech": "l1", "Peel": "linf"}
 REL_TOL = 1e-9
 
 
-class RecordingNoise:
+class RecordingNoise(LaplaceDerivedDraws):
     """A noise source that records every draw (method, scale, shape) and returns zeros, so each
-    mechanism releases its pre-noise input.  ``exact`` selects the mechanisms' lattice path."""
+    mechanism releases its pre-noise input.  ``exact`` selects the mechanisms' lattice path.  The
+    derived draws (Gumbel, uniform) go through ``laplace`` and are recorded as Laplace draws."""
 
     description = "recording zero noise (audit tests): NOT FOR RELEASE"
     seeded = True

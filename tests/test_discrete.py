@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import run_zero
+from conftest import ZeroNoise, run_zero
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -245,16 +245,8 @@ def test_dyadic_expmech_matches_exact_probabilities(knots: Any) -> None:
 def test_dyadic_expmech_zero_noise_is_the_argmax() -> None:
     x = np.array([3] * 50 + [9] * 2)
     table = DyadicTable.build(x, 16)
-    j, q = _groups(table, *uniform_cdf(16), 100.0, _Zero())
+    j, q = _groups(table, *uniform_cdf(16), 100.0, ZeroNoise())
     assert (j, q) == (0, 3)
-
-
-class _Zero:
-    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape)
-
-    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape)
 
 
 def test_interval_counts_neighbours() -> None:

@@ -9,6 +9,10 @@ form) come from a generator freshly seeded with 256 bits of OS entropy per draw.
 
 ``SeededNoise`` is for tests and examples and stamps every report NOT FOR RELEASE;
 ``exact=True`` makes it use the same exact samplers from a seeded integer source.
+
+Both implement the one noise protocol, :class:`dpflow.noise_protocol.NoiseSource` (re-exported
+here); the Gumbel and uniform draws of the exponential mechanisms come from
+:class:`LaplaceDerivedDraws`, built on each source's continuous ``laplace``.
 """
 
 from __future__ import annotations
@@ -16,40 +20,55 @@ from __future__ import annotations
 import random
 import secrets
 from fractions import Fraction
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import numpy as np
 
-from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
+from dpflow.interpreter.samplers import (
+    IntSource,
+    discrete_gaussian,
+    discrete_laplace,
+    gumbel_of_laplace,
+    uniform_int_of,
+    uniform_of_laplace,
+)
+from dpflow.noise_protocol import NoiseSource
+
+__all__ = ["LaplaceDerivedDraws", "NoiseSource", "SecureNoise", "SeededNoise"]
 
 
-@runtime_checkable
-class NoiseSource(Protocol):
-    """Where mechanisms get their randomness."""
+class _Laplace(Protocol):
+    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray: ...
 
-    description: str
-    seeded: bool
 
-    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        """Gaussian noise with standard deviation ``sigma`` (floating point)."""
-        ...
+class _Uniform(Protocol):
+    def uniform(self, shape: tuple[int, ...]) -> np.ndarray: ...
 
-    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        """Laplace noise with scale ``scale`` (floating point)."""
-        ...
 
-    @property
-    def exact(self) -> bool:
-        """True when the source samples exact discrete noise (lattice releases)."""
-        ...
+class LaplaceDerivedDraws:
+    """The derived draws of :class:`~dpflow.noise_protocol.NoiseSource` (``gumbel``, ``uniform``,
+    ``uniform_int``), built once on the source's own ``laplace(1.0, shape)`` (one Laplace draw per
+    variate; maps in :mod:`dpflow.interpreter.samplers`).  Every source, including test sources,
+    inherits them, so all exponential mechanisms draw the same way.
 
-    def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
-        """Integers from the discrete Gaussian with variance parameter ``sigma2``."""
-        ...
+    >>> class Zeros(LaplaceDerivedDraws):
+    ...     def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+    ...         return np.zeros(shape)
+    >>> Zeros().uniform((2,)).tolist(), bool(np.isfinite(Zeros().gumbel((2,))).all())
+    ([1.0, 1.0], True)
+    """
 
-    def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
-        """Integers from the discrete Laplace with scale ``scale``."""
-        ...
+    def gumbel(self: _Laplace, shape: tuple[int, ...]) -> np.ndarray:
+        """Standard Gumbel variates (:func:`~dpflow.interpreter.samplers.gumbel_of_laplace`)."""
+        return gumbel_of_laplace(self.laplace(1.0, shape))
+
+    def uniform(self: _Laplace, shape: tuple[int, ...]) -> np.ndarray:
+        """Uniform variates on (0, 1] (:func:`~dpflow.interpreter.samplers.uniform_of_laplace`)."""
+        return uniform_of_laplace(self.laplace(1.0, shape))
+
+    def uniform_int(self: _Uniform, size: int) -> int:
+        """A uniform integer in ``[0, size)`` (:func:`~dpflow.interpreter.samplers.uniform_int_of`)."""
+        return uniform_int_of(self.uniform, size)
 
 
 def _draw_ints(shape: tuple[int, ...], draw: object) -> np.ndarray:
@@ -58,8 +77,8 @@ def _draw_ints(shape: tuple[int, ...], draw: object) -> np.ndarray:
     return np.array(values, dtype=object).reshape(shape)
 
 
-class _ExactDraws:
-    """Exact discrete draws from an integer source."""
+class _ExactDraws(LaplaceDerivedDraws):
+    """Exact discrete draws from an integer source (and the draws derived from ``laplace``)."""
 
     _ints: IntSource
 

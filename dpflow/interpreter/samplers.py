@@ -13,6 +13,10 @@ The algorithms follow CKS20 Algorithms 1-3 (the public reference code is
 5. discrete Gaussian(sigma^2): t = floor(sigma) + 1, propose discrete Laplace(t), accept with
    Bernoulli(exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))).
 
+The module also holds the one home of the floating-point variates the exponential mechanisms
+draw (``gumbel_of_laplace``, ``uniform_of_laplace``, ``uniform_int_of``): each is a map of
+standard Laplace draws, exact in law and computed in floating point (not claimed exact).
+
 Timing: these are rejection samplers, so the running time of a draw depends on the value
 drawn (through the number of loop iterations).  They are not constant-time.
 
@@ -27,9 +31,15 @@ from __future__ import annotations
 import math
 import random
 import secrets
+from collections.abc import Callable
 from fractions import Fraction
 
-__all__ = ["IntSource", "bernoulli_exp", "discrete_gaussian", "discrete_laplace"]
+import numpy as np
+
+__all__ = [
+    "IntSource", "bernoulli_exp", "discrete_gaussian", "discrete_laplace", "gumbel_of_laplace",
+    "uniform_int_of", "uniform_of_laplace",
+]
 
 
 class IntSource:
@@ -128,3 +138,63 @@ def discrete_gaussian(sigma2: Fraction, src: IntSource) -> int:
         bias = (abs(y) - sigma2 / t) ** 2 / (2 * sigma2)
         if bernoulli_exp(bias, src):
             return y
+
+
+# --------------------------------------------------------------------------- variates for the exponential mechanisms
+
+EXP_FLOOR = 2.0**-53
+"""The Exp(1) value read for a Laplace draw of exactly 0 (numpy draws one with probability 2**-53)."""
+
+_exp = np.frompyfunc(math.exp, 1, 1)
+
+
+def gumbel_of_laplace(lap: np.ndarray) -> np.ndarray:
+    """Standard Gumbel variates from standard Laplace draws: ``|L| ~ Exp(1)`` and ``-log E ~ Gumbel(0, 1)``.
+
+    A draw of exactly 0 is read as ``EXP_FLOOR`` (the middle of its rounding interval), so every variate
+    is finite; a zero-noise source then makes a Gumbel-max the plain argmax.
+
+    >>> gumbel_of_laplace(np.array([1.0, -1.0, 0.0])).tolist() == [-0.0, -0.0, 53 * math.log(2.0)]
+    True
+    """
+    g: np.ndarray = -np.log(np.maximum(np.abs(np.asarray(lap, dtype=float)), EXP_FLOOR))
+    return g
+
+
+def uniform_of_laplace(lap: np.ndarray) -> np.ndarray:
+    """Uniform variates on (0, 1] from standard Laplace draws: ``exp(-E)`` with ``E = |L| ~ Exp(1)``.
+
+    ``exp`` is the C library's (:func:`math.exp`, one call per draw), which does not depend on numpy's
+    SIMD dispatch, so seeded runs give the same uniforms on every CPU.
+
+    >>> uniform_of_laplace(np.array([0.0, -math.log(4.0)])).tolist()
+    [1.0, 0.25]
+    """
+    a = np.asarray(lap, dtype=float)
+    u: np.ndarray = np.asarray(_exp(-np.abs(a)), dtype=float).reshape(a.shape)
+    return u
+
+
+def uniform_int_of(uniform: Callable[[tuple[int, ...]], np.ndarray], size: int) -> int:
+    """A uniform integer in ``[0, size)`` for ``size <= 2**62`` from ``uniform(shape)`` variates on (0, 1]:
+    26 bits from each of three variates (78 bits), rejection sampled below the largest multiple of ``size``.
+
+    Each attempt is accepted with probability > 1 - 2**-16; after 16 rejected attempts (probability
+    < 2**-256) the last draw is reduced modulo ``size``.
+
+    >>> uniform_int_of(lambda shape: np.full(shape, 0.5), 10)
+    2
+    >>> uniform_int_of(lambda shape: np.full(shape, 0.5), 1)
+    0
+    """
+    if size <= 1:
+        return 0
+    limit = (2**78 // size) * size
+    r = 0
+    for _ in range(16):
+        r = 0
+        for v in np.asarray(uniform((3,)), dtype=float).tolist():
+            r = (r << 26) | min(int(v * 2**26), 2**26 - 1)
+        if r < limit:
+            break
+    return r % size

@@ -25,6 +25,7 @@ from dpflow.domains import MAX_BOUND, Bound, Sym, Vectors
 from dpflow.errors import PlanTypeError, PostProcessingError
 from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value, param
 from dpflow.nodes.floaterr import FloatError
+from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost
 
 Relation = Literal["replace", "add_remove"]
@@ -181,31 +182,6 @@ class Backend(Protocol):
         ...
 
 
-class NoiseLike(Protocol):
-    """The noise draws a mechanism may make."""
-
-    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        """Gaussian noise with standard deviation ``sigma``."""
-        ...
-
-    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        """Laplace noise with scale ``scale``."""
-        ...
-
-    @property
-    def exact(self) -> bool:
-        """True when the source samples exact discrete noise (lattice releases)."""
-        ...
-
-    def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
-        """Integers from the discrete Gaussian with variance parameter ``sigma2`` (exact)."""
-        ...
-
-    def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
-        """Integers from the discrete Laplace with scale ``scale`` (exact)."""
-        ...
-
-
 @attrs.frozen
 class Allocation:
     """A mechanism's share of the budget, and its certified cost."""
@@ -232,8 +208,8 @@ class EvalContext(Protocol):
         ...
 
     @property
-    def noise(self) -> NoiseLike:
-        """Where mechanisms draw noise."""
+    def noise(self) -> NoiseSource:
+        """Where mechanisms draw noise (the one noise protocol, :mod:`dpflow.noise_protocol`)."""
         ...
 
     def value(self, ref: Ref) -> Any:

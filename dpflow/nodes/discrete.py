@@ -37,7 +37,6 @@ from dpflow.nodes.base import (
     InferContext,
     Inferred,
     Mode,
-    NoiseLike,
     PostProcess,
     Query,
     ReleasedT,
@@ -51,8 +50,10 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.expmech import report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
+from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost, exact
 
 MAX_N = 2**62
@@ -102,51 +103,6 @@ def _public_n(rows: RowsT, ctx: InferContext, what: str) -> Sym:
         raise DomainError(ctx.node_id, f"{what} needs the public row count of replace-one neighbours",
                           "declare neighbors='replace' and apply it before any value partition")
     return rows.size.sym()
-
-
-def _uniforms(noise: NoiseLike, shape: tuple[int, ...]) -> np.ndarray:
-    """Uniform(0, 1) variates from standard Laplace draws through the Laplace CDF (exact in law)."""
-    lap = noise.laplace(1.0, shape)
-    with np.errstate(all="ignore"):
-        u: np.ndarray = np.where(lap < 0, 0.5 * np.exp(lap), 1.0 - 0.5 * np.exp(-lap))
-    return u
-
-
-def gumbel(noise: NoiseLike, shape: tuple[int, ...]) -> np.ndarray:
-    """Standard Gumbel variates (``-log(-log U)``) computed stably from standard Laplace draws.
-
-    With a zero-noise source every draw is the same constant, so a Gumbel-max becomes the argmax.
-
-    >>> from dpflow.interpreter.noise import SeededNoise
-    >>> gumbel(SeededNoise(0), (3,)).shape
-    (3,)
-    """
-    lap = np.asarray(noise.laplace(1.0, shape), dtype=float)
-    with np.errstate(all="ignore"):
-        neg_log_u = np.where(lap < 0, math.log(2.0) - lap, -np.log1p(-0.5 * np.exp(-np.abs(lap))))
-        g: np.ndarray = -np.log(neg_log_u)
-    return g
-
-
-def uniform_int(noise: NoiseLike, size: int) -> int:
-    """A uniform integer in ``[0, size)`` for ``size <= 2**62``: 78 random bits, rejection sampled.
-
-    >>> from dpflow.interpreter.noise import SeededNoise
-    >>> 0 <= uniform_int(SeededNoise(1), 10**18) < 10**18
-    True
-    """
-    if size <= 1:
-        return 0
-    limit = (2**78 // size) * size
-    r = 0
-    for _ in range(16):  # each attempt is accepted with probability > 1 - 2**-16
-        u = _uniforms(noise, (3,))
-        r = 0
-        for v in u:
-            r = (r << 26) | min(int(v * 2**26), 2**26 - 1)
-        if r < limit:
-            break
-    return r % size
 
 
 def _bit_length(v: np.ndarray) -> np.ndarray:
@@ -494,10 +450,12 @@ def _knots(value: Any, N: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
-            noise: NoiseLike) -> tuple[int, int]:
+            noise: NoiseSource) -> tuple[int, int]:
     """The exponential mechanism over all dyadic intervals of [0, 2^L): returns (j, q) of the chosen
     interval.  Intervals with equal scores (same level and CDF piece, same count) form one group,
-    weighted by its size (Gumbel-max with log-size offsets, then a uniform member)."""
+    weighted by its size (:func:`~dpflow.nodes.expmech.report_noisy_max` over log-weights with
+    log-size offsets, then a uniform member).  If no score is finite (only with a degenerate released
+    CDF) the interval [0, 0] is returned (declared policy)."""
     n = len(table.x)
     top = (1 << table.L) - 1
     if P[-1] < top:
@@ -544,7 +502,9 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
                                  axis=1))
     lw = np.concatenate(logw)
     mt = np.concatenate(meta)
-    win = int(np.argmax(lw + gumbel(noise, lw.shape)))
+    win = report_noisy_max(lw, noise)
+    if win is None:
+        return 0, 0
     kind, j, k, r = (int(v) for v in mt[win].tolist())
     if kind == 3:
         return j, k
@@ -557,20 +517,20 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
         base = int(r) << 32
         s0 = int(np.searchsorted(lev.keys, base | w0))
         s1 = int(np.searchsorted(lev.keys, base | w1))
-        member = int(lev.keys[s0 + uniform_int(noise, s1 - s0)]) & 0xFFFFFFFF
+        member = int(lev.keys[s0 + noise.uniform_int(s1 - s0)]) & 0xFFFFFFFF
         return j, int(lev.q[member])
     p0 = int(np.searchsorted(table.x, lo_k << j))
     p1 = int(np.searchsorted(table.x, (hi_k + 1) << j))
     if kind == 1:  # the t-th point of the piece that is alone in its interval
         blocks = lev.start[w0:w1]
         before = blocks - p0 - (lev.cum[w0:w1] - lev.cum[w0])
-        t = uniform_int(noise, (p1 - p0) - int(lev.cum[w1] - lev.cum[w0]))
+        t = noise.uniform_int((p1 - p0) - int(lev.cum[w1] - lev.cum[w0]))
         b = int(np.searchsorted(before, t, side="right"))
         idx = p0 + t + int(lev.cum[w0 + b] - lev.cum[w0])
         return j, int(table.x[idx] >> j)
     occ = table.x[p0:p1] >> j  # sorted, with repeats: the occupied q's of the piece
     occ = occ[np.concatenate(([True], occ[1:] != occ[:-1]))] if len(occ) else occ
-    t = uniform_int(noise, (hi_k - lo_k + 1) - len(occ))
+    t = noise.uniform_int((hi_k - lo_k + 1) - len(occ))
     missing = occ - lo_k - np.arange(len(occ))  # empty q's before each occupied one
     b = int(np.searchsorted(missing, t, side="right"))
     return j, lo_k + t + b
@@ -636,7 +596,8 @@ class DyadicExpMech(EpsilonMechanism):
     in zCDP mode eps = sqrt(2 rho) (Bun-Steinke 2016 Prop. 1.4).  MERR's FindBadInterval
     (DHS 2015 Fig. 2) with the exact sampler of sparse_discrete_heavy.md 4.5: intervals with equal
     scores are grouped, so a round costs O((m + D) L log n), never one step per occupied interval.
-    Needs replace-one neighbours (n public).  Output: the interval ``[a, b]`` as int64.
+    Needs replace-one neighbours (n public).  Output: the interval ``[a, b]`` as int64 (``[0, 0]`` if no
+    score is finite, which only a degenerate released CDF can cause: declared policy).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
@@ -877,6 +838,6 @@ class TruncatedBinaryMean(Query):
 
 __all__ = [
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "DyadicTable", "IntervalCounts", "OrdinalCounts",
-    "SparseCounts", "StabilityHistogram", "TruncatedBinaryMean", "add_knots", "gumbel", "ordinal_values",
-    "stable_mode", "uniform_cdf", "uniform_int",
+    "SparseCounts", "StabilityHistogram", "TruncatedBinaryMean", "add_knots", "ordinal_values",
+    "stable_mode", "uniform_cdf",
 ]

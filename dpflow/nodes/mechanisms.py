@@ -54,8 +54,8 @@ def _sigma(sensitivity: float, num: int, den: int) -> float:
 
 
 def _exact(ctx: EvalContext) -> bool:
-    """Whether the noise source samples exact discrete noise (sources without the flag do not)."""
-    return bool(getattr(ctx.noise, "exact", False))
+    """Whether the noise source samples exact discrete noise (the protocol's ``exact`` flag)."""
+    return ctx.noise.exact
 
 
 LATTICE_BITS = 40

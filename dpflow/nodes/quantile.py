@@ -9,7 +9,8 @@ moves the count of values below any point by at most ``Delta_u`` (its stability)
 at most ``Delta_u``.  Sampling a gap with probability proportional to
 ``|I_k| exp(epsilon u_k / (2 Delta_u))`` and then a uniform point inside it is epsilon-DP
 (McSherry-Talwar 2007 Thm 6).  The gap is drawn by the Gumbel-max trick, which samples that
-distribution exactly (up to floating point): ``argmax_k log w_k + G_k``.
+distribution exactly (up to floating point): ``argmax_k log w_k + G_k``
+(:func:`~dpflow.nodes.expmech.report_noisy_max`, shared with ``DyadicExpMech``).
 
 >>> import dpflow as dp
 >>> from dpflow import nodes as N
@@ -53,6 +54,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.expmech import report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism, _opt_exact
 
@@ -253,15 +255,10 @@ class Quantile(EpsilonMechanism):
         framed = np.asarray(ins[0], dtype=float)
         eps = float(self.eps(alloc.share, alloc.mode))
         ctx.record("epsilon", eps)
-        logw = quantile_log_weights(framed, self.q, eps, ctx.bound(stat.rank))
-        # |Laplace(1)| ~ Exp(1); -log Exp(1) ~ Gumbel(0, 1); exp(-Exp(1)) ~ Uniform(0, 1)
-        e = np.abs(ctx.noise.laplace(1.0, logw.shape))
-        u = math.exp(-abs(float(ctx.noise.laplace(1.0, (1,))[0])))
-        with np.errstate(all="ignore"):
-            keys = np.where(np.isfinite(logw), logw - np.log(e), -np.inf)
-        if not np.any(keys > -np.inf):  # every gap is empty: the range is one point
+        k = report_noisy_max(quantile_log_weights(framed, self.q, eps, ctx.bound(stat.rank)), ctx.noise)
+        u = float(ctx.noise.uniform((1,))[0])  # drawn whatever k is: the draws do not depend on the data
+        if k is None:  # every gap is empty: the range is one point
             return float(framed[0])
-        k = int(np.argmax(np.where(np.isnan(keys), -np.inf, keys)))
         return float(min(framed[k] + u * (framed[k + 1] - framed[k]), framed[k + 1]))
 
 
