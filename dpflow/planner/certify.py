@@ -45,7 +45,7 @@ from dpflow.nodes.base import (
 from dpflow.nodes.control import Input, Round, State
 from dpflow.nodes.postprocess import warning_text
 from dpflow.plan.graph import Plan, topological
-from dpflow.planner.ledger import Ledger, LedgerEntry, SourceTotal
+from dpflow.planner.ledger import CostEvent, Ledger, LedgerEntry, SourceTotal
 from dpflow.privacy import (
     ZCDP,
     ApproxDP,
@@ -612,15 +612,10 @@ class _Planner:
         used = cost.rho if mode == "zcdp" else (cost.pure_eps or Fraction(0))
         if self.basic:
             used = cost.basic_eps or Fraction(0)
-        frac = float(used / total) if total > 0 else 0.0
         return SourceTotal(
             source=name,
-            measure=cost.total_measure().describe(),
-            rho=str(cost.rho),
-            delta0=str(cost.delta0),
-            pure_eps=None if cost.pure_eps is None else str(cost.pure_eps),
-            gdp_mu=None if cost.gdp_mu2 is None else float(cost.gdp_mu2) ** 0.5,
-            budget_used=f"{100 * frac:.4g}%",
+            cost=cost,
+            used=used / total if total > 0 else Fraction(0),
             conversions=tuple(cost.epsilon_at(self._conversion_delta(cost, delta))),
         )
 
@@ -652,7 +647,8 @@ class _Planner:
             key = _key(space, rec.id)
             t = space.types[rec.id]
             ins = ", ".join(_describe(space.types[i]) for i in rec.inputs)
-            sens, noise, cost, rule = "", "", "", ""
+            sens, noise, rule = "", "", ""
+            event = None
             deriv = space.derivations[rec.id]
             if isinstance(node, Mechanism):
                 stat = space.types[rec.inputs[0]]
@@ -661,16 +657,14 @@ class _Planner:
                 sens = deriv
                 deriv = space.derivations[rec.inputs[0]]
                 noise = node.noise_text(stat, alloc.share, alloc.mode)
-                cost = alloc.cost.total_measure().describe() + (" per unit round weight" if space.path else "")
-                if self.basic and alloc.cost.basic_eps is not None:
-                    cost += (f"; (epsilon, delta) = ({float(alloc.cost.basic_eps):.6g}, "
-                             f"{float(alloc.cost.basic_delta):.3g}) per {'round' if space.path else 'run'}")
+                event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, bool(space.path),
+                                  alloc.continuous_gaussian, "basic" if self.basic else "auto")
                 rule = self._rule_text(space, rec)
             elif isinstance(t, StatT):
                 sens = f"l2 {_txt(t.l2)}; l1 {_txt(t.l1)}; linf {_txt(t.linf)}"
             out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
-                                   derivation=deriv, noise=noise, cost=cost, rule=rule,
-                                   reference=type(node).reference))
+                                   derivation=deriv, noise=noise, rule=rule, reference=type(node).reference,
+                                   event=event))
             if isinstance(node, Recurse):
                 out.extend(self._entries(space.bodies[rec.id], allocations, mode))
         return out
