@@ -11,12 +11,24 @@ from pathlib import Path
 import attrs
 import numpy as np
 import pytest
+from test_plan_json import every_kind_plan
 
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.budget import BudgetExhaustedError, BudgetStore
 from dpflow.estimators import gaussian as G
-from dpflow.planner.ledger import LEDGER_SCHEMA_VERSION, CostEvent, Ledger, cost_from_data, cost_to_data
+from dpflow.planner.ledger import (
+    LEDGER_SCHEMA_VERSION,
+    Charge,
+    Composition,
+    CostEvent,
+    Ledger,
+    Parallel,
+    Rounds,
+    Sequential,
+    cost_from_data,
+    cost_to_data,
+)
 from dpflow.privacy import Cost
 from dpflow.report.report import REPORT_SCHEMA_VERSION
 
@@ -218,3 +230,108 @@ def test_report_json_has_a_schema_version() -> None:
     assert data["ledger"]["schema_version"] == 2
     assert Ledger.from_json(json.dumps(data["ledger"])) == res.report.ledger
     assert "ledger schema dpflow.ledger version 2" in res.report.to_markdown()
+
+
+# --------------------------------------------------------------------------- composition trees
+
+def compose(c: Composition, relation: str) -> Cost:
+    """An accountant written from the tree's documented meaning alone (not the planner's fold)."""
+    if isinstance(c, Charge):
+        return c.cost
+    if isinstance(c, Sequential):
+        return Cost.sequential([compose(p, relation) for p in c.parts])
+    if isinstance(c, Parallel):
+        rel = "add_remove" if c.rule == "index" or relation == "add_remove" else "replace"
+        return Cost.parallel([compose(p, relation) for p in c.parts], rel)  # type: ignore[arg-type]
+    assert isinstance(c, Rounds)
+    return compose(c.body, relation).scaled(c.count)
+
+
+def charges(c: Composition) -> list[Charge]:
+    if isinstance(c, Charge):
+        return [c]
+    if isinstance(c, Rounds):
+        return charges(c.body)
+    return [x for p in c.parts for x in charges(p)]
+
+
+TREE_PLANS = {
+    "every-kind-replace": lambda: every_kind_plan(),
+    "partitions-replace": lambda: partitions("replace"),
+    "partitions-add-remove": lambda: partitions("add_remove"),
+    "coinpress-gdp": lambda: G.gaussian(d=2, n=4000, budget=dp.ApproxDP(1, 1e-6), R=10.0, K=30.0),
+    "coinpress-zcdp": lambda: G.covariance(d=2, n=3000, budget=dp.ZCDP("1/3"), K=30.0),
+    "basic": lambda: two_mech(dp.ApproxDP(1, "1/1000000"), "basic"),
+    "two-sources": lambda: third_ledger_plan_two_sources(),
+}
+
+
+def partitions(neighbors: str) -> dp.Plan:
+    """A value partition (max, or two largest under replace), inside an index split (max) under replace."""
+    b = dp.PlanBuilder(budget=dp.PureDP(1), neighbors=neighbors)
+    X = b.source("X", dp.Vectors(d=2), n=100 if neighbors == "replace" else None)
+    left, right = N.split(X, N.SplitByIndex(pieces=2)) if neighbors == "replace" else (X, X)
+    inside, outside = N.split(left, N.PartitionByBall(center=[0.0, 0.0], radius=1.0))
+    return b.build(a=N.LaplaceMech()(N.Count()(inside)), b=N.LaplaceMech(weight=2)(N.Count()(outside)),
+                   c=N.LaplaceMech(weight=3)(N.Count()(right)), d=N.LaplaceMech()(N.Count()(X)))
+
+
+def third_ledger_plan_two_sources() -> dp.Plan:
+    b = dp.PlanBuilder(budget=dp.PureDP("1/3"))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    Y = b.source("Y", dp.Reals(), n=100)
+    return b.build(x=N.LaplaceMech()(N.Mean()(N.Clip(box=(-1.0, 1.0))(X))),
+                   y=N.LaplaceMech(weight=2)(N.Mean()(N.Clip(box=(-1.0, 1.0))(Y))))
+
+
+@pytest.mark.parametrize("name", sorted(TREE_PLANS))
+def test_every_total_is_its_composition_tree_re_walked(name: str) -> None:
+    """Any accountant can re-walk the ledger: composing the tree from its data gives the total."""
+    ledger = TREE_PLANS[name]().check()
+    assert ledger.totals
+    for t in ledger.totals:
+        assert t.composition is not None
+        walked = compose(t.composition, ledger.neighbors)
+        assert walked == attrs.evolve(t.cost, gdp_mu2=walked.gdp_mu2)
+        assert t.cost.gdp_mu2 in (None, walked.gdp_mu2)
+        assert {c.node for c in charges(t.composition)} <= {e.node for e in ledger.events()}
+    back = Ledger.from_json(ledger.to_json())
+    assert [t.composition for t in back.totals] == [t.composition for t in ledger.totals]
+
+
+def test_tree_shapes_are_typed() -> None:
+    (total,) = third_ledger().totals
+    assert total.composition == Sequential((Charge("gaussian_mech_3", Cost.gaussian_zcdp(Fraction(1, 9))),
+                                            Charge("gaussian_mech_6", Cost.gaussian_zcdp(Fraction(2, 9)))))
+    total = every_kind_plan().check().totals[0]
+    found: list[str] = []
+
+    def walk(c: Composition) -> None:
+        found.append(type(c).__name__ + (f":{c.rule}" if isinstance(c, Parallel) else ""))
+        if isinstance(c, Rounds):
+            assert c.count >= 1 and c.weight > 0
+            walk(c.body)
+        elif not isinstance(c, Charge):
+            for p in c.parts:
+                walk(p)
+
+    assert total.composition is not None
+    walk(total.composition)
+    assert {"Parallel:index", "Parallel:value", "Rounds", "Sequential", "Charge"} <= set(found)
+    # CoinPress: a Recurse per moment, its rounds grouped by round weight (weights sum to 1 per Recurse)
+    rounds: list[Rounds] = []
+
+    def collect(c: Composition) -> None:
+        if isinstance(c, Rounds):
+            rounds.append(c)
+        elif not isinstance(c, Charge):
+            for p in c.parts:
+                collect(p)
+
+    comp = G.gaussian(d=2, n=4000, budget=dp.ZCDP(1), R=10.0, K=30.0).check().totals[0].composition
+    assert comp is not None
+    collect(comp)
+    assert {r.node for r in rounds} == {"recurse_8", "recurse_17"}
+    for node in ("recurse_8", "recurse_17"):
+        assert sum(r.count * r.weight for r in rounds if r.node == node) == pytest.approx(1)
+        assert all(isinstance(r.body, Charge) and r.body.node.startswith(node + "/") for r in rounds if r.node == node)

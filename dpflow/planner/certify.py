@@ -45,7 +45,17 @@ from dpflow.nodes.base import (
 from dpflow.nodes.control import Input, Round, State
 from dpflow.nodes.postprocess import warning_text
 from dpflow.plan.graph import Plan, topological
-from dpflow.planner.ledger import CostEvent, Ledger, LedgerEntry, SourceTotal
+from dpflow.planner.ledger import (
+    Charge,
+    Composition,
+    CostEvent,
+    Ledger,
+    LedgerEntry,
+    Parallel,
+    Rounds,
+    Sequential,
+    SourceTotal,
+)
 from dpflow.privacy import (
     ZCDP,
     ApproxDP,
@@ -545,7 +555,8 @@ class _Planner:
             allocation=alloc_text,
             report_delta=report_delta,
             entries=tuple(self._entries(self.space, allocations, mode)),
-            totals=tuple(totals),
+            totals=tuple(attrs.evolve(t, composition=_composition_tree(self.space, src.id, cost_leaf))
+                         for t, src in zip(totals, self.sources, strict=True)),
             composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])),
             warnings=tuple(warnings),
         )
@@ -694,6 +705,32 @@ _NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noi
                 "discrete Gaussian, which has the same rho-zCDP (Canonne-Kamath-Steinke 2020 Thm 4) but no proven "
                 "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan forces continuous noise and that "
                 "conversion")
+
+
+_NOTHING = Sequential(())
+
+
+def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord, Fraction], Cost],
+                      mult: Fraction = Fraction(1)) -> Composition:
+    """The composition tree below ``start``: the structure ``_Planner.fold_cost`` composes, with each
+    mechanism charged ``leaf``'s cost at its round weight (parts that charge nothing are left out, a
+    one-part sequence is its part: neither changes the composed cost)."""
+    def seq(parts: Sequence[Composition]) -> Composition:
+        kept = tuple(p for p in parts if p != _NOTHING)
+        return kept[0] if len(kept) == 1 else Sequential(kept)
+
+    def rec_fn(sp: _Space, rec: NodeRecord) -> Composition:
+        node = rec.node
+        assert isinstance(node, Recurse)
+        body = sp.bodies[rec.id]
+        return seq([Rounds(_key(sp, rec.id), w, count, _composition_tree(body, _body_start(body), leaf, mult * w))
+                    for w, count in sorted(_round_weights(node).items())])
+
+    def par(parts: Sequence[Composition], rule: str) -> Composition:
+        kept = tuple(p for p in parts if p != _NOTHING)
+        return Parallel(rule, kept) if kept else _NOTHING
+
+    return _fold(space, start, lambda sp, r: Charge(_key(sp, r.id), leaf(sp, r, mult)), rec_fn, seq, par)
 
 
 def _gdp_valid(mechs: Sequence[tuple[_Space, NodeRecord, Mechanism]], allocations: dict[str, Allocation]) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -100,6 +100,74 @@ class CostEvent:
 
 
 @attrs.frozen
+class Charge:
+    """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight)."""
+
+    node: str
+    cost: Cost
+
+
+@attrs.frozen
+class Sequential:
+    """Sequential composition of ``parts`` (they read the same records); no parts costs nothing."""
+
+    parts: tuple[Composition, ...]
+
+
+@attrs.frozen
+class Parallel:
+    """Parallel composition over the disjoint pieces of a split, one part per piece.
+
+    ``rule`` is the split's: ``"index"`` (a record stays in its block, so the max over parts) or
+    ``"value"`` (the max under add/remove neighbours, the sum of the two largest under replace).
+    """
+
+    rule: str
+    parts: tuple[Composition, ...]
+
+
+@attrs.frozen
+class Rounds:
+    """``count`` rounds of the ``Recurse`` node ``node`` at round weight ``weight``, composed
+    sequentially; ``body`` is one such round (its charges are at that weight)."""
+
+    node: str
+    weight: Fraction
+    count: int
+    body: Composition
+
+
+Composition: TypeAlias = "Charge | Sequential | Parallel | Rounds"
+"""A per-source composition tree: data, no math; the planner's totals compose exactly this tree."""
+
+
+def composition_to_data(c: Composition) -> dict[str, Any]:
+    """A composition tree as JSON data (one tagged object per node).
+
+    >>> composition_to_data(Sequential((Charge("m", Cost.zcdp(Fraction(1, 3))),)))["sequential"][0]["charge"]
+    'm'
+    """
+    if isinstance(c, Charge):
+        return {"charge": c.node, "cost": cost_to_data(c.cost)}
+    if isinstance(c, Sequential):
+        return {"sequential": [composition_to_data(p) for p in c.parts]}
+    if isinstance(c, Parallel):
+        return {"parallel": c.rule, "parts": [composition_to_data(p) for p in c.parts]}
+    return {"rounds": c.node, "weight": str(c.weight), "count": c.count, "body": composition_to_data(c.body)}
+
+
+def composition_from_data(d: dict[str, Any]) -> Composition:
+    """The inverse of :func:`composition_to_data`."""
+    if "charge" in d:
+        return Charge(d["charge"], cost_from_data(d["cost"]))
+    if "sequential" in d:
+        return Sequential(tuple(composition_from_data(p) for p in d["sequential"]))
+    if "parallel" in d:
+        return Parallel(d["parallel"], tuple(composition_from_data(p) for p in d["parts"]))
+    return Rounds(d["rounds"], Fraction(d["weight"]), d["count"], composition_from_data(d["body"]))
+
+
+@attrs.frozen
 class LedgerEntry:
     """One node: what it reads, its sensitivity and how it was derived, its noise and cost.
 
@@ -140,13 +208,16 @@ class SourceTotal:
     """The composed per-record cost on one source, in its native measures and in (eps, delta).
 
     ``cost`` is the exact composed cost, ``used`` the exact fraction of the budget it uses (in the
-    plan's native unit: rho, or epsilon in pure and basic accounting).
+    plan's native unit: rho, or epsilon in pure and basic accounting).  ``composition`` is the tree
+    the cost composes (None only for a total not made by the planner); ``cost`` equals the tree
+    composed, except that the Gaussian-DP field is dropped when that accounting does not apply.
     """
 
     source: str
     cost: Cost
     used: Fraction
     conversions: tuple[Conversion, ...]
+    composition: Composition | None = None
 
     @property
     def rho(self) -> Fraction:
@@ -186,13 +257,16 @@ class SourceTotal:
         """JSON data: the exact cost and fraction used, the conversions and the rendered text."""
         return {"source": self.source, "cost": cost_to_data(self.cost), "used": str(self.used),
                 "conversions": [attrs.asdict(c) for c in self.conversions],
+                "composition": None if self.composition is None else composition_to_data(self.composition),
                 "measure": self.measure, "budget_used": self.budget_used}
 
     @staticmethod
     def from_data(d: dict[str, Any]) -> SourceTotal:
         """The inverse of :meth:`to_data` (the rendered text is recomputed)."""
+        comp = d["composition"]
         return SourceTotal(d["source"], cost_from_data(d["cost"]), Fraction(d["used"]),
-                           tuple(Conversion(**c) for c in d["conversions"]))
+                           tuple(Conversion(**c) for c in d["conversions"]),
+                           None if comp is None else composition_from_data(comp))
 
 
 @attrs.frozen
