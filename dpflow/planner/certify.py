@@ -716,7 +716,7 @@ def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRec
     mechanism charged ``leaf``'s cost at its round weight (parts that charge nothing are left out, a
     one-part sequence is its part: neither changes the composed cost)."""
     def seq(parts: Sequence[Composition]) -> Composition:
-        kept = tuple(p for p in parts if p != _NOTHING)
+        kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
         return kept[0] if len(kept) == 1 else Sequential(kept)
 
     def rec_fn(sp: _Space, rec: NodeRecord) -> Composition:
@@ -727,7 +727,7 @@ def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRec
                     for w, count in sorted(_round_weights(node).items())])
 
     def par(parts: Sequence[Composition], rule: str) -> Composition:
-        kept = tuple(p for p in parts if p != _NOTHING)
+        kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
         return Parallel(rule, kept) if kept else _NOTHING
 
     return _fold(space, start, lambda sp, r: Charge(_key(sp, r.id), leaf(sp, r, mult)), rec_fn, seq, par)
