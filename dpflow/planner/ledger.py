@@ -120,6 +120,10 @@ class Parallel:
 
     ``rule`` is the split's: ``"index"`` (a record stays in its block, so the max over parts) or
     ``"value"`` (the max under add/remove neighbours, the sum of the two largest under replace).
+
+    >>> t = Parallel("value", (Charge("a", Cost.pure(1)), Rounds("r", Fraction(1), 2, Charge("r/b", Cost.pure(1)))))
+    >>> composition_from_data(composition_to_data(t)) == t
+    True
     """
 
     rule: str
