@@ -233,23 +233,24 @@ def lifetime_limit(budget: Measure) -> tuple[str, Fraction]:
 
 def _amount(filt: str, ledger: Ledger, sources: list[str], dataset: str) -> Fraction:
     """The cost a run charges to one dataset: the sum over the plan sources drawn from it
-    (basic sequential composition, valid whether or not the sources share records)."""
+    (basic sequential composition, valid whether or not the sources share records), read from the
+    ledger's exact typed totals."""
     total = Fraction(0)
     for t in ledger.totals:
         if t.source not in sources:
             continue
         if filt == "zcdp":
-            if Fraction(t.delta0) != 0:
+            if t.delta0 != 0:
                 raise BudgetExhaustedError(dataset, f"source {t.source} costs approximate zCDP "
                                            f"(delta0={t.delta0}), which the zCDP filter cannot account for",
                                            "use a ZCDP plan budget (delta0 = 0) on this dataset")
-            total += Fraction(t.rho)
+            total += t.rho
         else:
             if t.pure_eps is None:
                 raise BudgetExhaustedError(dataset, f"source {t.source} has no pure-DP cost, so the basic "
                                            "epsilon filter cannot account for it",
                                            "use pure-DP mechanisms (a PureDP plan budget) on this dataset")
-            total += Fraction(t.pure_eps)
+            total += t.pure_eps
     return total
 
 

@@ -284,7 +284,7 @@ def test_mutant_mean_with_n_plus_1_is_flagged() -> None:
 
 def test_mutant_overlapping_split_composed_in_parallel_is_flagged() -> None:
     plan = plan_of("index_split", 2, 6, splitter=OverlappingSplit)
-    assert certify(plan).ledger.totals[0].rho == "1"  # the planner believes the pieces are disjoint
+    assert certify(plan).ledger.totals[0].rho == Fraction(1)  # the planner believes the pieces are disjoint
     found = findings(plan, 6, 2, seed=0)
     assert found and all("per-record cost" in f for f in found)  # each piece alone respects its bound
 

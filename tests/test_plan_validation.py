@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -281,7 +282,7 @@ def test_a_body_without_one_input_and_one_state_is_refused(kind: str, count: int
 def test_a_body_without_a_round_stand_in_is_accepted() -> None:
     """Control: the round index is optional (the interpreter binds it only when present)."""
     plan = edited(base_plan(), _stand_ins("Round", 0))
-    assert [t.rho for t in certify(plan).ledger.totals] == ["1"]
+    assert [t.rho for t in certify(plan).ledger.totals] == [Fraction(1)]
     assert "last" in plan.run(DATA, noise=dp.SeededNoise(0)).released
 
 

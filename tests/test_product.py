@@ -5,6 +5,7 @@ and accuracy against the non-private baseline."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -93,7 +94,7 @@ def test_ppde_ledger_shows_sequential_composition() -> None:
     gauss = [e for e in ledger.entries if e.kind == "GaussianMech"]
     assert len(gauss) == 4  # the pilot and three rounds, all on the whole of X
     assert [e.cost for e in gauss] == ["rho=0.025 zCDP"] + ["rho=0.1583333333 zCDP"] * 3
-    assert ledger.totals[0].rho == "1/2"
+    assert ledger.totals[0].rho == Fraction(1, 2)
 
 
 def test_ppde_refusals() -> None:

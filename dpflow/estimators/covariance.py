@@ -34,7 +34,7 @@ def naive_pce(
     >>> import dpflow as dp
     >>> plan = naive_pce(d=3, n=10_000, budget=dp.ZCDP(0.5), kappa=4.0)
     >>> plan.check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     require_budget(budget, "naive_pce", (ZCDP, ApproxDP))
     if kappa <= 0:

@@ -86,7 +86,7 @@ def laplace_histogram(N: int, n: int, budget: Measure) -> Plan:
 
     >>> import dpflow as dp
     >>> laplace_histogram(16, 1000, dp.PureDP(1.0)).check().totals[0].pure_eps
-    '1'
+    Fraction(1, 1)
     """
     _check_budget(budget, "laplace_histogram")
     _check_n(n)
@@ -121,7 +121,7 @@ def t_histogram(edges: Sequence[int], n: int, budget: Measure) -> Plan:
 
     >>> import dpflow as dp
     >>> t_histogram([0, 10**9, 10**18], 1000, dp.PureDP(0.5)).check().totals[0].pure_eps
-    '1/2'
+    Fraction(1, 2)
     """
     _check_budget(budget, "t_histogram")
     _check_n(n)
@@ -228,7 +228,7 @@ def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
     >>> import dpflow as dp
     >>> ledger = merr(N=10**8, n=10_000, budget=dp.PureDP(1.0), T=4).check()
     >>> ledger.totals[0].pure_eps
-    '1'
+    Fraction(1, 1)
     """
     _check_budget(budget, "merr")
     _check_n(n)

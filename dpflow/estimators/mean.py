@@ -36,7 +36,7 @@ def clipped_mean(
     >>> import dpflow as dp
     >>> plan = clipped_mean(d=5, n=10_000, budget=dp.ZCDP(0.5), mean_bound=1.0)
     >>> plan.check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     require_budget(budget, "clipped_mean", (ZCDP, ApproxDP))
     R = radius if radius is not None else mean_bound + sigma * math.sqrt(2.0 * math.log(n))

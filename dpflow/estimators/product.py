@@ -47,7 +47,7 @@ def naive_product(d: int, n: int, budget: Measure) -> Plan:
 
     >>> import dpflow as dp
     >>> naive_product(d=10, n=1000, budget=dp.ZCDP(0.5)).check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     _check(d, n, budget, "naive_product")
     b = PlanBuilder(budget=budget, neighbors="replace", name="naive_product")
@@ -166,7 +166,7 @@ def ppde(d: int, n: int, budget: Measure, rounds: int = 1, pilot: float = 0.05, 
     >>> import dpflow as dp
     >>> ledger = ppde(d=50, n=10_000, budget=dp.ZCDP(0.5)).check()
     >>> ledger.totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     _check(d, n, budget, "ppde")
     if not (shrink > 1 and 0 < pilot < 1 and 0 < beta_row < 1 and rounds >= 1):

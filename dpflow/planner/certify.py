@@ -45,7 +45,17 @@ from dpflow.nodes.base import (
 from dpflow.nodes.control import Input, Round, State
 from dpflow.nodes.postprocess import warning_text
 from dpflow.plan.graph import Plan, topological
-from dpflow.planner.ledger import Ledger, LedgerEntry, SourceTotal
+from dpflow.planner.ledger import (
+    Charge,
+    Composition,
+    CostEvent,
+    Ledger,
+    LedgerEntry,
+    Parallel,
+    Rounds,
+    Sequential,
+    SourceTotal,
+)
 from dpflow.privacy import (
     ZCDP,
     ApproxDP,
@@ -545,7 +555,8 @@ class _Planner:
             allocation=alloc_text,
             report_delta=report_delta,
             entries=tuple(self._entries(self.space, allocations, mode)),
-            totals=tuple(totals),
+            totals=tuple(attrs.evolve(t, composition=_composition_tree(self.space, src.id, cost_leaf))
+                         for t, src in zip(totals, self.sources, strict=True)),
             composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])),
             warnings=tuple(warnings),
         )
@@ -612,15 +623,10 @@ class _Planner:
         used = cost.rho if mode == "zcdp" else (cost.pure_eps or Fraction(0))
         if self.basic:
             used = cost.basic_eps or Fraction(0)
-        frac = float(used / total) if total > 0 else 0.0
         return SourceTotal(
             source=name,
-            measure=cost.total_measure().describe(),
-            rho=str(cost.rho),
-            delta0=str(cost.delta0),
-            pure_eps=None if cost.pure_eps is None else str(cost.pure_eps),
-            gdp_mu=None if cost.gdp_mu2 is None else float(cost.gdp_mu2) ** 0.5,
-            budget_used=f"{100 * frac:.4g}%",
+            cost=cost,
+            used=used / total if total > 0 else Fraction(0),
             conversions=tuple(cost.epsilon_at(self._conversion_delta(cost, delta))),
         )
 
@@ -652,7 +658,8 @@ class _Planner:
             key = _key(space, rec.id)
             t = space.types[rec.id]
             ins = ", ".join(_describe(space.types[i]) for i in rec.inputs)
-            sens, noise, cost, rule = "", "", "", ""
+            sens, noise, rule = "", "", ""
+            event = None
             deriv = space.derivations[rec.id]
             if isinstance(node, Mechanism):
                 stat = space.types[rec.inputs[0]]
@@ -661,16 +668,14 @@ class _Planner:
                 sens = deriv
                 deriv = space.derivations[rec.inputs[0]]
                 noise = node.noise_text(stat, alloc.share, alloc.mode)
-                cost = alloc.cost.total_measure().describe() + (" per unit round weight" if space.path else "")
-                if self.basic and alloc.cost.basic_eps is not None:
-                    cost += (f"; (epsilon, delta) = ({float(alloc.cost.basic_eps):.6g}, "
-                             f"{float(alloc.cost.basic_delta):.3g}) per {'round' if space.path else 'run'}")
+                event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, bool(space.path),
+                                  alloc.continuous_gaussian, "basic" if self.basic else "auto")
                 rule = self._rule_text(space, rec)
             elif isinstance(t, StatT):
                 sens = f"l2 {_txt(t.l2)}; l1 {_txt(t.l1)}; linf {_txt(t.linf)}"
             out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
-                                   derivation=deriv, noise=noise, cost=cost, rule=rule,
-                                   reference=type(node).reference))
+                                   derivation=deriv, noise=noise, rule=rule, reference=type(node).reference,
+                                   event=event))
             if isinstance(node, Recurse):
                 out.extend(self._entries(space.bodies[rec.id], allocations, mode))
         return out
@@ -700,6 +705,32 @@ _NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noi
                 "discrete Gaussian, which has the same rho-zCDP (Canonne-Kamath-Steinke 2020 Thm 4) but no proven "
                 "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan forces continuous noise and that "
                 "conversion")
+
+
+_NOTHING = Sequential(())
+
+
+def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord, Fraction], Cost],
+                      mult: Fraction = Fraction(1)) -> Composition:
+    """The composition tree below ``start``: the structure ``_Planner.fold_cost`` composes, with each
+    mechanism charged ``leaf``'s cost at its round weight (parts that charge nothing are left out, a
+    one-part sequence is its part: neither changes the composed cost)."""
+    def seq(parts: Sequence[Composition]) -> Composition:
+        kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
+        return kept[0] if len(kept) == 1 else Sequential(kept)
+
+    def rec_fn(sp: _Space, rec: NodeRecord) -> Composition:
+        node = rec.node
+        assert isinstance(node, Recurse)
+        body = sp.bodies[rec.id]
+        return seq([Rounds(_key(sp, rec.id), w, count, _composition_tree(body, _body_start(body), leaf, mult * w))
+                    for w, count in sorted(_round_weights(node).items())])
+
+    def par(parts: Sequence[Composition], rule: str) -> Composition:
+        kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
+        return Parallel(rule, kept) if kept else _NOTHING
+
+    return _fold(space, start, lambda sp, r: Charge(_key(sp, r.id), leaf(sp, r, mult)), rec_fn, seq, par)
 
 
 def _gdp_valid(mechs: Sequence[tuple[_Space, NodeRecord, Mechanism]], allocations: dict[str, Allocation]) -> bool:

@@ -3,24 +3,180 @@
 Frozen, schema-versioned data; canonical JSON; the single source of every report.
 It holds no data and no digest of data: only the plan, public parameters and
 the privacy derivation.
+
+The privacy quantities are typed and exact (in the spirit of dp_accounting's ``DpEvent``): every
+mechanism invocation is a :class:`CostEvent` carrying its mode, its exact share and its certified
+:class:`~dpflow.privacy.Cost`; every source total carries its composed ``Cost`` and the exact
+fraction of the budget it uses.  Text (``cost``, ``measure``, ``budget_used``) is rendered from
+these values, never parsed back.  The JSON layout and its versions are described in
+``docs/report_schema.md``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from fractions import Fraction
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from dpflow.nodes.base import Mode
 from dpflow.plan.serialize import canonical
-from dpflow.privacy import Conversion
+from dpflow.privacy import Conversion, Cost
 
-LEDGER_SCHEMA = "dpflow.ledger/1"
+LEDGER_SCHEMA = "dpflow.ledger"
+LEDGER_SCHEMA_VERSION = 2
+"""Version 2: typed cost events per mechanism entry and exact composed costs per source (version 1,
+``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
+
+Accounting = Literal["auto", "basic"]
+
+
+def _frac(x: Fraction | None) -> str | None:
+    return None if x is None else str(x)
+
+
+def cost_to_data(cost: Cost) -> dict[str, Any]:
+    """A :class:`~dpflow.privacy.Cost` as JSON data: every exact field as a fraction string.
+
+    >>> cost_to_data(Cost.zcdp(Fraction(1, 3)))["rho"]
+    '1/3'
+    """
+    return {f.name: cost.pure_count if f.name == "pure_count" else _frac(getattr(cost, f.name))
+            for f in attrs.fields(Cost)}
+
+
+def cost_from_data(data: dict[str, Any]) -> Cost:
+    """The inverse of :func:`cost_to_data` (exact: ``cost_from_data(cost_to_data(c)) == c``).
+
+    >>> cost_from_data(cost_to_data(Cost.zcdp(Fraction(1, 3)))).rho
+    Fraction(1, 3)
+    """
+    return Cost(**data)  # the converters read fraction strings exactly
+
+
+@attrs.frozen
+class CostEvent:
+    """One mechanism invocation as certified: data, no math (dp_accounting's ``DpEvent`` style).
+
+    ``mode`` and the exact ``share`` are the noise parameters: with the node's sensitivity (in the
+    entry) they fix the noise scale.  ``cost`` is the certified cost of one invocation at that share,
+    per unit round weight when ``per_round_weight`` (a mechanism inside a ``Recurse`` body).
+    ``accounting`` is the plan's: under ``"basic"`` the mechanism is calibrated to be
+    (``cost.basic_eps``, ``cost.basic_delta``)-DP on its own.
+
+    >>> e = CostEvent("m", "GaussianMech", "zcdp", Fraction(1, 3), Cost.gaussian_zcdp(Fraction(1, 3)))
+    >>> e.describe()
+    'rho=0.3333333333 zCDP'
+    """
+
+    node: str
+    kind: str
+    mode: Mode
+    share: Fraction
+    cost: Cost
+    per_round_weight: bool = False
+    continuous_gaussian: bool = False
+    accounting: Accounting = "auto"
+
+    def describe(self) -> str:
+        """The cost as the ledger shows it."""
+        text = self.cost.total_measure().describe() + (" per unit round weight" if self.per_round_weight else "")
+        if self.accounting == "basic" and self.cost.basic_eps is not None:
+            text += (f"; (epsilon, delta) = ({float(self.cost.basic_eps):.6g}, "
+                     f"{float(self.cost.basic_delta):.3g}) per {'round' if self.per_round_weight else 'run'}")
+        return text
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON data (exact fractions as strings)."""
+        return {"node": self.node, "kind": self.kind, "mode": self.mode, "share": str(self.share),
+                "cost": cost_to_data(self.cost), "per_round_weight": self.per_round_weight,
+                "continuous_gaussian": self.continuous_gaussian, "accounting": self.accounting}
+
+    @staticmethod
+    def from_data(d: dict[str, Any]) -> CostEvent:
+        """The inverse of :meth:`to_data`."""
+        return CostEvent(**{**d, "share": Fraction(d["share"]), "cost": cost_from_data(d["cost"])})
+
+
+@attrs.frozen
+class Charge:
+    """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight)."""
+
+    node: str
+    cost: Cost
+
+
+@attrs.frozen
+class Sequential:
+    """Sequential composition of ``parts`` (they read the same records); no parts costs nothing."""
+
+    parts: tuple[Composition, ...]
+
+
+@attrs.frozen
+class Parallel:
+    """Parallel composition over the disjoint pieces of a split, one part per piece.
+
+    ``rule`` is the split's: ``"index"`` (a record stays in its block, so the max over parts) or
+    ``"value"`` (the max under add/remove neighbours, the sum of the two largest under replace).
+
+    >>> t = Parallel("value", (Charge("a", Cost.pure(1)), Rounds("r", Fraction(1), 2, Charge("r/b", Cost.pure(1)))))
+    >>> composition_from_data(composition_to_data(t)) == t
+    True
+    """
+
+    rule: str
+    parts: tuple[Composition, ...]
+
+
+@attrs.frozen
+class Rounds:
+    """``count`` rounds of the ``Recurse`` node ``node`` at round weight ``weight``, composed
+    sequentially; ``body`` is one such round (its charges are at that weight)."""
+
+    node: str
+    weight: Fraction
+    count: int
+    body: Composition
+
+
+Composition: TypeAlias = "Charge | Sequential | Parallel | Rounds"
+"""A per-source composition tree: data, no math; the planner's totals compose exactly this tree."""
+
+
+def composition_to_data(c: Composition) -> dict[str, Any]:
+    """A composition tree as JSON data (one tagged object per node).
+
+    >>> composition_to_data(Sequential((Charge("m", Cost.zcdp(Fraction(1, 3))),)))["sequential"][0]["charge"]
+    'm'
+    """
+    if isinstance(c, Charge):
+        return {"charge": c.node, "cost": cost_to_data(c.cost)}
+    if isinstance(c, Sequential):
+        return {"sequential": [composition_to_data(p) for p in c.parts]}
+    if isinstance(c, Parallel):
+        return {"parallel": c.rule, "parts": [composition_to_data(p) for p in c.parts]}
+    return {"rounds": c.node, "weight": str(c.weight), "count": c.count, "body": composition_to_data(c.body)}
+
+
+def composition_from_data(d: dict[str, Any]) -> Composition:
+    """The inverse of :func:`composition_to_data`."""
+    if "charge" in d:
+        return Charge(d["charge"], cost_from_data(d["cost"]))
+    if "sequential" in d:
+        return Sequential(tuple(composition_from_data(p) for p in d["sequential"]))
+    if "parallel" in d:
+        return Parallel(d["parallel"], tuple(composition_from_data(p) for p in d["parts"]))
+    return Rounds(d["rounds"], Fraction(d["weight"]), d["count"], composition_from_data(d["body"]))
 
 
 @attrs.frozen
 class LedgerEntry:
-    """One node: what it reads, its sensitivity and how it was derived, its noise and cost."""
+    """One node: what it reads, its sensitivity and how it was derived, its noise and cost.
+
+    ``event`` is the typed cost of a mechanism (None for other nodes); ``cost`` is its text.
+    """
 
     node: str
     kind: str
@@ -29,27 +185,92 @@ class LedgerEntry:
     sensitivity: str
     derivation: str
     noise: str
-    cost: str
     rule: str
     reference: str
+    event: CostEvent | None = None
+
+    @property
+    def cost(self) -> str:
+        """The cost in its native measure, as text ("" for a node that is not a mechanism)."""
+        return "" if self.event is None else self.event.describe()
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON data: the fields, the typed event and the rendered ``cost``."""
+        data = {f.name: getattr(self, f.name) for f in attrs.fields(LedgerEntry)}
+        return data | {"event": None if self.event is None else self.event.to_data(), "cost": self.cost}
+
+    @staticmethod
+    def from_data(d: dict[str, Any]) -> LedgerEntry:
+        """The inverse of :meth:`to_data` (the rendered ``cost`` is recomputed)."""
+        fields = {k: v for k, v in d.items() if k != "cost"}
+        ev = fields.pop("event")
+        return LedgerEntry(**fields, event=None if ev is None else CostEvent.from_data(ev))
 
 
 @attrs.frozen
 class SourceTotal:
-    """The composed per-record cost on one source, in its native measures and in (eps, delta)."""
+    """The composed per-record cost on one source, in its native measures and in (eps, delta).
+
+    ``cost`` is the exact composed cost, ``used`` the exact fraction of the budget it uses (in the
+    plan's native unit: rho, or epsilon in pure and basic accounting).  ``composition`` is the tree
+    the cost composes (None only for a total not made by the planner); ``cost`` equals the tree
+    composed, except that the Gaussian-DP field is dropped when that accounting does not apply.
+    """
 
     source: str
-    measure: str
-    rho: str
-    delta0: str
-    pure_eps: str | None
-    gdp_mu: float | None
-    budget_used: str
+    cost: Cost
+    used: Fraction
     conversions: tuple[Conversion, ...]
+    composition: Composition | None = None
+
+    @property
+    def rho(self) -> Fraction:
+        """The composed rho (zCDP)."""
+        return self.cost.rho
+
+    @property
+    def delta0(self) -> Fraction:
+        """The composed delta0 (approximate zCDP; 0 for exact zCDP)."""
+        return self.cost.delta0
+
+    @property
+    def pure_eps(self) -> Fraction | None:
+        """The composed pure epsilon, or None when some mechanism is not pure."""
+        return self.cost.pure_eps
+
+    @property
+    def gdp_mu(self) -> float | None:
+        """The Gaussian-DP mu (a float), or None when the exact Gaussian-DP accounting does not apply."""
+        return None if self.cost.gdp_mu2 is None else float(self.cost.gdp_mu2) ** 0.5
+
+    @property
+    def measure(self) -> str:
+        """The composed cost in its tightest native measure, as text."""
+        return self.cost.total_measure().describe()
+
+    @property
+    def budget_used(self) -> str:
+        """The fraction of the budget used, as a percentage text."""
+        return f"{100 * float(self.used):.4g}%"
 
     def tightest(self) -> Conversion:
         """The conversion used for the headline (epsilon, delta)."""
         return next(c for c in self.conversions if c.tightest)
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON data: the exact cost and fraction used, the conversions and the rendered text."""
+        return {"source": self.source, "cost": cost_to_data(self.cost), "used": str(self.used),
+                "conversions": [attrs.asdict(c) for c in self.conversions],
+                "composition": None if self.composition is None else composition_to_data(self.composition),
+                "measure": self.measure, "budget_used": self.budget_used}
+
+    @staticmethod
+    def from_data(d: dict[str, Any]) -> SourceTotal:
+        """The inverse of :meth:`to_data` (the rendered text is recomputed)."""
+        comp = d["composition"]
+        return SourceTotal(d["source"], cost_from_data(d["cost"]), Fraction(d["used"]),
+                           tuple(Conversion(**c) for c in d["conversions"]),
+                           None if comp is None else composition_from_data(comp))
 
 
 @attrs.frozen
@@ -62,7 +283,9 @@ class Ledger:
     >>> X = b.source("X", dp.Vectors(d=2), n=100)
     >>> ledger = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).check()
     >>> ledger.totals[0].rho
-    '1/2'
+    Fraction(1, 2)
+    >>> Ledger.from_json(ledger.to_json()) == ledger
+    True
     """
 
     plan_name: str
@@ -77,11 +300,17 @@ class Ledger:
     composition: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     schema: str = LEDGER_SCHEMA
+    schema_version: int = LEDGER_SCHEMA_VERSION
+
+    def events(self) -> tuple[CostEvent, ...]:
+        """The typed cost event of every mechanism, in ledger order."""
+        return tuple(e.event for e in self.entries if e.event is not None)
 
     def to_data(self) -> dict[str, Any]:
         """The ledger as JSON data."""
-        data: dict[str, Any] = attrs.asdict(self, recurse=True)
-        return data
+        data = {f.name: getattr(self, f.name) for f in attrs.fields(Ledger)}
+        return data | {"entries": [e.to_data() for e in self.entries], "totals": [t.to_data() for t in self.totals],
+                       "composition": list(self.composition), "warnings": list(self.warnings)}
 
     def to_json(self, indent: int | None = None) -> str:
         """Canonical JSON (or indented, for reading)."""
@@ -90,18 +319,22 @@ class Ledger:
 
     @staticmethod
     def from_json(text: str) -> Ledger:
-        """Read a ledger written by :meth:`to_json`."""
+        """Read a ledger written by :meth:`to_json` (this schema version only; anything else raises a
+        ``ValueError`` saying why, as does a document whose rendered text disagrees with its values)."""
         d = json.loads(text)
-        if d.get("schema") != LEDGER_SCHEMA:
-            raise ValueError(f"not a {LEDGER_SCHEMA} document")
-        d["entries"] = tuple(LedgerEntry(**e) for e in d["entries"])
-        d["totals"] = tuple(
-            SourceTotal(**{**t, "conversions": tuple(Conversion(**c) for c in t["conversions"])})
-            for t in d["totals"]
-        )
-        d["composition"] = tuple(d["composition"])
-        d["warnings"] = tuple(d["warnings"])
-        return Ledger(**d)
+        schema, version = d.get("schema"), d.get("schema_version")
+        if schema != LEDGER_SCHEMA or version != LEDGER_SCHEMA_VERSION:
+            found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
+            raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
+                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text and cannot be "
+                             "read: certify the plan again (Plan.from_json(...).check()) to get a current ledger")
+        ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
+                           "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),
+                           "composition": tuple(d["composition"]), "warnings": tuple(d["warnings"])})
+        if ledger.to_data() != d:
+            raise ValueError("the ledger's rendered text (cost, measure, budget_used) disagrees with its typed "
+                             "values: the document was edited; use the ledger as the planner wrote it")
+        return ledger
 
     def summary(self) -> str:
         """A short readable summary: mechanisms, their costs, and the totals."""

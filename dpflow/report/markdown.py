@@ -24,7 +24,7 @@ def render_ledger(ledger: dict[str, Any]) -> list[str]:
     """Markdown lines for a ledger's JSON data."""
     out = [
         f"- plan: `{ledger['plan_name']}` `{ledger['plan_hash']}` (dpflow {ledger['dpflow_version']}, "
-        f"ledger schema {ledger['schema']})",
+        f"ledger schema {ledger['schema']} version {ledger['schema_version']})",
         f"- neighbouring relation: **{ledger['neighbors']}**",
         f"- budget: **{ledger['budget']}**; {ledger['allocation']}",
         "",

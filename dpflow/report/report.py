@@ -22,7 +22,9 @@ from dpflow.planner.certify import certify
 from dpflow.planner.ledger import Ledger
 from dpflow.report.markdown import render_markdown
 
-REPORT_SCHEMA = "dpflow.report/1"
+REPORT_SCHEMA = "dpflow.report"
+REPORT_SCHEMA_VERSION = 2
+"""Version 2 embeds a version 2 ledger (typed cost events and exact totals; docs/report_schema.md)."""
 REPORT_FILES = ("report.json", "report.md")
 NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are reproducible from the seed, "
                    "not private")
@@ -96,6 +98,7 @@ class Report:
         extra = {} if self.budget is None else {"budget": self.budget}
         return extra | {
             "schema": REPORT_SCHEMA,
+            "schema_version": REPORT_SCHEMA_VERSION,
             "ledger": self.ledger.to_data(),
             "released": _jsonable(ex.released),
             "run": {

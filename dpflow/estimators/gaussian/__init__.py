@@ -12,7 +12,7 @@ whose stated sample-size requirement is not met carries a ``warning`` parameter:
 >>> import numpy as np, dpflow as dp
 >>> plan = mean(d=5, n=2000, budget=dp.ZCDP(0.5), R=10.0)
 >>> plan.check().totals[0].rho
-'1/2'
+Fraction(1, 2)
 >>> X = np.random.default_rng(0).normal(size=(2000, 5)) + 3.0
 >>> est = plan.run({"X": X}, noise=dp.SeededNoise(1)).released["mean"]
 >>> bool(np.linalg.norm(est - 3.0) < 0.5)
@@ -182,7 +182,7 @@ def univariate_mean(
 
     >>> import dpflow as dp
     >>> univariate_mean(1000, dp.ZCDP(0.5), R=100.0, sigma_bounds=(0.1, 10.0)).check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     where = "gaussian.univariate_mean"
     _check_common(where, 1, n, budget)
@@ -250,9 +250,9 @@ def covariance(
 
     >>> import dpflow as dp
     >>> covariance(d=3, n=3000, budget=dp.ZCDP(0.5), K=30.0).check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     >>> covariance(d=3, n=3000, budget=dp.ZCDP(0.5), K=3.0, method="pce", lower=0.01).check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     where = f"gaussian.covariance({method})"
     _check_common(where, d, n, budget)
@@ -307,7 +307,7 @@ def gaussian(
 
     >>> import dpflow as dp
     >>> gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0).check().totals[0].rho
-    '1/2'
+    Fraction(1, 2)
     """
     where = "gaussian.gaussian"
     rho = _check_common(where, d, n, budget)
@@ -366,7 +366,7 @@ def fit(
     >>> X = np.random.default_rng(0).normal(size=(5000, 3))
     >>> f = fit(X, budget=dp.ZCDP(0.5), mean_bound=10.0, cov_bound=30.0, noise=dp.SeededNoise(0))
     >>> f.covariance.shape, f.report.ledger.totals[0].rho
-    ((3, 3), '1/2')
+    ((3, 3), Fraction(1, 2))
     """
     shape = np.shape(X)
     if len(shape) != 2:
