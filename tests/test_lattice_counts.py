@@ -294,3 +294,20 @@ def test_a_statistic_with_float_error_bound_promises_the_lattice() -> None:
     cert = certify(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))))
     entry = next(e for e in cert.ledger.entries if e.kind == "GaussianMech")
     assert "discrete Gaussian on a 2^-k lattice" in entry.noise
+
+
+@pytest.mark.parametrize("mech", ["gaussian", "laplace"])
+def test_a_released_radius_of_zero_releases_on_the_smallest_lattice_without_an_exception(mech: str) -> None:
+    """A released clipping radius of 0 gives a subnormal noise scale; the lattice step must not underflow
+    to 0 (it did: ZeroDivisionError after the budget was spent)."""
+    from dpflow.nodes.mechanisms import MIN_LATTICE_STEP, _lattice_step
+
+    assert _lattice_step(5e-324) == MIN_LATTICE_STEP and _lattice_step(1.0) == 2.0**-40
+    b = dp.PlanBuilder(budget=dp.PureDP(1.0) if mech == "laplace" else dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2), n=50)
+    zero = N.ScaleShift(scale=0.0, shift=0.0)(b.public(1.0))
+    stat = N.Mean()(N.Clip(radius=zero)(X))
+    plan = b.build(m=N.LaplaceMech()(stat) if mech == "laplace" else N.GaussianMech()(stat))
+    out = np.asarray(plan.run({"X": np.ones((50, 2))}, noise=dp.SeededNoise(0, exact=True)).released["m"])
+    assert np.all(np.isfinite(out)) and np.all(np.abs(out) < 1e-150)
+    assert np.all(np.rint(out / MIN_LATTICE_STEP) * MIN_LATTICE_STEP == out)

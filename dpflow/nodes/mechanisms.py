@@ -59,11 +59,17 @@ def _exact(ctx: EvalContext) -> bool:
 
 
 LATTICE_BITS = 40
-"""The lattice step is the power of two at or below (noise scale) / 2^40."""
+"""The lattice step is the power of two at or below (noise scale) / 2^40, and at least ``MIN_LATTICE_STEP``."""
+
+MIN_LATTICE_STEP = 2.0**-600
+"""The smallest lattice step.  A tiny noise scale (a released clipping radius of 0, say) would otherwise
+make the step underflow to 0; with statistics at most ``MAX_BOUND`` = 2^256 in magnitude, value / step stays
+below 2^856, a finite float.  A larger step than the scale asks for is sound: the lattice rounding is added
+to the sensitivity before the noise is calibrated."""
 
 
 def _lattice_step(scale: float) -> float:
-    return math.ldexp(1.0, math.frexp(scale)[1] - 1 - LATTICE_BITS)
+    return max(math.ldexp(1.0, math.frexp(scale)[1] - 1 - LATTICE_BITS), MIN_LATTICE_STEP)
 
 
 def _noised_entries(value: np.ndarray, symmetric: bool) -> np.ndarray:
