@@ -112,8 +112,8 @@ def _ledger_gdp_eps(rho: Fraction, delta: float) -> float:
 
 
 @pytest.mark.parametrize(("eps", "delta"), ADP)
-def test_gaussian_budget_rho_agrees_with_the_ledger_conversion(eps: object, delta: object) -> None:
-    budget = ApproxDP(eps, delta)  # type: ignore[arg-type]
+def test_gaussian_budget_rho_agrees_with_the_ledger_conversion(eps: float | str, delta: float | str) -> None:
+    budget = ApproxDP(eps, delta)
     rho = gaussian_budget_rho(budget)
     mu0 = gdp_mu_for_approx_dp(budget.epsilon, budget.delta)
     assert Fraction(_ledger_gdp_eps(rho, float(budget.delta))) <= budget.epsilon  # exact, not half an ulp above
@@ -139,8 +139,8 @@ def test_gaussian_budget_rho_other_budgets() -> None:
 
 
 @pytest.mark.parametrize(("eps", "delta"), ADP)
-def test_planner_shares_gaussian_budget_rho(eps: object, delta: object) -> None:
-    budget = ApproxDP(eps, delta)  # type: ignore[arg-type]
+def test_planner_shares_gaussian_budget_rho(eps: float | str, delta: float | str) -> None:
+    budget = ApproxDP(eps, delta)
     b = dp.PlanBuilder(budget=budget)
     X = b.source("X", dp.Vectors(d=2), n=10)
     m1 = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))

@@ -338,9 +338,10 @@ def shares_by_weight(total: Real, weights: Sequence[Real]) -> list[Fraction]:
     """Split ``total`` exactly by weight: ``total * w_i / sum_j w_j``, each float weight taken at its exact
     binary value (``Fraction(w)``), so the shares add up to ``total`` exactly.
 
-    This is how the planner shares a budget among mechanisms and rounds (a mechanism of weight w in a
-    round of weight r has weight ``Fraction(w) * Fraction(r)``); callers that need a mechanism's share
-    before certification (e.g. a public noise schedule) compute it here.  Sequential composition
+    It states the planner's allocation rule (``certify.py`` shares the remaining budget the same way;
+    a mechanism of weight w in a round of weight r has weight ``Fraction(w) * Fraction(r)``), so that
+    code needing a mechanism's share before certification (e.g. a public noise schedule) computes it
+    here instead of restating it.  Sequential composition
     (Bun & Steinke 2016, Lemma 1.7; Dwork & Roth 2014, Thm. 3.16) makes the shares' total the cost.
 
     >>> [str(s) for s in shares_by_weight(Fraction(1, 2), [0.25, 0.75])]
