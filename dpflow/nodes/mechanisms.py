@@ -31,20 +31,12 @@ from dpflow.nodes.base import (
     positive,
     text_of,
 )
-from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale
-from dpflow.privacy.rounding import down, up
+from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale, pure_eps_for_zcdp, pure_to_zcdp
+from dpflow.privacy.rounding import up
 
 
 def _opt_exact(x: Any) -> Fraction | None:
     return None if x is None else exact(x)
-
-
-def _pure_eps_from_rho(rho: Fraction) -> Fraction:
-    """The largest float epsilon with eps^2/2 <= rho (exactly)."""
-    eps = Fraction(down(math.sqrt(2.0 * float(rho))))
-    while eps * eps / 2 > rho:
-        eps = Fraction(math.nextafter(float(eps), 0.0))
-    return eps
 
 
 @functools.lru_cache(maxsize=4096)
@@ -185,11 +177,11 @@ class EpsilonMechanism(Mechanism):
     def fixed_share(self, mode: Mode) -> Fraction | None:
         if self.epsilon is None:
             return None
-        return self.epsilon if mode == "pure" else self.epsilon * self.epsilon / 2
+        return self.epsilon if mode == "pure" else pure_to_zcdp(self.epsilon)
 
     def eps(self, share: Fraction, mode: Mode) -> Fraction:
         """The pure epsilon a share buys."""
-        return share if mode == "pure" else _pure_eps_from_rho(share)
+        return share if mode == "pure" else pure_eps_for_zcdp(share)
 
     def cost(self, share: Fraction, mode: Mode) -> Cost:
         return Cost.pure(self.eps(share, mode))
@@ -364,22 +356,29 @@ class Peel(Mechanism):
         return f"linf (lambda) = {stat.linf.text()}"
 
     def fixed_share(self, mode: Mode) -> Fraction | None:
+        """With ``epsilon``: the cost of the mechanism run at the pure share epsilon, in ``mode``'s currency."""
         if self.epsilon is None:
             return None
-        if mode == "pure":
-            return self.epsilon
-        u = self.epsilon / (3 * self.s)
-        return Fraction(5, 2) * self.s * u * u
+        cost = self.cost(self.epsilon, "pure")
+        assert cost.pure_eps is not None
+        return cost.pure_eps if mode == "pure" else cost.rho
+
+    def _cost_at_unit(self, u: Fraction) -> Cost:
+        """s report-noisy-max rounds (2u-DP each), then s released coordinates (u-DP each)."""
+        return Cost.pure(2 * u).scaled(self.s).then(Cost.pure(u).scaled(self.s))
 
     def unit(self, share: Fraction, mode: Mode) -> Fraction:
-        """lambda / b: the privacy loss of one released coordinate."""
+        """lambda / b: the privacy loss of one released coordinate.  The cost at unit u is linear in u in pure
+        DP and quadratic in zCDP (every step is pure: rho = sum eps_i^2 / 2), so the unit is the share over
+        the cost at unit 1, taken through the eps <-> rho rule in zCDP."""
+        one = self._cost_at_unit(Fraction(1))
         if mode == "pure":
-            return share / (3 * self.s)
-        return _pure_eps_from_rho(share / (5 * self.s))
+            assert one.pure_eps is not None
+            return share / one.pure_eps
+        return pure_eps_for_zcdp(share * pure_to_zcdp(1) / one.rho)
 
     def cost(self, share: Fraction, mode: Mode) -> Cost:
-        u = self.unit(share, mode)
-        return Cost.pure(2 * u).scaled(self.s).then(Cost.pure(u).scaled(self.s))
+        return self._cost_at_unit(self.unit(share, mode))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)

@@ -62,6 +62,7 @@ from dpflow.privacy import (
     ApproxZCDP,
     Cost,
     PureDP,
+    gaussian_budget_rho,
     gdp_mu_for_approx_dp,
     zcdp_rho_for_approx_dp,
 )
@@ -70,17 +71,6 @@ from dpflow.privacy.rounding import up
 T = TypeVar("T")
 _ZERO = Cost.zero()
 
-
-def _gdp_mu(epsilon: Fraction, delta: Fraction) -> float:
-    """The largest mu (from :func:`gdp_mu_for_approx_dp`) whose ledger conversion, which rounds mu and
-    epsilon outward once more, still reports epsilon <= the budget: shrunk by a few ulps if needed."""
-    mu = gdp_mu_for_approx_dp(epsilon, delta)
-    for _ in range(64):
-        convs = Cost.gaussian_zcdp(Fraction(mu) ** 2 / 2).epsilon_at(float(delta))
-        if next(c.epsilon for c in convs if c.rule == "exact Gaussian-DP") <= float(epsilon):
-            break
-        mu = math.nextafter(mu, 0.0) * (1.0 - 1e-15)
-    return mu
 
 _GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
 REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
@@ -396,8 +386,8 @@ class _Planner:
         if delta <= 0:
             return "pure", budget.epsilon, "pure mode (delta = 0): epsilon shared by weight"
         if kinds == {"GaussianMech"}:
-            mu = _gdp_mu(budget.epsilon, budget.delta)
-            rho = Fraction(mu) ** 2 / 2
+            rho = gaussian_budget_rho(budget)
+            mu = math.sqrt(float(2 * rho))
             return "zcdp", rho, (f"{_GDP_TEXT} mu={mu:.6g} meets "
                                  f"({eps:.6g}, {delta:.3g}); rho=mu^2/2={float(rho):.6g} shared by weight")
         rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)

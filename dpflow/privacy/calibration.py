@@ -9,24 +9,27 @@ calibrated value always realises at most its budget under dpflow's own accountin
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from scipy import optimize
 
 from .composition import advanced_composition
-from .conversions import gaussian_dp_delta, zcdp_to_approx_dp
-from .measures import exact
+from .conversions import gaussian_dp_delta, gaussian_dp_epsilon, gdp_mu_of_mu2, pure_to_zcdp, zcdp_to_approx_dp
+from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, exact
 from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
     "analytic_gaussian_sigma",
     "classical_gaussian_sigma",
+    "gaussian_budget_rho",
     "gaussian_sigma_for_zcdp",
     "gdp_mu_for_approx_dp",
     "laplace_scale",
     "pure_dp_of_laplace",
     "pure_eps_for_approx_dp_advanced",
+    "pure_eps_for_zcdp",
+    "shares_by_weight",
     "zcdp_of_gaussian",
     "zcdp_rho_for_approx_dp",
 ]
@@ -302,3 +305,89 @@ def pure_eps_for_approx_dp_advanced(epsilon: Real, delta: Real, k: int) -> float
     lo, hi = _bracket(ok)
     e0 = _largest_valid(ok, lo, hi)
     return _nudge_until(ok, e0, lambda x: max(0.0, down(x)))
+
+
+# ----------------------------------------------------------------------------------------------
+# zCDP shares of pure-DP and all-Gaussian mechanisms
+
+
+def pure_eps_for_zcdp(rho: Real) -> Fraction:
+    """The pure epsilon a zCDP share ``rho`` buys: a float just below sqrt(2 rho), rounded down and verified.
+
+    The inverse of :func:`~dpflow.privacy.pure_to_zcdp` (an epsilon-DP mechanism is epsilon^2/2-zCDP):
+    ``down(sqrt(2 rho))`` (about 1e-12 relative below), then stepped down one float at a time until
+    ``pure_to_zcdp(epsilon) <= rho`` holds exactly, so a mechanism run at the returned epsilon never
+    costs more than ``rho``.  rho = 0 gives 0.
+
+    Source: Bun & Steinke 2016, "Concentrated Differential Privacy", Prop. 1.4 (inverted).
+
+    >>> from dpflow.privacy import pure_to_zcdp
+    >>> eps = pure_eps_for_zcdp(Fraction(1, 2))
+    >>> pure_to_zcdp(eps) <= Fraction(1, 2), 1 - 1e-11 < eps < 1
+    (True, True)
+    """
+    r = exact(rho)
+    if r == 0:
+        return Fraction(0)
+    eps = _nudge_until(lambda x: pure_to_zcdp(x) <= r, down(math.sqrt(2.0 * float(r))),
+                       lambda x: math.nextafter(x, 0.0))
+    return Fraction(eps)
+
+
+def shares_by_weight(total: Real, weights: Sequence[Real]) -> list[Fraction]:
+    """Split ``total`` exactly by weight: ``total * w_i / sum_j w_j``, each float weight taken at its exact
+    binary value (``Fraction(w)``), so the shares add up to ``total`` exactly.
+
+    It states the planner's allocation rule (``certify.py`` shares the remaining budget the same way;
+    a mechanism of weight w in a round of weight r has weight ``Fraction(w) * Fraction(r)``), so that
+    code needing a mechanism's share before certification (e.g. a public noise schedule) computes it
+    here instead of restating it.  Sequential composition
+    (Bun & Steinke 2016, Lemma 1.7; Dwork & Roth 2014, Thm. 3.16) makes the shares' total the cost.
+
+    >>> [str(s) for s in shares_by_weight(Fraction(1, 2), [0.25, 0.75])]
+    ['1/8', '3/8']
+    """
+    ws = [exact(w) for w in weights]
+    whole = sum(ws, Fraction(0))
+    if whole == 0:
+        raise ValueError(f"weights must have a positive sum, got {list(weights)!r}")
+    t = exact(total)
+    return [t * w / whole for w in ws]
+
+
+def gaussian_budget_rho(budget: Measure) -> Fraction:
+    """The zCDP rho that an all-Gaussian plan shares among its mechanisms for ``budget``.
+
+    ``ZCDP`` and ``ApproxZCDP``: rho itself.  ``ApproxDP(epsilon, delta)``, delta > 0: mu^2/2, where a
+    composition of Gaussian mechanisms whose rhos sum to rho is sqrt(2 rho)-GDP, and mu starts at
+    :func:`gdp_mu_for_approx_dp` and is lowered (a few ulps, rarely any) until the plan's own
+    (epsilon, delta) conversion of mu^2 -- :func:`~dpflow.privacy.gdp_mu_of_mu2` then
+    :func:`~dpflow.privacy.gaussian_dp_epsilon`, the functions ``Cost.epsilon_at`` uses -- is at most
+    epsilon (rounded down to a float).  The verified search is the one place where calibration and the
+    ledger's conversion, which rounds mu outward once more, are made to agree.  ``PureDP`` and
+    delta = 0 raise ``ValueError``: Gaussian noise is never pure DP.
+
+    Source: Balle & Wang 2018, "Improving the Gaussian Mechanism for Differential Privacy", Thm. 8
+    (exact Gaussian-DP profile); Dong, Roth & Su 2022, Cor. 2.13 and Cor. 3.3 (mu^2 adds up);
+    Bun & Steinke 2016, Prop. 1.6 (rho = mu^2 / 2).
+
+    >>> from dpflow.privacy import ZCDP, ApproxDP, Cost
+    >>> gaussian_budget_rho(ZCDP(0.5))
+    Fraction(1, 2)
+    >>> rho = gaussian_budget_rho(ApproxDP(1.0, 1e-5))
+    >>> round(float(rho), 6), min(c.epsilon for c in Cost.gaussian_zcdp(rho).epsilon_at(1e-5)) <= 1.0
+    (0.035926, True)
+    """
+    if isinstance(budget, (ZCDP, ApproxZCDP)):
+        return budget.rho
+    if not isinstance(budget, ApproxDP) or budget.delta == 0:
+        raise ValueError(f"Gaussian noise cannot meet {budget.describe()}: it is never pure DP; "
+                         "use a ZCDP, ApproxZCDP or ApproxDP (delta > 0) budget")
+    eps_f = to_float_down(budget.epsilon)
+
+    def ok(mu: float) -> bool:
+        return gaussian_dp_epsilon(gdp_mu_of_mu2(Fraction(mu) ** 2), budget.delta) <= eps_f
+
+    mu = _nudge_until(ok, gdp_mu_for_approx_dp(budget.epsilon, budget.delta),
+                      lambda x: math.nextafter(x, 0.0) * (1.0 - 1e-15))
+    return Fraction(mu) ** 2 / 2

@@ -18,6 +18,8 @@ from .conversions import (
     approx_zcdp_to_approx_dp,
     bun_steinke_epsilon,
     gaussian_dp_epsilon,
+    gdp_mu_of_mu2,
+    pure_to_zcdp,
 )
 from .measures import ZCDP, ApproxZCDP, Measure, PureDP, exact
 from .rounding import to_float_down, to_float_up, up
@@ -246,7 +248,7 @@ class Cost:
         e = exact(epsilon)
         if e == 0:
             return cls.zero()
-        return cls(rho=e * e / 2, delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e, basic_eps=e)
+        return cls(rho=pure_to_zcdp(e), delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e, basic_eps=e)
 
     @classmethod
     def zcdp(cls, rho: Fraction | float) -> Cost:
@@ -487,8 +489,8 @@ class Cost:
         if self.delta0 == 0:
             found.append(("Bun-Steinke Prop 1.3", bun_steinke_epsilon(rho_f, d), float(delta), _REF_BS))
         if self.gdp_mu2 is not None and self.delta0 == 0:
-            mu = 0.0 if self.gdp_mu2 == 0 else up(math.sqrt(to_float_up(self.gdp_mu2)))
-            found.append(("exact Gaussian-DP", gaussian_dp_epsilon(mu, d), float(delta), _REF_GDP))
+            found.append(("exact Gaussian-DP", gaussian_dp_epsilon(gdp_mu_of_mu2(self.gdp_mu2), d), float(delta),
+                          _REF_GDP))
         if self.basic_eps is not None and 0 < self.basic_delta <= d:
             found.append(("basic composition (epsilon, delta)", to_float_up(self.basic_eps),
                           to_float_up(self.basic_delta), _REF_BASIC))

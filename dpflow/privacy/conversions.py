@@ -30,6 +30,7 @@ __all__ = [
     "cks_delta",
     "gaussian_dp_delta",
     "gaussian_dp_epsilon",
+    "gdp_mu_of_mu2",
     "pure_to_approx_dp",
     "pure_to_zcdp",
     "zcdp_to_approx_dp",
@@ -337,6 +338,23 @@ def gaussian_dp_delta(mu: Real, epsilon: Real) -> float:
         erfc_u1_hi = up(float(special.erfc(u1_lo)))
         value = up(0.5 * up(erfc_u1_hi - max(0.0, down(exp_lo * max(0.0, erfcx_u2_lo)))))
     return min(1.0, max(0.0, value))
+
+
+def gdp_mu_of_mu2(mu2: Real) -> float:
+    """mu = sqrt(mu2) as a float rounded up: the GDP parameter of a composition of Gaussian mechanisms.
+
+    Gaussian mechanisms with parameters mu_i compose to sqrt(sum mu_i^2)-GDP, so costs carry mu^2
+    exactly (a Fraction); this is the one place it becomes a float mu for :func:`gaussian_dp_epsilon`
+    (``to_float_up``, then ``up`` of the square root).  mu2 = 0 gives 0.0.
+
+    Source: Dong, Roth & Su 2022, "Gaussian Differential Privacy", Cor. 3.3; the profile it feeds is
+    Balle & Wang 2018, Thm. 8.
+
+    >>> gdp_mu_of_mu2(1) > 1.0, gdp_mu_of_mu2(1) < 1.0 + 1e-11, gdp_mu_of_mu2(0)
+    (True, True, 0.0)
+    """
+    m = _finite_nonneg("mu2", mu2)
+    return 0.0 if m == 0 else up(math.sqrt(to_float_up(m)))
 
 
 def gaussian_dp_epsilon(mu: Real, delta: Real) -> float:

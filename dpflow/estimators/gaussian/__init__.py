@@ -38,7 +38,7 @@ from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gdp_mu_for_approx_dp
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gaussian_budget_rho
 
 MeanMethod = Literal["coinpress", "kv", "pme", "naive"]
 CovMethod = Literal["coinpress", "pce", "naive"]
@@ -51,17 +51,16 @@ def _refuse(where: str, problem: str, fix: str) -> DomainError:
 
 
 def total_rho(budget: Measure) -> Fraction:
-    """The zCDP rho the planner will share among these all-Gaussian plans: rho itself, or for an
-    ``ApproxDP(eps, delta)`` budget ``mu^2 / 2`` with mu the exact Gaussian-DP parameter.
+    """The zCDP rho the planner will share among these all-Gaussian plans
+    (:func:`dpflow.privacy.gaussian_budget_rho`): rho itself, or for an ``ApproxDP(eps, delta)`` budget
+    ``mu^2 / 2`` with mu the exact Gaussian-DP parameter the ledger verifies.
 
     >>> total_rho(ZCDP(0.5))
     Fraction(1, 2)
     """
     require_budget(budget, "gaussian", (ZCDP, ApproxZCDP, ApproxDP))
-    if isinstance(budget, (ZCDP, ApproxZCDP)):
-        return budget.rho
-    if isinstance(budget, ApproxDP) and budget.delta > 0:
-        return Fraction(gdp_mu_for_approx_dp(budget.epsilon, budget.delta)) ** 2 / 2
+    if not (isinstance(budget, ApproxDP) and budget.delta == 0):
+        return gaussian_budget_rho(budget)
     raise PlanTypeError("gaussian", f"the Gaussian estimators use Gaussian noise; got {budget.describe()}",
                         "use a ZCDP, ApproxZCDP or ApproxDP (delta > 0) budget")
 
@@ -326,7 +325,7 @@ def gaussian(
     N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
     cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None)
     assert A is not None
-    rho_mean = rho * Fraction(1.0 - split) / (Fraction(split) + Fraction(1.0 - split))
+    rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])
     Y = N.Precondition(matrix=A)(X)
     radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
     N.param(b, "predicted_radii", radii, "whitened-mean radius schedule if ||A|| = 1 (gaussian.md 1.2)")

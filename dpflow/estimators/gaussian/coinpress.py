@@ -30,6 +30,7 @@ from dpflow import nodes as N
 from dpflow.estimators.gaussian import steps
 from dpflow.estimators.tails import chi_radius
 from dpflow.handles import Released, Rows, Sensitive
+from dpflow.privacy import shares_by_weight
 
 REF_MEAN = "Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 1-2, coin-press multivariate_mean_step (gaussian.md 1.1)"
 REF_COV = "Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 3-4, corrected per gaussian.md 1.6 (B1, B2)"
@@ -50,10 +51,22 @@ def schedule(t: int) -> tuple[Fraction, ...]:
 
 
 def _round_rhos(rho: Fraction, sched: Sequence[Fraction]) -> list[Fraction]:
-    """The rho of each round as the planner allocates it: ``rho * s_k / sum(s)`` (float weights, exact)."""
-    ws = [Fraction(float(s)) for s in sched]
-    total = sum(ws, Fraction(0))
-    return [rho * w / total for w in ws]
+    """The rho of each round of a part whose rounds share ``rho``, as the planner allocates it: by the
+    round weights ``float(s_k)`` that :func:`mvm_rec` declares (:func:`dpflow.privacy.shares_by_weight`)."""
+    return shares_by_weight(rho, [float(s) for s in sched])
+
+
+def part_rhos(rho: Fraction, parts: Sequence[tuple[float, int]]) -> list[Fraction]:
+    """The rho of each CoinPress part of a plan whose only mechanisms are these parts' Gaussians: a part
+    ``(weight, t)`` is a ``Recurse`` of ``t`` rounds (round weights ``float(s_k)`` of :func:`schedule`) with
+    one mechanism of ``weight``, so it gets ``rho * weight * sum_k s_k / sum over parts``, exactly as the
+    planner shares by weight (:func:`dpflow.privacy.shares_by_weight`).
+
+    >>> [str(r) for r in part_rhos(Fraction(1, 2), [(0.5, 3), (0.5, 2)])]
+    ['1/4', '1/4']
+    """
+    ws = [Fraction(weight) * sum((Fraction(float(s)) for s in schedule(t)), Fraction(0)) for weight, t in parts]
+    return shares_by_weight(rho, ws)
 
 
 def predicted_mean_radii(n: int, d: int, R: float, rho: Fraction, t: int, beta: float = 0.01) -> list[float]:
