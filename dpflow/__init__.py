@@ -12,9 +12,9 @@
 (3,)
 """
 
-__version__ = "0.1.0"
-
 from dpflow import estimators, nodes
+from dpflow._version import __version__
+from dpflow.api import Result, run
 from dpflow.domains import BooleanCube, Ordinal, Reals, Sym, SymmetricMatrices, Vectors
 from dpflow.errors import (
     BudgetError,
@@ -34,7 +34,7 @@ from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.planner import Ledger, certify
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP
-from dpflow.report import Report, Result, run
+from dpflow.report import Report
 
 __all__ = [
     "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "DataError", "DomainError", "DpflowError",

@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from dpflow.api import run
 from dpflow.budget import BudgetStore, describe_status, lifetime_limit
 from dpflow.errors import DpflowError, PlanError
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan
 from dpflow.privacy import ZCDP, Cost, PureDP, exact, zcdp_to_approx_dp
-from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir, run
+from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir
 
 
 def load_plan(path: str) -> Plan:

@@ -14,12 +14,13 @@ import os
 import numpy as np
 
 from dpflow import nodes as N
+from dpflow.api import run
 from dpflow.domains import Vectors
 from dpflow.estimators.tails import chi_radius
 from dpflow.interpreter.noise import SecureNoise, SeededNoise
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.privacy import ZCDP
-from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir, run
+from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir
 from dpflow.report.report import REPORT_FILES
 
 N_ROWS, DIM = 20_000, 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import networkx as nx
@@ -19,8 +19,8 @@ from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 if TYPE_CHECKING:
     import numpy as np
 
+    from dpflow.api import Result
     from dpflow.planner.ledger import Ledger
-    from dpflow.report.report import Result
 
 SCHEMA = "dpflow.plan/1"
 
@@ -187,14 +187,36 @@ class Plan:
 
     def check(self) -> Ledger:
         """Certify the plan (no data is read); raises a :class:`dpflow.PlanError` if it cannot."""
-        from dpflow.planner.certify import certify
-
-        return certify(self).ledger
+        return _entry().check(self)
 
     def run(self, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
         """Certify, then execute on ``data`` (source name -> array; one array when the plan has a
         single source); see :func:`dpflow.run`."""
-        from dpflow.interpreter.run import source_data
-        from dpflow.report.report import run
+        return _entry().run(self, data, **options)
 
-        return run(self, source_data(self, data), **options)
+
+class Entry(Protocol):
+    """What ``Plan.check`` and ``Plan.run`` delegate to: :mod:`dpflow.api`, which registers itself when
+    the ``dpflow`` package is imported, so this module never imports the layers above it."""
+
+    def check(self, plan: Plan) -> Ledger:
+        """Certify ``plan`` and return its ledger."""
+        ...
+
+    def run(self, plan: Plan, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
+        """Certify and run ``plan`` on ``data``."""
+        ...
+
+
+_ENTRY: list[Entry] = []
+
+
+def register_entry(entry: Entry) -> None:
+    """Make ``entry`` the one that ``Plan.check``/``Plan.run`` use (called by :mod:`dpflow.api`)."""
+    _ENTRY[:] = [entry]
+
+
+def _entry() -> Entry:
+    if not _ENTRY:  # dpflow/__init__ imports dpflow.api, which registers itself: this cannot happen
+        raise RuntimeError("dpflow.api is not loaded: import dpflow")
+    return _ENTRY[0]

@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import attrs
 
+from dpflow._version import __version__
 from dpflow.errors import BudgetError, PlanError, PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.handles import Ref
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse, Source
@@ -539,7 +540,7 @@ class _Planner:
         ledger = Ledger(
             plan_name=self.plan.name,
             plan_hash=self.plan.hash,
-            dpflow_version=_version(),
+            dpflow_version=__version__,
             neighbors=self.relation,
             budget=self.plan.budget.describe(),
             allocation=alloc_text,
@@ -753,12 +754,6 @@ def _describe(t: VType) -> str:
     if isinstance(t, StatT):
         return f"statistic {t.shape} of source {t.source}"
     return "released" + ("" if t.shape is None else f" {t.shape}")
-
-
-def _version() -> str:
-    from dpflow import __version__
-
-    return __version__
 
 
 def certify(plan: Plan) -> Certified:

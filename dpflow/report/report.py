@@ -5,20 +5,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from dpflow.budget import BudgetStore
-from dpflow.interpreter.noise import NoiseSource, SecureNoise
-from dpflow.interpreter.numpy_backend import NumpyBackend
-from dpflow.interpreter.run import Execution, execute, prepare_data
-from dpflow.nodes.base import Backend
-from dpflow.plan.graph import Plan
-from dpflow.planner.certify import certify
+from dpflow.interpreter.run import Execution
 from dpflow.planner.ledger import Ledger
 from dpflow.report.markdown import render_markdown
 
@@ -159,54 +152,3 @@ class Report:
             for tmp in temps:
                 os.unlink(tmp)
         return paths
-
-
-@attrs.frozen(eq=False)
-class Result:
-    """Released values and the report of one run."""
-
-    released: dict[str, Any]
-    report: Report
-
-
-def run(
-    plan: Plan,
-    data: Mapping[str, Any],
-    noise: NoiseSource | None = None,
-    backend: Backend | None = None,
-    budget_store: BudgetStore | None = None,
-    dataset: str | Mapping[str, str] | None = None,
-) -> Result:
-    """Certify ``plan`` and run it on ``data`` (source name -> array).
-
-    ``noise`` defaults to :class:`dpflow.SecureNoise` (OS entropy).  Public schema
-    errors (shape, dtype, declared n, unknown sources) raise before any value is used.
-    With ``budget_store`` (a :class:`dpflow.budget.BudgetStore`) the certified cost is
-    reserved on ``dataset`` (one id, or plan source -> id) before any data is read,
-    released if the public schema check fails, and committed otherwise (also when the
-    run fails after data was read); the report records the reservation.  Seeded noise
-    (``noise.seeded``) is refused with a budget store: its output is reproducible, not
-    private, and charging it would record a release that is not one.
-    """
-    cert = certify(plan)
-    source = noise if noise is not None else SecureNoise()
-    if budget_store is not None and source.seeded:
-        raise ValueError("seeded noise (NOT FOR RELEASE) cannot be charged to a budget store: its values are "
-                         "reproducible from the seed, not private. Fix: use SecureNoise (drop --seed) to release, "
-                         "or run without the budget store (no --dataset) to test")
-    if budget_store is None:
-        if dataset is not None:
-            raise ValueError("dataset= needs budget_store= (the store that accounts for it)")
-        ex = execute(cert, data, source, backend or NumpyBackend())
-        return Result(ex.released, Report(cert.ledger, ex))
-    if dataset is None:
-        raise ValueError("budget_store= needs dataset=: the dataset id (or source -> id) the run is charged to")
-    with budget_store.charge(cert.ledger, dataset) as charge:
-        prepared = prepare_data(cert, data)  # public schema only: a refusal here releases the reservation
-        charge.reading()
-        ex = execute(cert, prepared, source, backend or NumpyBackend())
-    res = charge.reservation
-    spent = {"store": budget_store.path, "plan_hash": res.plan_hash,
-             "charges": [{"dataset": ds, "reservation": seq, "amount": str(amount)}
-                         for (ds, seq), (_, amount) in zip(res.ids, res.amounts, strict=True)]}
-    return Result(ex.released, Report(cert.ledger, ex, spent))

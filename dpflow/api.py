@@ -1,0 +1,102 @@
+"""The one entry point that runs a plan: certify, reserve the budget, check the public schema, execute,
+and build the report.  It sits above the planner, the interpreter and the report package (which only
+renders); ``Plan.check`` and ``Plan.run`` reach it without ``dpflow.plan`` importing upward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpflow.budget import BudgetStore
+from dpflow.interpreter.noise import NoiseSource, SecureNoise
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.interpreter.run import execute, prepare_data
+from dpflow.nodes.base import Backend
+from dpflow.plan.graph import Plan, register_entry
+from dpflow.planner.certify import certify
+from dpflow.planner.ledger import Ledger
+from dpflow.report.report import Report
+
+__all__ = ["Result", "check", "run"]
+
+
+@attrs.frozen(eq=False)
+class Result:
+    """Released values and the report of one run."""
+
+    released: dict[str, Any]
+    report: Report
+
+
+def run(
+    plan: Plan,
+    data: Mapping[str, Any] | np.ndarray,
+    noise: NoiseSource | None = None,
+    backend: Backend | None = None,
+    budget_store: BudgetStore | None = None,
+    dataset: str | Mapping[str, str] | None = None,
+) -> Result:
+    """Certify ``plan`` and run it on ``data`` (source name -> array; one array when the plan has a
+    single source).
+
+    ``noise`` defaults to :class:`dpflow.SecureNoise` (OS entropy).  Public schema
+    errors (shape, dtype, declared n, unknown sources) raise before any value is used.
+    With ``budget_store`` (a :class:`dpflow.budget.BudgetStore`) the certified cost is
+    reserved on ``dataset`` (one id, or plan source -> id) before any data is read,
+    released if the public schema check fails, and committed otherwise (also when the
+    run fails after data was read); the report records the reservation.  Seeded noise
+    (``noise.seeded``) is refused with a budget store: its output is reproducible, not
+    private, and charging it would record a release that is not one.
+    """
+    cert = certify(plan)
+    source = noise if noise is not None else SecureNoise()
+    if budget_store is not None and source.seeded:
+        raise ValueError("seeded noise (NOT FOR RELEASE) cannot be charged to a budget store: its values are "
+                         "reproducible from the seed, not private. Fix: use SecureNoise (drop --seed) to release, "
+                         "or run without the budget store (no --dataset) to test")
+    if budget_store is None:
+        if dataset is not None:
+            raise ValueError("dataset= needs budget_store= (the store that accounts for it)")
+        ex = execute(cert, data, source, backend or NumpyBackend())
+        return Result(ex.released, Report(cert.ledger, ex))
+    if dataset is None:
+        raise ValueError("budget_store= needs dataset=: the dataset id (or source -> id) the run is charged to")
+    with budget_store.charge(cert.ledger, dataset) as charge:
+        prepared = prepare_data(cert, data)  # public schema only: a refusal here releases the reservation
+        charge.reading()
+        ex = execute(cert, prepared, source, backend or NumpyBackend())
+    res = charge.reservation
+    spent = {"store": budget_store.path, "plan_hash": res.plan_hash,
+             "charges": [{"dataset": ds, "reservation": seq, "amount": str(amount)}
+                         for (ds, seq), (_, amount) in zip(res.ids, res.amounts, strict=True)]}
+    return Result(ex.released, Report(cert.ledger, ex, spent))
+
+
+def check(plan: Plan) -> Ledger:
+    """Certify ``plan`` (no data is read) and return its ledger; raises a :class:`dpflow.PlanError`
+    naming the node and the fix if it cannot be certified.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> check(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))).totals[0].rho
+    Fraction(1, 2)
+    """
+    return certify(plan).ledger
+
+
+@attrs.frozen
+class _Api:
+    def check(self, plan: Plan) -> Ledger:
+        return check(plan)
+
+    def run(self, plan: Plan, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
+        return run(plan, data, **options)
+
+
+register_entry(_Api())
