@@ -9,6 +9,7 @@ post-processing and control.
 """
 
 from dpflow.nodes.base import (
+    NODE_KINDS,
     Allocation,
     Mechanism,
     Node,
@@ -51,22 +52,6 @@ from dpflow.nodes.transforms import (
     split,
 )
 from dpflow.nodes.truncation import TruncatedMean
-
-NODE_KINDS: dict[str, type[Node]] = {
-    cls.kind: cls
-    for cls in (
-        Source, Clip, Columns, Precondition, PairDifferences, SplitByIndex, PartitionByBall, Piece,
-        Sum, Mean, Count, SecondMoment, Histogram,
-        GaussianMech, LaplaceMech, Peel,
-        Public, Apply, PSDProject, Eigh, Get, Pack,
-        Recurse, Input, State, Round,
-        Magnitudes, OrderStatistics, Quantile, ScaleShift, ModeBinUpper, GradientStep, ProjectCoef, RidgeSolve,
-        TruncatedMean,
-        OrdinalCounts, BinCounts, StabilityHistogram, DyadicCounts, DyadicExpMech, IntervalCounts, AddKnots,
-        TruncatedBinaryMean,
-    )
-}
-"""Every node class by its ``kind`` (used to read plans back from JSON)."""
 
 __all__ = [
     "NODE_KINDS", "GradientStep", "Magnitudes", "ModeBinUpper", "OrderStatistics", "ProjectCoef", "Quantile",

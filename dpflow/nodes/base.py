@@ -253,12 +253,29 @@ def _ref_fields(node: Any) -> tuple[Ref, ...]:
     return tuple(refs)
 
 
+NODE_KINDS: dict[str, type[Node]] = {}
+"""Every node class of dpflow by its ``kind`` (filled as the classes are defined; read by the JSON decoder)."""
+
+
 @attrs.frozen(kw_only=True)
 class Node:
-    """Base of every node: public parameters only."""
+    """Base of every node: public parameters only.
+
+    A class of the ``dpflow`` package that sets its own ``kind`` registers itself in ``NODE_KINDS``
+    (subclasses elsewhere, such as a test's mutant of ``Mean``, do not: they cannot shadow a kind).
+    """
 
     kind: ClassVar[str] = "Node"
     reference: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" not in cls.__dict__ or not cls.__module__.startswith("dpflow."):
+            return
+        old = NODE_KINDS.get(cls.kind)
+        if old is not None and old.__qualname__ != cls.__qualname__:  # attrs re-creates slotted classes
+            raise TypeError(f"node kind {cls.kind!r} is defined twice: {old.__qualname__} and {cls.__qualname__}")
+        NODE_KINDS[cls.kind] = cls
 
     def refs(self) -> tuple[Ref, ...]:
         """Released values this node reads as parameters."""

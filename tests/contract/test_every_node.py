@@ -21,7 +21,7 @@ import warnings
 import zlib
 from collections.abc import Iterator
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -496,3 +496,19 @@ def test_kinds_without_a_reference_are_rule_free():
     empty = {k for k, c in N.NODE_KINDS.items() if not c.reference.strip()}
     assert empty <= {"Source", "Apply", "PSDProject", "Eigh", "Get", "Pack", "Input", "State", "Round",
                      "ScaleShift", "ModeBinUpper", "ProjectCoef", "RidgeSolve"}
+
+
+def test_node_kinds_register_themselves_and_cannot_be_shadowed() -> None:
+    """A node class registers itself by defining ``kind`` (no hand-kept tuple); a subclass outside dpflow
+    (a test's mutant) does not replace the real kind, and a second dpflow class of the same kind is refused."""
+    from dpflow.nodes.base import NODE_KINDS, Node
+
+    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 43
+
+    class Mutant(N.Mean):
+        kind: ClassVar[str] = "Mean"
+
+    assert NODE_KINDS["Mean"] is N.Mean
+    with pytest.raises(TypeError, match="defined twice"):
+        type("Clash", (Node,), {"kind": "Mean", "__module__": "dpflow.fake", "__qualname__": "Clash"})
+    assert NODE_KINDS["Mean"] is N.Mean
