@@ -12,10 +12,10 @@ tests/test_ledger_golden.py``.
 Changes recorded so far:
 
 * issue 13 (typed mechanism capabilities): every pure-capable mechanism is considered for pure mode
-  under an ``ApproxDP`` budget, not only LaplaceMech and Peel; the plans with a Quantile or an
-  exponential mechanism (``truncated_mean``, ``sparse_mean``, ``noisy_gd``, ``niht``,
-  ``sufficient_statistics``, ``discrete.merr``, ``gaussian.univariate_mean``... under ``approx``)
-  whose pure-mode noise is smaller now run in pure mode (see the JSON diff of that commit).
+  under an ``ApproxDP`` budget, not only LaplaceMech and Peel.  Exactly two entries changed (ledger
+  and released values): ``merr/approx`` (DyadicExpMech + LaplaceMech) and ``sparse_mean/approx``
+  (Quantile + LaplaceMech + Peel) now run in pure mode with epsilon 1 instead of zCDP with
+  rho = 0.0244 (CKS); plans with a Gaussian mechanism are unchanged.
 """
 
 from __future__ import annotations
