@@ -16,6 +16,7 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.errors import SerializationError
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
 from dpflow.nodes.base import Mechanism
@@ -162,3 +163,17 @@ def test_typed_scopes_are_public_and_frozen():
     assert isinstance(body, TypedScope) and body.path == key.split("/")[0] + "/"
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         cert.space.path = "x"  # type: ignore[misc]
+
+
+def test_the_accounting_option_is_validated_once_where_the_plan_is_made():
+    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+    plan = b.build(m=N.GaussianMech()(_stat(b)))
+    with pytest.raises(ValueError, match="accounting must be 'auto' or 'basic', got 'zcdp'"):
+        attrs.evolve(plan, accounting="zcdp")
+    with pytest.raises(ValueError, match="accounting must be 'auto' or 'basic'"):
+        dp.PlanBuilder(budget=dp.ZCDP(1.0), accounting="paper")
+    text = plan.to_json().replace('{"budget"', '{"accounting":"bogus","budget"', 1)
+    assert '"accounting":"bogus"' in text
+    with pytest.raises(SerializationError, match="accounting must be"):
+        dp.Plan.from_json(text)
+    assert dp.Plan.from_json(plan.to_json()).hash == plan.hash  # JSON format unchanged
