@@ -37,7 +37,7 @@ from dpflow.interpreter.noise import LaplaceDerivedDraws
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import _Ctx, _Run, prepare_data
 from dpflow.nodes.base import InferContext, Inferred, Mechanism, StatT, VType
-from dpflow.planner.certify import Certified, _Space, certify
+from dpflow.planner.certify import Certified, TypedScope, certify
 
 NORM_OF = {"GaussianMech": "l2", "LaplaceMech": "l1", "Peel": "linf"}
 REL_TOL = 1e-9
@@ -71,11 +71,11 @@ class _Capture(_Run):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.spaces: list[tuple[_Space, dict[str, Any], Fraction]] = []
+        self.spaces: list[tuple[TypedScope, dict[str, Any], tuple[int, ...]]] = []
 
-    def space_values(self, space: _Space, env: dict[str, Any], mult: Fraction) -> dict[str, Any]:
-        out = super().space_values(space, env, mult)
-        self.spaces.append((space, dict(out), mult))
+    def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
+        out = super().space_values(space, env, rounds)
+        self.spaces.append((space, dict(out), rounds))
         return out
 
 
@@ -93,10 +93,10 @@ class MechInput:
 def record(cert: Certified, data: dict[str, np.ndarray], exact: bool = False) -> tuple[list[MechInput], list[Any]]:
     noise = RecordingNoise(exact)
     run = _Capture(cert, prepare_data(cert, data), noise, NumpyBackend())
-    run.space_values(cert.space, {}, Fraction(1))
+    run.space_values(cert.space, {})
     out = []
-    for space, env, mult in run.spaces:
-        ctx = _Ctx(run, space, env, mult)
+    for space, env, rounds in run.spaces:
+        ctx = _Ctx(run, space, env, rounds)
         for rec in space.order:
             if not isinstance(rec.node, Mechanism):
                 continue

@@ -93,8 +93,9 @@ def claim_zcdp(cert: Certified, d: int) -> Callable[[float], float]:
 
 def halve_noise(cert: Certified) -> Certified:
     """MUTANT: the interpreter uses 4x the certified rho share (2x the epsilon share): half the noise."""
-    return attrs.evolve(cert, allocations={k: attrs.evolve(a, share=a.share * (4 if a.mode == "zcdp" else 2))
-                                           for k, a in cert.allocations.items()})
+    table = {k: attrs.evolve(a, share=a.share * (4 if a.mode == "zcdp" else 2))
+             for k, a in cert.invocations.table.items()}
+    return attrs.evolve(cert, invocations=attrs.evolve(cert.invocations, table=table))
 
 
 # ------------------------------------------------------------------ Gaussian: histogram test

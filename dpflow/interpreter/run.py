@@ -1,10 +1,13 @@
-"""The interpreter: a short loop over a certified plan's nodes in topological order."""
+"""The interpreter: a short loop over a certified plan's nodes in topological order.
+
+It only reads the certificate: every mechanism invocation gets the allocation the planner certified
+for it (:class:`dpflow.planner.InvocationTable`), rounds of ``Recurse`` loops included.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -18,7 +21,7 @@ from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Allocation, Backend, StatT
 from dpflow.nodes.control import Input, Round, State
 from dpflow.plan.graph import Plan
-from dpflow.planner.certify import Certified, _Space
+from dpflow.planner import Certified, TypedScope
 from dpflow.privacy.rounding import up
 
 
@@ -36,11 +39,11 @@ class Execution:
 class _Ctx:
     """The evaluation context handed to nodes (see ``dpflow.nodes.base.EvalContext``)."""
 
-    def __init__(self, run: _Run, space: _Space, env: dict[str, Any], mult: Fraction) -> None:
+    def __init__(self, run: _Run, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> None:
         self.run = run
         self.space = space
         self.env = env
-        self.mult = mult
+        self.rounds = rounds
         self.node_id = ""
         self.backend: Backend = run.backend
         self.noise = run.noise
@@ -65,10 +68,7 @@ class _Ctx:
 
     def allocation(self) -> Allocation:
         assert self._rec is not None and isinstance(self._rec.node, Mechanism)
-        base = self.run.cert.allocations[self.space.path + self._rec.id]
-        if self._rec.node.fixed_share(base.mode) is not None or self.mult == 1:
-            return base
-        return attrs.evolve(base, share=base.share * self.mult)
+        return self.run.cert.invocations.at(self.space.path + self._rec.id, self.rounds)
 
     def stat(self) -> StatT:
         assert self._rec is not None
@@ -91,8 +91,9 @@ class _Run:
         self.backend = backend
         self.facts: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
-    def space_values(self, space: _Space, env: dict[str, Any], mult: Fraction) -> dict[str, Any]:
-        ctx = _Ctx(self, space, env, mult)
+    def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
+        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds."""
+        ctx = _Ctx(self, space, env, rounds)
         for rec in space.order:
             node = rec.node
             ctx.node_id = space.path + rec.id
@@ -102,20 +103,21 @@ class _Run:
             elif isinstance(node, (Input, State, Round)):
                 continue  # bound by the caller
             elif isinstance(node, Recurse):
-                env[rec.id] = self.recurse(space, rec, env, mult)
+                env[rec.id] = self.recurse(space, rec, env, rounds)
             else:
                 env[rec.id] = node.evaluate([env[i] for i in rec.inputs], ctx)
         return env
 
-    def recurse(self, space: _Space, rec: NodeRecord, env: dict[str, Any], mult: Fraction) -> Any:
+    def recurse(self, space: TypedScope, rec: NodeRecord, env: dict[str, Any], rounds: tuple[int, ...]) -> Any:
         node = rec.node
         assert isinstance(node, Recurse)
         body = space.bodies[rec.id]
+        classes = self.cert.invocations.rounds[space.path + rec.id]
         ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
         state = env[rec.inputs[1]]
         for k in range(node.times):
             inner = {ids[Input]: env[rec.inputs[0]], ids[State]: state, ids.get(Round, "_round"): float(k)}
-            state = self.space_values(body, inner, mult * Fraction(node.weight_of_round(k)))[node.body.output]
+            state = self.space_values(body, inner, (*rounds, classes[k]))[node.body.output]
         return state
 
 
@@ -180,6 +182,6 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     """
     prepared = prepare_data(cert, data)
     run = _Run(cert, prepared, noise, backend)
-    env = run.space_values(cert.space, {}, Fraction(1))
+    env = run.space_values(cert.space, {})
     released = {name: env[nid] for name, nid in cert.plan.outputs}
     return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name)

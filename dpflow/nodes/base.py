@@ -340,9 +340,28 @@ class Mechanism(Node):
     """
 
     weight: float
+    pure_capable: ClassVar[bool] = False
+    """Capability: the cost can be a pure epsilon, so the mechanism can run in pure mode (set on every
+    mechanism class; the planner reads it to choose the accounting mode and to refuse pure budgets)."""
+    gaussian_profile: ClassVar[bool] = False
+    """Capability: the cost is the Gaussian-DP profile of continuous Gaussian noise (mu^2/2-zCDP), so an
+    all-Gaussian plan may be certified through the exact Gaussian-DP conversion."""
 
     def __call__(self, x: Sensitive[Stat]) -> Released[Value]:
         return Released(x.builder.add(self, (x.id,)), x.builder)
+
+    def pure_refusal(self, node_id: str) -> PlanTypeError:
+        """The refusal of a pure-mode cost for a mechanism that is not ``pure_capable`` (the one
+        statement of that rule; the planner raises it before costing anything).
+
+        >>> from dpflow.nodes import GaussianMech
+        >>> GaussianMech().pure_refusal("g").problem
+        'GaussianMech is not pure DP (its cost is a Gaussian-DP profile) and cannot meet a pure-DP budget'
+        """
+        why = "its cost is a Gaussian-DP profile" if self.gaussian_profile else "its cost has a delta"
+        return PlanTypeError(node_id, f"{self.kind} is not pure DP ({why}) and cannot meet a pure-DP budget",
+                             "use a pure-DP mechanism (LaplaceMech, Peel, Quantile, ...), or a zCDP or "
+                             "(epsilon, delta) budget")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         """Refuse statically unusable inputs; return the sensitivity text for the ledger."""

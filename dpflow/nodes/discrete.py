@@ -263,6 +263,8 @@ class StabilityHistogram(EpsilonMechanism):
     """
 
     kind: ClassVar[str] = "StabilityHistogram"
+    pure_capable: ClassVar[bool] = False
+    gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[str] = (
         "stability histogram: Vadhan 2017 Prop. 3.5 / Bun-Nissim-Stemmer-Vadhan 2015 (replace-one), OpenDP "
         "make_laplace_threshold (add/remove); sparse_discrete_heavy.md 1.1-1.2; cost as approximate zCDP by "
@@ -291,8 +293,7 @@ class StabilityHistogram(EpsilonMechanism):
 
     def cost(self, share: Fraction, mode: Mode) -> Cost:
         if mode == "pure":
-            raise PlanTypeError(self.kind, "the stability histogram is (epsilon, delta)-DP, not pure",
-                                "use an ApproxZCDP budget whose delta covers the node's delta")
+            raise self.pure_refusal(self.kind)
         return Cost.approx_dp(self.eps(share, mode), self.delta)
 
     def scale_threshold(self, l1: float, eps: float) -> tuple[float, float]:
@@ -605,6 +606,8 @@ class DyadicExpMech(EpsilonMechanism):
     """
 
     kind: ClassVar[str] = "DyadicExpMech"
+    pure_capable: ClassVar[bool] = True
+    gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[str] = (
         "exponential mechanism (McSherry-Talwar 2007; Dwork-Roth 2014 Thm 3.10) over all dyadic intervals, "
         "Gumbel-max sampling; DHS 2015 Fig. 2 scores; zCDP via Bun-Steinke 2016 Prop. 1.4"

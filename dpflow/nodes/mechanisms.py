@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
+from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.nodes.base import (
     EvalContext,
     InferContext,
@@ -173,6 +173,8 @@ class EpsilonMechanism(Mechanism):
     mode (eps-DP implies eps^2/2-zCDP, Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost."""
 
     epsilon: Fraction | None
+    pure_capable: ClassVar[bool] = True
+    gaussian_profile: ClassVar[bool] = False
 
     def fixed_share(self, mode: Mode) -> Fraction | None:
         if self.epsilon is None:
@@ -202,6 +204,8 @@ class GaussianMech(Mechanism):
     """
 
     kind: ClassVar[str] = "GaussianMech"
+    pure_capable: ClassVar[bool] = False
+    gaussian_profile: ClassVar[bool] = True
     reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
     weight: float = attrs.field(default=1.0, converter=positive)
     rho: Fraction | None = attrs.field(default=None, converter=_opt_exact)
@@ -220,8 +224,7 @@ class GaussianMech(Mechanism):
 
     def cost(self, share: Fraction, mode: Mode) -> Cost:
         if mode == "pure":
-            raise PlanTypeError(self.kind, "a Gaussian mechanism is not pure DP",
-                                "use LaplaceMech, or a zCDP or (epsilon, delta) budget")
+            raise self.pure_refusal(self.kind)
         return Cost.gaussian_zcdp(share)
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
@@ -267,6 +270,8 @@ class LaplaceMech(EpsilonMechanism):
     """
 
     kind: ClassVar[str] = "LaplaceMech"
+    pure_capable: ClassVar[bool] = True
+    gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
@@ -328,6 +333,8 @@ class Peel(Mechanism):
     """
 
     kind: ClassVar[str] = "Peel"
+    pure_capable: ClassVar[bool] = True
+    gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[str] = (
         "Cai-Wang-Zhang 2021 Alg. 3.2; report-noisy-max with Laplace(2 Delta/eps) is eps-DP (Dwork-Roth 2014 "
         "Sec. 3.3); composition: basic (pure) or Bun-Steinke 2016 Prop. 1.4 + Lemma 1.7 (zCDP)"

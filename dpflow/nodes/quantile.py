@@ -223,6 +223,8 @@ class Quantile(EpsilonMechanism):
     """
 
     kind: ClassVar[str] = "Quantile"
+    pure_capable: ClassVar[bool] = True
+    gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[str] = ("exponential mechanism, McSherry-Talwar 2007 Thm 6; private quantile over gaps, "
                                 "Smith 2011; zCDP via Bun-Steinke 2016 Prop. 1.4")
     q: float = attrs.field(converter=float)

@@ -12,7 +12,7 @@ from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes import Node, NodeRecord, Public, Source, SubPlan
 from dpflow.nodes.base import Relation
-from dpflow.plan.graph import Plan, check_budget
+from dpflow.plan.graph import Plan, accounting_option, check_budget
 from dpflow.privacy import Measure
 
 
@@ -55,9 +55,7 @@ class PlanBuilder:
         self.neighbors: Relation = neighbors
         self.report_delta = report_delta
         self.name = name
-        if accounting not in ("auto", "basic"):
-            raise ValueError(f"accounting must be 'auto' or 'basic', got {accounting!r}")
-        self.accounting = accounting
+        self.accounting = accounting_option(accounting)
         self._records: list[NodeRecord] = []
         self._ids: set[str] = set()
         self._prefix = _prefix

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 import networkx as nx
@@ -112,6 +112,23 @@ def topological(records: tuple[NodeRecord, ...], what: str = "plan") -> list[Nod
     return [g.nodes[n]["record"] for n in order]
 
 
+AccountingOption = Literal["auto", "basic"]
+"""A plan's accounting option: ``"auto"`` (zCDP or pure, chosen by the planner) or ``"basic"``."""
+
+
+def accounting_option(value: object) -> AccountingOption:
+    """Validate a plan's accounting option (the one check, for the builder, ``Plan(...)`` and JSON).
+
+    >>> accounting_option("basic")
+    'basic'
+    """
+    if value == "auto":
+        return "auto"
+    if value == "basic":
+        return "basic"
+    raise ValueError(f"accounting must be 'auto' or 'basic', got {value!r}")
+
+
 @attrs.frozen
 class Plan:
     """A privacy-typed estimation plan: immutable, serialisable, hashable.
@@ -134,7 +151,7 @@ class Plan:
     outputs: tuple[tuple[str, str], ...]
     report_delta: float | None = None
     name: str = "plan"
-    accounting: str = "auto"
+    accounting: AccountingOption = attrs.field(default="auto", converter=accounting_option)
     """``"auto"`` (zCDP or pure, chosen by the planner) or ``"basic"`` (per-mechanism (epsilon, delta)
     shares, basic composition; ApproxDP budgets only)."""
 
@@ -177,7 +194,7 @@ class Plan:
             outputs=tuple(sorted((str(k), str(v)) for k, v in data["outputs"].items())),
             report_delta=data.get("report_delta"),
             name=str(data.get("name", "plan")),
-            accounting=str(data.get("accounting", "auto")),
+            accounting=_decoded_accounting(data.get("accounting", "auto")),
         )
 
     @property
@@ -220,3 +237,10 @@ def _entry() -> Entry:
     if not _ENTRY:  # dpflow/__init__ imports dpflow.api, which registers itself: this cannot happen
         raise RuntimeError("dpflow.api is not loaded: import dpflow")
     return _ENTRY[0]
+
+
+def _decoded_accounting(value: object) -> AccountingOption:
+    try:
+        return accounting_option(value)
+    except ValueError as e:
+        raise SerializationError(str(e)) from e

@@ -18,6 +18,7 @@ realised cost is at most its share (noise scales are rounded up).
 
 from __future__ import annotations
 
+import enum
 import gc
 import math
 from collections import Counter, defaultdict
@@ -74,8 +75,51 @@ _ZERO = Cost.zero()
 
 
 _GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
+
+
+class Accounting(enum.Enum):
+    """How a plan is accounted, as chosen by the planner from the budget and the mechanisms' capabilities.
+
+    >>> Accounting.GDP.mode, Accounting.GDP.continuous_gaussian
+    ('zcdp', True)
+    """
+
+    PURE = "pure"
+    """Pure epsilon shares, basic composition."""
+    ZCDP = "zcdp"
+    """rho shares, zCDP composition (and conversion to (epsilon, delta) by CKS and friends)."""
+    GDP = "zcdp-by-exact-GDP"
+    """rho shares of an all-Gaussian plan certified through the exact Gaussian-DP profile: every
+    Gaussian mechanism must sample continuous noise."""
+    BASIC = "basic"
+    """Per-mechanism (epsilon, delta) shares, basic composition (``accounting="basic"``)."""
+
+    @property
+    def mode(self) -> Mode:
+        """The unit of the weighted shares: epsilon (pure, basic) or rho (zCDP, GDP)."""
+        return "pure" if self in (Accounting.PURE, Accounting.BASIC) else "zcdp"
+
+    @property
+    def continuous_gaussian(self) -> bool:
+        """Whether the certificate rests on the exact Gaussian-DP profile of the Gaussian mechanisms
+        (proven for continuous noise only): GDP mode, and basic mode (each Gaussian calibrated by it)."""
+        return self in (Accounting.GDP, Accounting.BASIC)
+
+
+@attrs.frozen
+class ModeChoice:
+    """The planner's accounting decision: the mode, the total shared by weight (in ``mode`` units)
+    and the ledger's allocation text."""
+
+    accounting: Accounting
+    total: Fraction
+    text: str
+
 REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
 REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
+
+
+_Step = tuple[str, NodeRecord, list[str], list[list[str]], str]
 
 
 @attrs.frozen
@@ -88,50 +132,99 @@ class _Ctx:
         return self.types[ref.id]
 
 
-@attrs.define
-class _Space:
-    """One namespace: the top-level plan or one Recurse body."""
+@attrs.frozen(eq=False)
+class TypedScope:
+    """One certified namespace, the top-level plan or one ``Recurse`` body: its nodes in topological
+    order with their static types and ledger derivations, the nested bodies by ``Recurse`` id, and the
+    sensitive-data tree (``children``/``parents``) the planner folds.  ``path`` prefixes node ids to
+    node paths (``""`` at the top level, ``"recurse_4/"`` in that loop's body).
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> scope = certify(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))).space
+    >>> scope.types["mean_2"].l2.text()
+    '0.02'
+    """
 
     path: str
     order: list[NodeRecord]
     types: dict[str, VType]
     derivations: dict[str, str]
     children: dict[str, list[NodeRecord]]
-    bodies: dict[str, _Space]
-    parents: dict[str, str] = attrs.field(factory=dict)
-    records: dict[str, NodeRecord] = attrs.field(factory=dict)
-    steps: list[tuple[str, NodeRecord, list[str], list[list[str]], str]] | None = None
+    bodies: dict[str, TypedScope]
+    parents: dict[str, str] = attrs.field(init=False)
+    records: dict[str, NodeRecord] = attrs.field(init=False)
+    steps: list[_Step] = attrs.field(init=False)
+    """The sensitive nodes, children before parents, tagged with how they fold."""
 
     def __attrs_post_init__(self) -> None:
-        self.parents = {c.id: p for p, cs in self.children.items() for c in cs}
-        self.records = {r.id: r for r in self.order}
+        object.__setattr__(self, "parents", {c.id: p for p, cs in self.children.items() for c in cs})
+        object.__setattr__(self, "records", {r.id: r for r in self.order})
+        object.__setattr__(self, "steps", _fold_steps(self))
+
+
+@attrs.frozen
+class InvocationTable:
+    """The allocation of every mechanism invocation, rounds included: what the interpreter reads.
+
+    A mechanism inside ``Recurse`` loops is invoked once per round of each enclosing loop, at the
+    product of those rounds' weights.  ``rounds[loop][k]`` is the weight class of round ``k`` of the
+    loop at path ``loop`` (an index into its sorted distinct round weights), and ``table`` is keyed by
+    the mechanism's path and the classes of its enclosing loops, outermost first (``()`` outside
+    loops), so its size is the number of distinct weight combinations, not of rounds.  Every entry
+    carries its share and its certified cost at that share.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> body = lambda rows, state, k: N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))
+    >>> out = N.recurse(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
+    >>> inv = certify(b.build(m=out)).invocations
+    >>> inv.rounds
+    {'recurse_2': (0, 0, 1)}
+    >>> [str(inv.at("recurse_2/b1.gaussian_mech_5", (c,)).share) for c in inv.rounds["recurse_2"]]
+    ['1/10', '1/10', '3/10']
+    """
+
+    rounds: dict[str, tuple[int, ...]]
+    table: dict[tuple[str, tuple[int, ...]], Allocation]
+
+    def at(self, node: str, classes: tuple[int, ...]) -> Allocation:
+        """The allocation of mechanism ``node`` (a path) in the rounds of weight classes ``classes``."""
+        return self.table[node, classes]
 
 
 @attrs.frozen(eq=False)
 class Certified:
-    """A certified plan: static types, budget allocations and the ledger.
+    """A certified plan: the plan, its typed scopes, the budget allocations and the ledger.
 
-    ``allocations`` is keyed by node path (``recurse_4/b1.gaussian_mech_3`` inside a
-    Recurse body, where the share is per unit round weight).
+    ``space`` is the typed top-level :class:`TypedScope` (loop bodies in ``space.bodies``).
+    ``allocations`` is keyed by node path (``recurse_4/b1.gaussian_mech_3`` inside a Recurse body,
+    where the share is per unit round weight); ``invocations`` has the allocation of every invocation
+    (round weights applied), which is what the interpreter uses.
     """
 
     plan: Plan
-    space: _Space
+    space: TypedScope
     allocations: dict[str, Allocation]
     ledger: Ledger
+    invocations: InvocationTable
 
 
-def _key(space: _Space, nid: str) -> str:
+def _key(space: TypedScope, nid: str) -> str:
     return f"{space.path}{nid}"
 
 
 def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
-                 bindings: dict[type, VType] | None = None) -> _Space:
+                 bindings: dict[type, VType] | None = None) -> TypedScope:
     order = topological(tuple(records), "plan" if not path else f"body of {path.rstrip('/')}")
     types: dict[str, VType] = {}
     derivations: dict[str, str] = {}
     children: dict[str, list[NodeRecord]] = defaultdict(list)
-    bodies: dict[str, _Space] = {}
+    bodies: dict[str, TypedScope] = {}
     for rec in order:
         ctx = _Ctx(relation, path + rec.id, types)
         node = rec.node
@@ -154,11 +247,11 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
         types[rec.id] = res.out
         if rec.inputs and not isinstance(types[rec.inputs[0]], ReleasedT):
             children[rec.inputs[0]].append(rec)
-    return _Space(path, order, types, derivations, children, bodies)
+    return TypedScope(path, order, types, derivations, children, bodies)
 
 
 def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: str,
-                   bodies: dict[str, _Space]) -> Inferred:
+                   bodies: dict[str, TypedScope]) -> Inferred:
     node = rec.node
     assert isinstance(node, Recurse)
     nid = path + rec.id
@@ -174,38 +267,33 @@ def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: 
     return Inferred(ReleasedT(out.shape), f"{node.times} rounds of a {len(node.body.records)}-node body")
 
 
-_Step = tuple[str, NodeRecord, list[str], list[list[str]], str]
+def _fold_steps(space: TypedScope) -> list[_Step]:
+    """The sensitive nodes of a space, children before parents, tagged with how they fold."""
+    steps: list[_Step] = []
+    for rec in reversed(space.order):
+        kids = [k.id for k in space.children.get(rec.id, [])]
+        t = space.types[rec.id]
+        if isinstance(rec.node, Mechanism):
+            steps.append(("mech", rec, kids, [], ""))
+        elif isinstance(rec.node, Recurse):
+            steps.append(("recurse", rec, kids, [], ""))
+        elif isinstance(t, PiecesT):
+            groups: dict[int, list[str]] = defaultdict(list)
+            for k in space.children.get(rec.id, []):
+                assert isinstance(k.node, Piece)
+                groups[k.node.index].append(k.id)
+            steps.append(("pieces", rec, kids, list(groups.values()), t.rule))
+        elif isinstance(t, (RowsT, StatT)):
+            steps.append(("seq", rec, kids, [], ""))
+    return steps
 
 
-def _fold_steps(space: _Space) -> list[_Step]:
-    """The sensitive nodes of a space, children before parents, tagged with how they fold (cached)."""
-    if space.steps is None:
-        steps: list[_Step] = []
-        for rec in reversed(space.order):
-            kids = [k.id for k in space.children.get(rec.id, [])]
-            t = space.types[rec.id]
-            if isinstance(rec.node, Mechanism):
-                steps.append(("mech", rec, kids, [], ""))
-            elif isinstance(rec.node, Recurse):
-                steps.append(("recurse", rec, kids, [], ""))
-            elif isinstance(t, PiecesT):
-                groups: dict[int, list[str]] = defaultdict(list)
-                for k in space.children.get(rec.id, []):
-                    assert isinstance(k.node, Piece)
-                    groups[k.node.index].append(k.id)
-                steps.append(("pieces", rec, kids, list(groups.values()), t.rule))
-            elif isinstance(t, (RowsT, StatT)):
-                steps.append(("seq", rec, kids, [], ""))
-        space.steps = steps
-    return space.steps
-
-
-def _fold(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord], T],
-          rec_fn: Callable[[_Space, NodeRecord], T], seq: Callable[[Sequence[T]], T],
+def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
+          rec_fn: Callable[[TypedScope, NodeRecord], T], seq: Callable[[Sequence[T]], T],
           par: Callable[[Sequence[T], str], T]) -> T:
     """Fold the per-record cost structure below ``start`` (children before parents)."""
     acc: dict[str, T] = {}
-    for tag, rec, kids, groups, rule in _fold_steps(space):
+    for tag, rec, kids, groups, rule in space.steps:
         if tag == "seq":
             acc[rec.id] = seq([acc[k] for k in kids])
         elif tag == "mech":
@@ -217,8 +305,8 @@ def _fold(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord], T],
     return acc[start]
 
 
-def _mechanisms(space: _Space) -> list[tuple[_Space, NodeRecord, Mechanism]]:
-    out: list[tuple[_Space, NodeRecord, Mechanism]] = []
+def _mechanisms(space: TypedScope) -> list[tuple[TypedScope, NodeRecord, Mechanism]]:
+    out: list[tuple[TypedScope, NodeRecord, Mechanism]] = []
     for rec in space.order:
         if isinstance(rec.node, Mechanism):
             out.append((space, rec, rec.node))
@@ -227,7 +315,7 @@ def _mechanisms(space: _Space) -> list[tuple[_Space, NodeRecord, Mechanism]]:
     return out
 
 
-def _source_of(space: _Space, rec: NodeRecord) -> str:
+def _source_of(space: TypedScope, rec: NodeRecord) -> str:
     t = space.types[rec.inputs[0]]
     assert isinstance(t, StatT)
     return t.source
@@ -247,7 +335,7 @@ def _mech(rec: NodeRecord) -> Mechanism:
     return rec.node
 
 
-def _body_start(body: _Space) -> str:
+def _body_start(body: TypedScope) -> str:
     return next(r.id for r in body.order if isinstance(r.node, Input))
 
 
@@ -285,7 +373,7 @@ def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, 
             _check_records(node.body.records, f"{path}{rec.id}/", sources)
 
 
-def _check_released(plan: Plan, space: _Space) -> None:
+def _check_released(plan: Plan, space: TypedScope) -> None:
     """Refuse, after inference, an output or a node parameter that is not a released value of its
     own namespace (top level for outputs): only released values may leave the plan or steer a node."""
     if not plan.outputs:
@@ -307,7 +395,7 @@ def _check_released(plan: Plan, space: _Space) -> None:
                 released_type(ref, _Ctx(plan.neighbors, _key(sp, rec.id), sp.types), slot)
 
 
-def _validated_space(plan: Plan) -> _Space:
+def _validated_space(plan: Plan) -> TypedScope:
     """The typed top-level space of ``plan``, whatever built it (builder, ``Plan(...)``, JSON): the
     first step of certification, so ``certify``, ``Plan.check`` and ``run`` all go through it."""
     _check_records(plan.records, "", {})
@@ -324,6 +412,7 @@ class _Planner:
         self.mechs = _mechanisms(self.space)
         self.sources = [r for r in self.space.order if isinstance(r.node, Source)]
         self.basic = plan.accounting == "basic"
+        self._memo: dict[tuple[Mechanism, int, int, int, int], Allocation] = {}
 
     # -- generic folds over one source ------------------------------------------------------
     def _par_frac(self, xs: Sequence[Fraction], rule: str) -> Fraction:
@@ -334,9 +423,9 @@ class _Planner:
             return sum(s[:2], Fraction(0))
         return s[0]
 
-    def fold_frac(self, start: str, leaf: Callable[[_Space, NodeRecord], Fraction],
-                  per_round: bool, space: _Space | None = None) -> Fraction:
-        def rec_fn(sp: _Space, rec: NodeRecord) -> Fraction:
+    def fold_frac(self, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
+                  per_round: bool, space: TypedScope | None = None) -> Fraction:
+        def rec_fn(sp: TypedScope, rec: NodeRecord) -> Fraction:
             node = rec.node
             assert isinstance(node, Recurse)
             body = sp.bodies[rec.id]
@@ -346,9 +435,9 @@ class _Planner:
 
         return _fold(space or self.space, start, leaf, rec_fn, _sum_frac, self._par_frac)
 
-    def fold_cost(self, start: str, leaf: Callable[[_Space, NodeRecord, Fraction], Cost],
-                  space: _Space | None = None, mult: Fraction = Fraction(1)) -> Cost:
-        def rec_fn(sp: _Space, rec: NodeRecord) -> Cost:
+    def fold_cost(self, start: str, leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost],
+                  space: TypedScope | None = None, mult: Fraction = Fraction(1)) -> Cost:
+        def rec_fn(sp: TypedScope, rec: NodeRecord) -> Cost:
             node = rec.node
             assert isinstance(node, Recurse)
             body = sp.bodies[rec.id]
@@ -366,39 +455,40 @@ class _Planner:
         return _fold(space or self.space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, Cost.sequential, par)
 
     # -- budget -------------------------------------------------------------------------------
-    def mode_and_total(self) -> tuple[Mode, Fraction, str]:
+    def mode_and_total(self) -> ModeChoice:
+        """Choose the accounting from the budget and the mechanisms' capabilities (``pure_capable``,
+        ``gaussian_profile``); a pure choice is then checked by :meth:`_refuse_impure`."""
         budget = self.plan.budget
-        if self.plan.accounting not in ("auto", "basic"):
-            raise PlanTypeError(self.plan.name, f"unknown accounting {self.plan.accounting!r}",
-                                "use accounting='auto' or 'basic'")
         if self.basic:
             return self._basic_mode()
-        kinds = {m.kind for _, _, m in self.mechs}
+        mechs = [m for _, _, m in self.mechs]
         if isinstance(budget, PureDP):
-            for sp, rec, _ in self.mechs:
-                if rec.node.kind == "GaussianMech":
-                    raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot meet a pure-DP budget",
-                                        "use LaplaceMech, or a zCDP or (epsilon, delta) budget")
-            return "pure", budget.epsilon, f"pure mode: epsilon={float(budget.epsilon):.6g} shared by weight"
+            return ModeChoice(Accounting.PURE, budget.epsilon,
+                              f"pure mode: epsilon={float(budget.epsilon):.6g} shared by weight")
         if isinstance(budget, (ZCDP, ApproxZCDP)):
-            return "zcdp", budget.rho, f"zCDP mode: rho={float(budget.rho):.6g} shared by weight"
+            return ModeChoice(Accounting.ZCDP, budget.rho, f"zCDP mode: rho={float(budget.rho):.6g} shared by weight")
         assert isinstance(budget, ApproxDP)
         eps, delta = float(budget.epsilon), float(budget.delta)
         if delta <= 0:
-            return "pure", budget.epsilon, "pure mode (delta = 0): epsilon shared by weight"
-        if kinds == {"GaussianMech"}:
+            return ModeChoice(Accounting.PURE, budget.epsilon, "pure mode (delta = 0): epsilon shared by weight")
+        if mechs and all(m.gaussian_profile for m in mechs):
             rho = gaussian_budget_rho(budget)
             mu = math.sqrt(float(2 * rho))
-            return "zcdp", rho, (f"{_GDP_TEXT} mu={mu:.6g} meets "
-                                 f"({eps:.6g}, {delta:.3g}); rho=mu^2/2={float(rho):.6g} shared by weight")
+            return ModeChoice(Accounting.GDP, rho, (f"{_GDP_TEXT} mu={mu:.6g} meets ({eps:.6g}, {delta:.3g}); "
+                                                    f"rho=mu^2/2={float(rho):.6g} shared by weight"))
         rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
         text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
-        if kinds and kinds <= {"LaplaceMech", "Peel"} and not any(
-            m.fixed_share("pure") is not None for _, _, m in self.mechs
-        ):
+        if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
             if self._noise_variance("pure", budget.epsilon) <= self._noise_variance("zcdp", rho):
-                return "pure", budget.epsilon, "pure mode: basic composition meets the budget with delta to spare"
-        return "zcdp", rho, text
+                return ModeChoice(Accounting.PURE, budget.epsilon,
+                                  "pure mode: basic composition meets the budget with delta to spare")
+        return ModeChoice(Accounting.ZCDP, rho, text)
+
+    def _refuse_impure(self) -> None:
+        """Refuse, in pure mode, every mechanism that is not ``pure_capable`` (the first one in plan order)."""
+        for sp, rec, node in self.mechs:
+            if not node.pure_capable:
+                raise node.pure_refusal(_key(sp, rec.id))
 
     def _noise_variance(self, mode: Mode, total: Fraction) -> Fraction:
         """Total noise variance (up to a common factor) if the budget is shared by weight in ``mode``.
@@ -413,13 +503,13 @@ class _Planner:
             if weights > 0:
                 unit = total / weights
 
-                def leaf(sp: _Space, r: NodeRecord, unit: Fraction = unit) -> Fraction:
+                def leaf(sp: TypedScope, r: NodeRecord, unit: Fraction = unit) -> Fraction:
                     return 1 / _mech(r).cost(unit * Fraction(_mech(r).weight), mode).rho
 
                 var += self.fold_frac(src.id, leaf, per_round=False)
         return var
 
-    def _basic_mode(self) -> tuple[Mode, Fraction, str]:
+    def _basic_mode(self) -> ModeChoice:
         """Basic (epsilon, delta) accounting: epsilon shared by weight (pure-mode folds), delta alongside."""
         budget = self.plan.budget
         if not isinstance(budget, ApproxDP) or budget.delta <= 0:
@@ -440,23 +530,22 @@ class _Planner:
                 "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
                 "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
                 "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
-        return "pure", budget.epsilon, text
+        return ModeChoice(Accounting.BASIC, budget.epsilon, text)
 
-    def _basic_allocation(self, sp: _Space, rec: NodeRecord, node: Mechanism, eps: Fraction) -> Allocation:
+    def _basic_allocation(self, sp: TypedScope, rec: NodeRecord, node: Mechanism, eps: Fraction) -> Allocation:
         """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon."""
         budget = self.plan.budget
         assert isinstance(budget, ApproxDP)
         delta = budget.delta * eps / budget.epsilon
-        if node.kind == "GaussianMech":  # the exact Gaussian-DP profile (Balle-Wang 2018 Thm 8)
+        if node.gaussian_profile:  # the exact Gaussian-DP profile (Balle-Wang 2018 Thm 8)
             rho = Fraction(gdp_mu_for_approx_dp(eps, delta)) ** 2 / 2
-            return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta), continuous_gaussian=True)
+            return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta),
+                              continuous_gaussian=Accounting.BASIC.continuous_gaussian)
         best: tuple[Mode, Fraction, Cost] | None = None
-        shares: tuple[tuple[Mode, Fraction], ...] = (("pure", eps), ("zcdp", zcdp_rho_for_approx_dp(eps, delta)))
+        shares: list[tuple[Mode, Fraction]] = [("pure", eps)] if node.pure_capable else []
+        shares.append(("zcdp", zcdp_rho_for_approx_dp(eps, delta)))
         for mode, share in shares:  # CKS (Canonne-Kamath-Steinke 2020 Prop 12) is valid for every rho-zCDP event
-            try:
-                cost = node.cost(share, mode)
-            except PlanError:
-                continue
+            cost = node.cost(share, mode)
             if cost.delta0 == 0 and (best is None or cost.rho > best[2].rho):  # more rho = less noise
                 best = (mode, share, cost)
         if best is None:
@@ -466,21 +555,19 @@ class _Planner:
         return Allocation(mode, share, cost.with_basic(eps, Fraction(0) if mode == "pure" else delta))
 
     def certify(self) -> Certified:
-        mode, total, alloc_text = self.mode_and_total()
-        relies_on_gdp = alloc_text.startswith(_GDP_TEXT)
+        choice = self.mode_and_total()
+        mode, total, alloc_text = choice.accounting.mode, choice.total, choice.text
+        if choice.accounting is Accounting.PURE:
+            self._refuse_impure()
         allocations: dict[str, Allocation] = {}
         shares: dict[str, Fraction] = {}
         warnings: list[str] = []
-        for sp, rec, node in self.mechs:
-            if mode == "pure" and node.kind == "GaussianMech" and not self.basic:
-                raise PlanTypeError(_key(sp, rec.id), "a Gaussian mechanism cannot run in pure mode",
-                                    "use a zCDP budget")
 
-        def fixed_leaf(sp: _Space, rec: NodeRecord) -> Fraction:
+        def fixed_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
             f = _mech(rec).fixed_share(mode)
             return f if f is not None else Fraction(0)
 
-        def weight_leaf(sp: _Space, rec: NodeRecord) -> Fraction:
+        def weight_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
             m = _mech(rec)
             return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
@@ -513,23 +600,15 @@ class _Planner:
                 cost = node.cost(f, mode)
             except PlanError as e:
                 raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
-            allocations[_key(sp, rec.id)] = Allocation(mode, f, cost, continuous_gaussian=relies_on_gdp)
+            allocations[_key(sp, rec.id)] = Allocation(
+                mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
 
-        memo: dict[tuple[Mechanism, int, int, int, int], Cost] = {}
-
-        def cost_leaf(sp: _Space, rec: NodeRecord, mult: Fraction) -> Cost:
-            if self.basic:  # every round has round weight 1 in basic mode (refused otherwise)
-                return allocations[_key(sp, rec.id)].cost
-            node = _mech(rec)
-            share = shares[_key(sp, rec.id)]
-            key = (node, share.numerator, share.denominator, mult.numerator, mult.denominator)
-            if key not in memo:  # mechanisms repeat across rounds and weights: cost each share once
-                memo[key] = node.cost(share * mult if node.fixed_share(mode) is None else share, mode)
-            return memo[key]
+        def cost_leaf(sp: TypedScope, rec: NodeRecord, mult: Fraction) -> Cost:
+            return self._invocation(allocations[_key(sp, rec.id)], _mech(rec), mult).cost
 
         totals = []
         report_delta = self._report_delta()
-        gdp_valid = _gdp_valid(self.mechs, allocations)
+        gdp_valid = _gdp_valid(choice.accounting, self.mechs)
         gdp_dropped = False
         for src in self.sources:
             name = _source_name(src)
@@ -551,7 +630,41 @@ class _Planner:
             composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])),
             warnings=tuple(warnings),
         )
-        return Certified(self.plan, self.space, allocations, ledger)
+        rounds: dict[str, tuple[int, ...]] = {}
+        table: dict[tuple[str, tuple[int, ...]], Allocation] = {}
+        self._invocations(self.space, allocations, (), Fraction(1), rounds, table)
+        return Certified(self.plan, self.space, allocations, ledger, InvocationTable(rounds, table))
+
+    def _invocation(self, unit: Allocation, node: Mechanism, mult: Fraction) -> Allocation:
+        """The allocation of one invocation of ``node`` at round weight ``mult`` (the product of the
+        round weights of its enclosing loops; 1 outside loops), from its allocation per unit round
+        weight ``unit``: the share times ``mult`` and its cost, unless the node fixes its own share
+        (then every round gets it).  The one place a share is multiplied by a round weight."""
+        if mult == 1 or node.fixed_share(unit.mode) is not None:
+            return unit
+        key = (node, unit.share.numerator, unit.share.denominator, mult.numerator, mult.denominator)
+        hit = self._memo.get(key)
+        if hit is None:  # mechanisms repeat across rounds and weights: cost each share once
+            share = unit.share * mult
+            hit = self._memo[key] = attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode))
+        return hit
+
+    def _invocations(self, space: TypedScope, allocations: dict[str, Allocation], classes: tuple[int, ...],
+                     mult: Fraction, rounds: dict[str, tuple[int, ...]],
+                     table: dict[tuple[str, tuple[int, ...]], Allocation]) -> None:
+        """Fill ``table`` with the allocation of every mechanism invocation, keyed by node path and the
+        round-weight classes of the enclosing loops (``rounds[loop][k]``: the class of round k, an
+        index into the loop's sorted distinct round weights)."""
+        for rec in space.order:
+            key = _key(space, rec.id)
+            if isinstance(rec.node, Mechanism):
+                table[key, classes] = self._invocation(allocations[key], rec.node, mult)
+            elif isinstance(rec.node, Recurse):
+                weights = sorted(_round_weights(rec.node))
+                index = {w: i for i, w in enumerate(weights)}
+                rounds[key] = tuple(index[Fraction(rec.node.weight_of_round(k))] for k in range(rec.node.times))
+                for i, w in enumerate(weights):
+                    self._invocations(space.bodies[rec.id], allocations, (*classes, i), mult * w, rounds, table)
 
     def _conversion_delta(self, cost: Cost, delta: float) -> float:
         """The delta of the (eps, delta) totals: the plan's, or, when the mechanisms' own delta0 already
@@ -621,7 +734,7 @@ class _Planner:
             conversions=tuple(cost.epsilon_at(self._conversion_delta(cost, delta))),
         )
 
-    def _rule_text(self, space: _Space, rec: NodeRecord) -> str:
+    def _rule_text(self, space: TypedScope, rec: NodeRecord) -> str:
         parts = []
         cur = rec.inputs[0]
         parents, records = space.parents, space.records
@@ -642,7 +755,7 @@ class _Planner:
             head += f"; in every round of {space.path.rstrip('/')} (x round weight, all rounds charged)"
         return "; ".join([head] + parts)
 
-    def _entries(self, space: _Space, allocations: dict[str, Allocation], mode: Mode) -> list[LedgerEntry]:
+    def _entries(self, space: TypedScope, allocations: dict[str, Allocation], mode: Mode) -> list[LedgerEntry]:
         out: list[LedgerEntry] = []
         for rec in space.order:
             node = rec.node
@@ -701,7 +814,7 @@ _NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noi
 _NOTHING = Sequential(())
 
 
-def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRecord, Fraction], Cost],
+def _composition_tree(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost],
                       mult: Fraction = Fraction(1)) -> Composition:
     """The composition tree below ``start``: the structure ``_Planner.fold_cost`` composes, with each
     mechanism charged ``leaf``'s cost at its round weight (parts that charge nothing are left out, a
@@ -710,7 +823,7 @@ def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRec
         kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
         return kept[0] if len(kept) == 1 else Sequential(kept)
 
-    def rec_fn(sp: _Space, rec: NodeRecord) -> Composition:
+    def rec_fn(sp: TypedScope, rec: NodeRecord) -> Composition:
         node = rec.node
         assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
@@ -724,18 +837,18 @@ def _composition_tree(space: _Space, start: str, leaf: Callable[[_Space, NodeRec
     return _fold(space, start, lambda sp, r: Charge(_key(sp, r.id), leaf(sp, r, mult)), rec_fn, seq, par)
 
 
-def _gdp_valid(mechs: Sequence[tuple[_Space, NodeRecord, Mechanism]], allocations: dict[str, Allocation]) -> bool:
+def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]]) -> bool:
     """Whether the exact Gaussian-DP conversion holds for every noise source a run may use.
 
-    It is proven for continuous Gaussian noise only (Dong-Roth-Su 2022; Balle-Wang 2018), so every
-    Gaussian mechanism's allocation must force continuous noise (``continuous_gaussian``: the plan is
-    certified through that profile); otherwise an exact source draws the discrete Gaussian.
+    It is proven for continuous Gaussian noise only (Dong-Roth-Su 2022; Balle-Wang 2018), so either the
+    accounting forces continuous noise on every ``gaussian_profile`` mechanism (it certifies through
+    that profile: GDP and basic modes), or there is none; otherwise an exact source draws the discrete
+    Gaussian.
     """
-    return all(allocations[_key(sp, rec.id)].continuous_gaussian
-               for sp, rec, node in mechs if node.kind == "GaussianMech")
+    return accounting.continuous_gaussian or not any(m.gaussian_profile for _, _, m in mechs)
 
 
-def _spaces(space: _Space) -> list[_Space]:
+def _spaces(space: TypedScope) -> list[TypedScope]:
     out = [space]
     for b in space.bodies.values():
         out.extend(_spaces(b))

@@ -20,7 +20,6 @@ import math
 import warnings
 import zlib
 from collections.abc import Iterator
-from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
@@ -274,8 +273,8 @@ def evaluate(cert: Certified, D: np.ndarray) -> tuple[dict[str, Any], _Ctx]:
     run = _Run(cert, prepare_data(cert, {"X": D}), ZeroNoise(), NumpyBackend())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = run.space_values(cert.space, {}, Fraction(1))
-    return env, _Ctx(run, cert.space, env, Fraction(1))
+        env = run.space_values(cert.space, {})
+    return env, _Ctx(run, cert.space, env)
 
 
 def dense(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:

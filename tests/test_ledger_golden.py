@@ -1,0 +1,159 @@
+"""Golden ledger totals and allocations of the estimator library's default plans.
+
+Every estimator in :mod:`dpflow.estimators`, with small public parameters, is certified under a
+zCDP, an (epsilon, delta) and a pure-DP budget; the test pins, per plan, the ledger totals (rho,
+pure epsilon, delta0, every (epsilon, delta) conversion), the allocation mode and every mechanism's
+mode and share, and, for refused budgets, the refusal's class.  The values are stored in
+``tests/ledger_golden.json``; a refactoring of the planner must reproduce them exactly.
+
+Regenerate (only for a documented behaviour change) with ``DPFLOW_REGEN_GOLDEN=1 pytest
+tests/test_ledger_golden.py``.
+
+Changes recorded so far:
+
+* issue 13 (typed mechanism capabilities): every pure-capable mechanism is considered for pure mode
+  under an ``ApproxDP`` budget, not only LaplaceMech and Peel.  Exactly two entries changed (ledger
+  and released values): ``merr/approx`` (DyadicExpMech + LaplaceMech) and ``sparse_mean/approx``
+  (Quantile + LaplaceMech + Peel) now run in pure mode with epsilon 1 instead of zCDP with
+  rho = 0.0244 (CKS); plans with a Gaussian mechanism are unchanged.
+* issue 13 (one exponential-mechanism sampler) and issue 14 item 16 (MERR's CDF projected onto valid
+  CDFs): the released values of ``merr/zcdp`` and ``merr/approx`` changed (Gumbel and uniform maps of
+  the same Laplace draws; isotonic projection); no ledger changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow import estimators as E
+from dpflow.domains import BooleanCube, Ordinal
+from dpflow.errors import PlanError
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.interpreter.run import execute
+from dpflow.nodes import Source
+from dpflow.planner.certify import certify
+
+GOLDEN = Path(__file__).with_name("ledger_golden.json")
+
+BUDGETS: dict[str, Any] = {
+    "zcdp": dp.ZCDP(0.5),
+    "approx": dp.ApproxDP(1.0, 1e-6),
+    "pure": dp.PureDP(1.0),
+}
+
+G = E.gaussian
+PLANS: dict[str, Callable[[Any], dp.Plan]] = {
+    "clipped_mean": lambda b: E.clipped_mean(d=3, n=1000, budget=b, radius=2.0),
+    "clipped_mean_default": lambda b: E.clipped_mean(d=3, n=1000, budget=b),
+    "naive_pce": lambda b: E.naive_pce(d=3, n=2000, budget=b, kappa=4.0),
+    "sparse_mean": lambda b: E.sparse_mean(d=10, n=2000, s=2, budget=b),
+    "sparse_mean_radius": lambda b: E.sparse_mean(d=10, n=2000, s=2, budget=b, radius=3.0),
+    "truncated_mean": lambda b: E.truncation.truncated_mean(d=3, n=2000, budget=b),
+    "truncated_mean_upper": lambda b: E.truncation.truncated_mean(d=3, n=2000, budget=b, upper=50.0),
+    "noisy_gd": lambda b: E.regression.noisy_gd(d=3, n=2000, budget=b, x_bound=1.0, coef_bound=2.0),
+    "niht": lambda b: E.regression.niht(d=6, n=2000, s=2, budget=b, x_bound=1.0, coef_bound=2.0),
+    "sufficient_statistics": lambda b: E.regression.sufficient_statistics(d=3, n=2000, budget=b),
+    "ssp_radius": lambda b: E.regression.sufficient_statistics(d=3, n=2000, budget=b, radius=2.0),
+    "laplace_histogram": lambda b: E.discrete.laplace_histogram(N=8, n=1000, budget=b),
+    "t_histogram": lambda b: E.discrete.t_histogram([0, 4, 16, 64], n=1000, budget=b),
+    "merr": lambda b: E.discrete.merr(N=64, n=1000, budget=b, T=4),
+    "naive_product": lambda b: E.product.naive_product(d=4, n=1000, budget=b),
+    "ppde": lambda b: E.product.ppde(d=4, n=1000, budget=b, rounds=2),
+    "gaussian_mean_coinpress": lambda b: G.mean(d=3, n=2000, budget=b, R=10.0),
+    "gaussian_mean_kv": lambda b: G.mean(d=3, n=2000, budget=b, R=10.0, method="kv"),
+    "gaussian_mean_pme": lambda b: G.mean(d=3, n=2000, budget=b, R=10.0, method="pme"),
+    "gaussian_mean_naive": lambda b: G.mean(d=3, n=2000, budget=b, R=10.0, method="naive"),
+    "gaussian_univariate_known": lambda b: G.univariate_mean(n=2000, budget=b, R=10.0, sigma=1.0),
+    "gaussian_univariate_unknown": lambda b: G.univariate_mean(n=2000, budget=b, R=10.0, sigma_bounds=(0.1, 10.0)),
+    "gaussian_cov_coinpress": lambda b: G.covariance(d=3, n=4000, budget=b, K=30.0),
+    "gaussian_cov_coinpress_unknown": lambda b: G.covariance(d=3, n=4000, budget=b, K=30.0, unknown_mean=True),
+    "gaussian_cov_pce": lambda b: G.covariance(d=3, n=4000, budget=b, K=30.0, method="pce", lower=1.0),
+    "gaussian_cov_naive": lambda b: G.covariance(d=3, n=4000, budget=b, K=30.0, method="naive"),
+    "gaussian_gaussian": lambda b: G.gaussian(d=3, n=4000, budget=b, R=10.0, K=30.0),
+}
+
+
+def summary(make: Callable[[Any], dp.Plan], budget: Any) -> dict[str, Any]:
+    """The pinned facts of one (plan, budget): totals, allocation modes and shares, or the refusal."""
+    try:
+        cert = certify(make(budget))
+    except (PlanError, ValueError) as e:
+        return {"refused": type(e).__name__}
+    ledger = cert.ledger
+    return {
+        "allocation": ledger.allocation,
+        "totals": [{"source": t.source, "rho": str(t.rho), "delta0": str(t.delta0),
+                    "pure_eps": None if t.pure_eps is None else str(t.pure_eps),
+                    "gdp_mu": None if t.gdp_mu is None else repr(t.gdp_mu),
+                    "conversions": [[c.rule, repr(c.epsilon), repr(c.delta)] for c in t.conversions]}
+                   for t in ledger.totals],
+        "shares": {k: [a.mode, str(a.share), a.continuous_gaussian] for k, a in sorted(cert.allocations.items())},
+    }
+
+
+def compute() -> dict[str, Any]:
+    return {f"{name}/{bname}": summary(make, budget)
+            for name, make in PLANS.items() for bname, budget in BUDGETS.items()}
+
+
+def test_estimator_ledgers_match_the_golden_file() -> None:
+    got = compute()
+    if os.environ.get("DPFLOW_REGEN_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    want = json.loads(GOLDEN.read_text())
+    assert sorted(got) == sorted(want)
+    diff = [k for k in want if got[k] != want[k]]
+    assert not diff, f"ledgers changed for {diff}: first {diff[0]}: {got[diff[0]]} != {want[diff[0]]}"
+
+
+@pytest.mark.parametrize("key", ["gaussian_mean_coinpress/zcdp", "clipped_mean/approx", "merr/pure"])
+def test_golden_file_covers_certified_plans(key: str) -> None:
+    """The golden file is not a list of refusals: these plans certify and allocate shares."""
+    entry = json.loads(GOLDEN.read_text())[key]
+    assert "refused" not in entry and entry["shares"]
+
+
+RUNS = ["gaussian_mean_coinpress", "gaussian_cov_coinpress", "gaussian_gaussian", "sparse_mean", "truncated_mean",
+        "noisy_gd", "niht", "merr", "ppde", "laplace_histogram", "gaussian_univariate_unknown"]
+
+
+def synthetic(plan: dp.Plan) -> dict[str, np.ndarray]:
+    """Fixed synthetic rows for every source of ``plan`` (by its public domain and size)."""
+    rng = np.random.default_rng(7)
+    out = {}
+    for rec in plan.records:
+        node = rec.node
+        if isinstance(node, Source):
+            dom, n = node.domain, node.n or 100
+            if isinstance(dom, Ordinal):
+                out[node.name] = rng.integers(0, dom.N, size=n)
+            elif isinstance(dom, BooleanCube):
+                out[node.name] = (rng.random((n, dom.d)) < 0.3).astype(float)
+            else:
+                out[node.name] = rng.normal(1.0, 1.0, size=(n, getattr(dom, "d", 1)))
+    return out
+
+
+def released(name: str, bname: str) -> dict[str, Any]:
+    plan = PLANS[name](BUDGETS[bname])
+    ex = execute(certify(plan), synthetic(plan), dp.SeededNoise(3), NumpyBackend())
+    return {k: [repr(float(x)) for x in np.ravel(np.asarray(v, dtype=float))] for k, v in sorted(ex.released.items())}
+
+
+def test_seeded_released_values_match_the_golden_file() -> None:
+    """Released values under SeededNoise (plans with round-weighted loops, pure and zCDP mechanisms)."""
+    got = {f"{n}/{b}": released(n, b) for n in RUNS for b in ("zcdp", "approx")}
+    path = GOLDEN.with_name("released_golden.json")
+    if os.environ.get("DPFLOW_REGEN_GOLDEN") == "1":
+        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    want = json.loads(path.read_text())
+    diff = [k for k in want if got[k] != want[k]]
+    assert sorted(got) == sorted(want) and not diff, f"released values changed for {diff}"
