@@ -382,3 +382,18 @@ def test_certifying_stays_fast_with_many_pure_mechanisms() -> None:
     assert time.perf_counter() - t0 < 5.0
     assert total.cost.pld is not None and len(total.cost.pld.counts) == 3
     assert np.isfinite(total.tightest().epsilon)
+
+
+def test_privacy_convert_all_shows_the_gaussian_pld_and_says_plain_zcdp_has_none(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from dpflow.cli import main
+
+    assert main(["privacy", "convert", "--rho", "0.5", "--delta", "1e-6", "--all"]) == 0
+    out = capsys.readouterr().out
+    generic, gaussian = out.split("a continuous Gaussian mechanism with this rho")
+    assert "no PLD: a generic rho-zCDP guarantee has no privacy loss distribution" in generic
+    assert PLD_RULE not in generic.replace("no PLD", "")
+    lines = {line.split("\t")[1].split("  (")[0]: float(line.split("\t")[0])
+             for line in gaussian.splitlines() if "\t" in line}
+    assert lines[PLD_RULE] == pytest.approx(4.8868, abs=1e-3)
+    assert "exact Gaussian-DP  (tightest valid)" in gaussian
