@@ -140,7 +140,13 @@ def _delta_arg(text: str) -> float:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.all:
-        for c in Cost.zcdp(exact(args.rho)).epsilon_at(args.delta):
+        rho = exact(args.rho)
+        print(f"any rho-zCDP mechanism (rho = {args.rho:g}):")
+        for c in Cost.zcdp(rho).epsilon_at(args.delta):
+            print(f"{c.epsilon:.9g}\t{c.rule}{'  (tightest valid)' if c.tightest else ''}")
+        print("-\tno PLD: a generic rho-zCDP guarantee has no privacy loss distribution")
+        print("a continuous Gaussian mechanism with this rho (mu = sqrt(2 rho)):")
+        for c in Cost.gaussian_zcdp(rho).epsilon_at(args.delta):
             print(f"{c.epsilon:.9g}\t{c.rule}{'  (tightest valid)' if c.tightest else ''}")
         return 0
     print(repr(zcdp_to_approx_dp(args.rho, args.delta)))

@@ -19,6 +19,9 @@ Changes recorded so far:
 * issue 13 (one exponential-mechanism sampler) and issue 14 item 16 (MERR's CDF projected onto valid
   CDFs): the released values of ``merr/zcdp`` and ``merr/approx`` changed (Gumbel and uniform maps of
   the same Laplace draws; isotonic projection); no ledger changed.
+* issue 16 (PLD accounting): every total whose mechanisms all have a valid PLD gains a
+  "PLD (dp_accounting, pessimistic)" conversion row (pure and approx plans, and zCDP plans without a
+  Gaussian mechanism); no share, rho, pure epsilon or other conversion changed.
 """
 
 from __future__ import annotations

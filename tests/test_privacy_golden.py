@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from dpflow.privacy import (
+    PLD_RULE,
     ZCDP,
     ApproxDP,
     ApproxZCDP,
@@ -140,7 +141,13 @@ def test_laplace_composition_goldens(k: int, basic: float, drv: float, cks: floa
     assert advanced_composition(0.1, k, 1e-6) == pytest.approx(drv, abs=5e-4)
     tightest = [c for c in convs.values() if c.tightest]
     assert len(tightest) == 1
-    assert tightest[0].rule == ("basic composition (pure)" if k == 10 else "zCDP -> (eps,delta) by CKS")
+    # the worst-case pure-DP PLD (randomized response, Kairouz-Oh-Viswanath 2015) is the tightest: at k = 10 the
+    # exact epsilon of 10-fold RR(0.1) is 1 + ln(1 - delta / P[L = 1]) (only the top atom exceeds it)
+    assert tightest[0].rule == PLD_RULE
+    if k == 10:
+        top = (math.exp(0.1) / (1 + math.exp(0.1))) ** 10
+        exact_rr = 1 + math.log(1 - 1e-6 / top)
+        assert exact_rr <= convs[PLD_RULE].epsilon <= exact_rr + 1e-6  # delta reserve: pld.DELTA_NUMERICAL_RESERVE
 
 
 def test_advanced_composition_formula() -> None:

@@ -609,12 +609,15 @@ class _Planner:
         totals = []
         report_delta = self._report_delta()
         gdp_valid = _gdp_valid(choice.accounting, self.mechs)
-        gdp_dropped = False
+        gdp_dropped = pld_missing = False
         for src in self.sources:
             name = _source_name(src)
             cost = self.fold_cost(src.id, cost_leaf)
-            self._check_budget(name, cost, mode)
             gdp_dropped |= not gdp_valid and bool(cost.gdp_mu2)
+            if not gdp_valid:  # a run may draw the discrete Gaussian: no GDP profile, no Gaussian PLD
+                cost = cost.without_continuous_gaussian()
+            pld_missing |= cost.pld is None
+            self._check_budget(name, cost, mode)
             totals.append(self._source_total(name, cost, mode, total, report_delta, gdp_valid))
         ledger = Ledger(
             plan_name=self.plan.name,
@@ -627,7 +630,8 @@ class _Planner:
             entries=tuple(self._entries(self.space, allocations, mode)),
             totals=tuple(attrs.evolve(t, composition=_composition_tree(self.space, src.id, cost_leaf))
                          for t, src in zip(totals, self.sources, strict=True)),
-            composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])),
+            composition=tuple(self._composition_notes() + ([_NO_GDP_TEXT] if gdp_dropped else [])
+                              + ([_NO_PLD_TEXT] if pld_missing else [])),
             warnings=tuple(warnings),
         )
         rounds: dict[str, tuple[int, ...]] = {}
@@ -809,6 +813,12 @@ _NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noi
                 "discrete Gaussian, which has the same rho-zCDP (Canonne-Kamath-Steinke 2020 Thm 4) but no proven "
                 "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan forces continuous noise and that "
                 "conversion")
+
+
+_NO_PLD_TEXT = ("no privacy-loss-distribution (PLD) figure for a source with: a Gaussian mechanism that may draw the "
+                "discrete Gaussian (exact noise sources; no PLD is derived for the lattice release), a generic "
+                "zCDP event, group privacy, or more distinct events than the PLD layer composes; that source's "
+                "totals fall back to the zCDP (CKS) and other conversions (dpflow.privacy.pld)")
 
 
 _NOTHING = Sequential(())

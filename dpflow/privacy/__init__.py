@@ -2,7 +2,8 @@
 
 Exact quantities are :class:`fractions.Fraction`; every floating-point privacy loss is rounded
 outward, every noise scale up and every "largest budget that fits" down (``rounding.py``).
-The formulas and golden values follow ``/work/shared/spec/accounting.md`` Sec. 1.1-1.6.
+The formulas and golden values follow ``/work/shared/spec/accounting.md`` Sec. 1.1-1.7 (privacy loss
+distributions: :mod:`dpflow.privacy.pld`, numerics by Google's ``dp_accounting``).
 """
 
 from .calibration import (
@@ -19,7 +20,7 @@ from .calibration import (
     zcdp_of_gaussian,
     zcdp_rho_for_approx_dp,
 )
-from .composition import Conversion, Cost, advanced_composition
+from .composition import PLD_RULE, Conversion, Cost, advanced_composition
 from .conversions import (
     approx_dp_to_approx_zcdp,
     approx_zcdp_to_approx_dp,
@@ -33,17 +34,24 @@ from .conversions import (
     zcdp_to_approx_dp,
 )
 from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, exact
+from .pld import ApproxPLD, GaussianPLD, LaplacePLD, PldEvents, PurePLD, pld_epsilon
 from .rounding import REL_MARGIN, down, frac_down, frac_up, to_float_down, to_float_up, up
 
 __all__ = [
+    "PLD_RULE",
     "REL_MARGIN",
     "ZCDP",
     "ApproxDP",
+    "ApproxPLD",
     "ApproxZCDP",
     "Conversion",
     "Cost",
+    "GaussianPLD",
+    "LaplacePLD",
     "Measure",
+    "PldEvents",
     "PureDP",
+    "PurePLD",
     "advanced_composition",
     "analytic_gaussian_sigma",
     "approx_dp_to_approx_zcdp",
@@ -62,6 +70,7 @@ __all__ = [
     "gdp_mu_of_mu2",
     "gdp_mu_for_approx_dp",
     "laplace_scale",
+    "pld_epsilon",
     "pure_dp_of_laplace",
     "pure_eps_for_approx_dp_advanced",
     "pure_eps_for_zcdp",

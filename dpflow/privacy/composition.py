@@ -22,9 +22,18 @@ from .conversions import (
     pure_to_zcdp,
 )
 from .measures import ZCDP, ApproxZCDP, Measure, PureDP, exact
+from .pld import (
+    MAX_DISTINCT_EVENTS,
+    VALUE_DISCRETIZATION_INTERVAL,
+    ApproxPLD,
+    GaussianPLD,
+    PldEvents,
+    PurePLD,
+    pld_epsilon,
+)
 from .rounding import to_float_down, to_float_up, up
 
-__all__ = ["Conversion", "Cost", "advanced_composition"]
+__all__ = ["PLD_RULE", "Conversion", "Cost", "advanced_composition"]
 
 
 def advanced_composition(epsilon0: float | Fraction, k: int, delta_prime: float | Fraction) -> float:
@@ -74,6 +83,10 @@ def _opt_exact(x: float | int | str | Fraction | None) -> Fraction | None:
     return None if x is None else exact(x)
 
 
+def _opt_pld(x: PldEvents | str | None) -> PldEvents | None:
+    return PldEvents.parse(x) if isinstance(x, str) else x
+
+
 def _nonneg_int(_instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{attribute.name} must be a non-negative int, got {value!r}")
@@ -108,6 +121,45 @@ def _top_two_sum(values: Sequence[Fraction]) -> Fraction:
     return sum(top, Fraction(0))
 
 
+_NO_PLD = PldEvents(())
+
+
+def _capped(events: PldEvents) -> PldEvents | None:
+    """``events``, or ``None`` past :data:`~dpflow.privacy.pld.MAX_DISTINCT_EVENTS` distinct events."""
+    return events if len(events.counts) <= MAX_DISTINCT_EVENTS else None
+
+
+def _parallel_pld(plds: Sequence[PldEvents | None], relation: Literal["replace", "add_remove"]) -> PldEvents | None:
+    """The PLD of a parallel composition over disjoint pieces (McSherry 2009, Thm. 4).
+
+    Under add/remove neighbours one record changes one piece; under replace-one it can change two
+    pieces, whose outputs are independent, so their losses add (a sequential composition; the
+    dominating pairs of every event here are symmetric, so leaving one piece and entering another
+    compose like two add/remove steps).  Exact when the charged pieces form a chain of sub-multisets
+    (identical pieces in particular): a composition dominates each of its parts (post-processing), so
+    the largest piece dominates every piece, and the largest two every pair.  Otherwise every change is
+    dominated by the sequential composition of all charged pieces, which is used (valid, looser).
+    ``None`` if a piece has no PLD.
+    """
+    if any(p is None for p in plds):
+        return None
+    charged = sorted((p for p in plds if p is not None and p.counts), key=lambda p: sum(k for _, k in p.counts))
+    if not charged:
+        return _NO_PLD
+    chain = all(_within(a, b) for a, b in zip(charged, charged[1:], strict=False))
+    if not chain:
+        return _capped(PldEvents.sequential(charged))
+    if relation == "replace" and len(charged) >= 2:
+        return _capped(PldEvents.sequential(charged[-2:]))
+    return charged[-1]
+
+
+def _within(a: PldEvents, b: PldEvents) -> bool:
+    """Whether the multiset ``a`` is contained in ``b`` (``b`` is ``a`` composed with more events)."""
+    have = dict(b.counts)
+    return all(have.get(e, 0) >= k for e, k in a.counts)
+
+
 _REF_CKS = (
     "Canonne, Kamath & Steinke 2020, 'The Discrete Gaussian for Differential Privacy', Prop. 12 "
     "(approximate zCDP: Bun & Steinke 2016, Sec. 8)"
@@ -119,6 +171,13 @@ _REF_GDP = (
 )
 _REF_BASIC = "Dwork & Roth 2014, Thm. 3.16 (basic composition)"
 _REF_DRV = "Dwork, Rothblum & Vadhan 2010, Thm. III.3 (Dwork & Roth 2014, Thm. 3.20)"
+_REF_PLD = (
+    "Meiser & Mohammadi 2018; Koskela et al. 2020; Doroshenko et al. 2022 ('Connect the Dots'): Google "
+    f"dp_accounting PLD, pessimistic, loss grid {VALUE_DISCRETIZATION_INTERVAL:g}; Gaussian: Balle & Wang 2018, "
+    "Thm. 8; pure and (epsilon, delta) events: Kairouz, Oh & Viswanath 2015, Thm. 2.4"
+)
+#: The rule name of the PLD conversion in :meth:`Cost.epsilon_at`.
+PLD_RULE = "PLD (dp_accounting, pessimistic)"
 
 
 @attrs.frozen
@@ -139,6 +198,11 @@ class Cost:
       (epsilon, delta) mechanisms; Dwork, Kenthapadi, McSherry, Mironov & Naor 2006); ``None`` as soon
       as an event declares no single (epsilon, delta) point (a zCDP event).  Pure events count as
       (epsilon, 0).  This is the "paper" accounting of CWZ 2021 (epsilon/T, delta/T per step).
+    * ``pld``: the events of a privacy-loss-distribution accounting (:mod:`dpflow.privacy.pld`), a
+      multiset of continuous Gaussian, pure-epsilon and (epsilon, delta) events; ``None`` as soon as
+      an event has no PLD (generic zCDP) or a fold cannot stay exact in PLD form.  It is evaluated
+      only in :meth:`epsilon_at`.  A continuous Gaussian event is valid only when the run draws
+      continuous noise: see :meth:`without_continuous_gaussian`.
 
     Events with no privacy loss at all (epsilon = 0, rho = 0, sensitivity 0) are :meth:`zero`:
     their output does not depend on the data, so they are pure, Gaussian (mu = 0) and not counted.
@@ -156,6 +220,7 @@ class Cost:
     pure_max: Fraction = attrs.field(converter=exact)
     basic_eps: Fraction | None = attrs.field(default=None, converter=_opt_exact)
     basic_delta: Fraction = attrs.field(default=Fraction(0), converter=exact)
+    pld: PldEvents | None = attrs.field(default=None, converter=_opt_pld)
 
     def __attrs_post_init__(self) -> None:
         if self.delta0 > 0 and (self.pure_eps is not None or self.gdp_mu2 is not None):
@@ -179,13 +244,15 @@ class Cost:
         pure_max: Fraction,
         basic_eps: Fraction | None = None,
         basic_delta: Fraction = Fraction(0),
+        pld: PldEvents | None = None,
     ) -> Cost:
         """Build from fields that are already valid Fractions (skips the converters: the
         planner composes tens of thousands of costs).  Internal: callers guarantee validity."""
         c = object.__new__(cls)
         for name, value in (("rho", rho), ("delta0", delta0), ("pure_eps", pure_eps), ("gdp_mu2", gdp_mu2),
                             ("pure_count", pure_count), ("pure_max", pure_max), ("basic_eps", basic_eps),
-                            ("basic_delta", basic_delta if basic_eps is not None else Fraction(0))):
+                            ("basic_delta", basic_delta if basic_eps is not None else Fraction(0)),
+                            ("pld", pld)):
             object.__setattr__(c, name, value)
         return c
 
@@ -201,7 +268,7 @@ class Cost:
         r = exact(rho)
         if r == 0:
             return cls.zero()
-        return cls._trusted(r, Fraction(0), None, 2 * r, 0, Fraction(0))
+        return cls._trusted(r, Fraction(0), None, 2 * r, 0, Fraction(0), pld=PldEvents(((GaussianPLD(2 * r), 1),)))
 
     @classmethod
     def zero(cls) -> Cost:
@@ -218,6 +285,7 @@ class Cost:
             pure_count=0,
             pure_max=Fraction(0),
             basic_eps=Fraction(0),
+            pld=_NO_PLD,
         )
 
     @classmethod
@@ -236,7 +304,8 @@ class Cost:
         if sig == 0:
             raise ValueError(f"sigma must be positive when the sensitivity is positive, got sigma={sigma!r}")
         mu2 = (s / sig) ** 2
-        return cls(rho=mu2 / 2, delta0=0, pure_eps=None, gdp_mu2=mu2, pure_count=0, pure_max=0)
+        return cls(rho=mu2 / 2, delta0=0, pure_eps=None, gdp_mu2=mu2, pure_count=0, pure_max=0,
+                   pld=PldEvents(((GaussianPLD(mu2), 1),)))
 
     @classmethod
     def pure(cls, epsilon: Fraction | float) -> Cost:
@@ -248,7 +317,8 @@ class Cost:
         e = exact(epsilon)
         if e == 0:
             return cls.zero()
-        return cls(rho=pure_to_zcdp(e), delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e, basic_eps=e)
+        return cls(rho=pure_to_zcdp(e), delta0=0, pure_eps=e, gdp_mu2=None, pure_count=1, pure_max=e, basic_eps=e,
+                   pld=PldEvents(((PurePLD(e), 1),)))
 
     @classmethod
     def zcdp(cls, rho: Fraction | float) -> Cost:
@@ -292,7 +362,8 @@ class Cost:
         d = exact(delta)
         if d == 0:
             return cls.pure(e)
-        return attrs.evolve(cls.approx_zcdp(e * e / 2, d), basic_eps=e, basic_delta=d)
+        return attrs.evolve(cls.approx_zcdp(e * e / 2, d), basic_eps=e, basic_delta=d,
+                            pld=PldEvents(((ApproxPLD(e, d), 1),)))
 
     def with_basic(self, epsilon: Fraction, delta: Fraction) -> Cost:
         """This cost, also certified (epsilon, delta)-DP as one event of basic composition.
@@ -345,6 +416,8 @@ class Cost:
             sum(c.pure_count for c in costs),
             max(c.pure_max for c in costs),
             *_basic(_sum_opt([c.basic_eps for c in costs]), _fsum(c.basic_delta for c in costs)),
+            pld=None if any(c.pld is None for c in costs) else _capped(
+                PldEvents.sequential(c.pld for c in costs if c.pld is not None)),
         )
 
     def scaled(self, k: int) -> Cost:
@@ -369,6 +442,7 @@ class Cost:
             pure_max=self.pure_max,
             basic_eps=basic_eps,
             basic_delta=basic_delta,
+            pld=None if self.pld is None else self.pld.scaled(k),
         )
 
     @staticmethod
@@ -413,6 +487,7 @@ class Cost:
             pure_max=max(c.pure_max for c in costs),
             basic_eps=opt([c.basic_eps for c in costs]),
             basic_delta=combine([c.basic_delta for c in costs]) if all(c.basic_eps is not None for c in costs) else 0,
+            pld=_parallel_pld([c.pld for c in costs], relation),
         )
 
     def group(self, k: int) -> Cost:
@@ -446,7 +521,26 @@ class Cost:
             # like k e^{(k-1) epsilon} delta, which is not used here: dropped for k > 1
             basic_eps=None if self.basic_eps is None or (self.basic_delta > 0 and k > 1) else self.basic_eps * k,
             basic_delta=self.basic_delta if self.basic_eps is not None and k == 1 else 0,
+            pld=self.pld if k == 1 else None,  # group privacy of a PLD is not derived here
         )
+
+    def without_continuous_gaussian(self) -> Cost:
+        """This cost for a run that may draw lattice (discrete Gaussian) noise: the accountings proven only
+        for continuous Gaussian noise are dropped -- the exact Gaussian-DP profile (``gdp_mu2``) and a PLD
+        holding a Gaussian event (the discrete Gaussian has the same rho-zCDP, Canonne, Kamath & Steinke
+        2020 Thm. 4, but no PLD derived here; the whole PLD goes, since dropping one event would
+        under-count).  Pure and (epsilon, delta) PLD events hold for every noise source.
+
+        >>> c = Cost.gaussian_zcdp(Fraction(1, 8)).then(Cost.pure(Fraction(1, 2)))
+        >>> c.pld is not None, c.without_continuous_gaussian().pld is None
+        (True, True)
+        >>> Cost.pure(Fraction(1)).without_continuous_gaussian().pld is not None
+        True
+        """
+        pld = None if self.pld is None or self.pld.has_gaussian else self.pld
+        if pld is self.pld and self.gdp_mu2 is None:
+            return self
+        return attrs.evolve(self, gdp_mu2=None, pld=pld)
 
     # ------------------------------------------------------------------------------------------
     # conversions
@@ -457,13 +551,14 @@ class Cost:
         Rules, in order: CKS from (approximate) zCDP (always); Bun-Steinke Prop. 1.3 (delta0 = 0);
         exact Gaussian DP (all-Gaussian, delta0 = 0); basic (epsilon, delta) composition (every event
         declares an (epsilon_i, delta_i) point, 0 < sum delta_i <= delta; reported at its own delta);
-        basic pure composition (delta 0; pure only);
+        the privacy loss distribution (``pld`` present and finite at ``delta``: pessimistic
+        numerics of :mod:`dpflow.privacy.pld`); basic pure composition (delta 0; pure only);
         advanced composition (pure only, at least one pure event, delta' = delta).  The tightest
         is the smallest epsilon (ties: the first).  ``delta`` must be in (delta0, 1).
 
         Sources: Canonne, Kamath & Steinke 2020, Prop. 12; Bun & Steinke 2016, Prop. 1.3 and
-        Sec. 8; Dong, Roth & Su 2022, Cor. 2.13; Dwork & Roth 2014, Thm. 3.16; Dwork, Rothblum &
-        Vadhan 2010, Thm. III.3.
+        Sec. 8; Dong, Roth & Su 2022, Cor. 2.13; Meiser & Mohammadi 2018 and Doroshenko et al. 2022
+        (PLD); Dwork & Roth 2014, Thm. 3.16; Dwork, Rothblum & Vadhan 2010, Thm. III.3.
 
         >>> convs = Cost.gaussian(Fraction(1), Fraction(1)).epsilon_at(1e-6)
         >>> [(c.rule, round(c.epsilon, 6)) for c in convs if c.tightest]
@@ -494,6 +589,10 @@ class Cost:
         if self.basic_eps is not None and 0 < self.basic_delta <= d:
             found.append(("basic composition (epsilon, delta)", to_float_up(self.basic_eps),
                           to_float_up(self.basic_delta), _REF_BASIC))
+        if self.pld is not None:
+            eps_pld = pld_epsilon(self.pld, d)
+            if math.isfinite(eps_pld):
+                found.append((PLD_RULE, eps_pld, float(delta), _REF_PLD))
         if self.pure_eps is not None:
             found.append(("basic composition (pure)", to_float_up(self.pure_eps), 0.0, _REF_BASIC))
             if self.pure_count > 0:

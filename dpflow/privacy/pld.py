@@ -1,0 +1,325 @@
+"""Privacy loss distributions (PLD): numerical (epsilon, delta) accounting through Google's ``dp_accounting``.
+
+A PLD is the distribution of the privacy loss L = ln(P(o) / Q(o)), o ~ P, of a dominating pair (P, Q)
+of a mechanism; delta(epsilon) = E[(1 - e^(epsilon - L))_+] plus the mass at L = +inf, and the PLD of
+a sequential composition is the convolution of the PLDs (Meiser & Mohammadi 2018, "Tight on
+Budget?", Sec. 4-5; Sommer, Meiser & Mohammadi 2019; Koskela, Jalko & Honkela 2020, "Computing
+Tight Differential Privacy Guarantees Using FFT"; Zhu, Dong & Wang 2022, dominating pairs).
+The numerics are ``dp_accounting.pld`` (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022,
+"Connect the Dots: Tighter Discrete Approximations of Privacy Loss Distributions").
+
+Soundness of the numbers:
+
+* every PLD is built with ``pessimistic_estimate=True`` (losses rounded UP to the grid
+  :data:`VALUE_DISCRETIZATION_INTERVAL` = 1e-4, truncated tail mass moved to +inf), so every
+  delta(epsilon) computed is an upper bound and every epsilon(delta) a valid epsilon (delta(epsilon)
+  is increasing in the loss, so rounding the loss up on a coupling bounds it from above);
+* the parameters handed to ``dp_accounting`` are rounded against the user (noise scales down,
+  epsilons and deltas up, the target delta down: ``rounding.py``), and the epsilon it returns is
+  rounded up once more (:func:`dpflow.privacy.rounding.up`);
+* the PLD is evaluated at delta (1 - :data:`DELTA_NUMERICAL_RESERVE`): a thousandth of delta covers
+  the floating-point error of the FFT convolutions (a numerical margin, not a proof).
+
+Which PLD each event uses, and why it is valid:
+
+* :class:`GaussianPLD` (mu^2 = (Delta_2/sigma)^2): the continuous Gaussian mechanism.  A shift of l2
+  norm at most Delta_2 of an isotropic Gaussian is, by rotation invariance, the one-dimensional pair
+  (N(0, sigma^2), N(Delta_2, sigma^2)) or a weaker one; its privacy loss is itself Gaussian, and the
+  PLD is exact up to discretisation (Balle & Wang 2018, "Improving the Gaussian Mechanism", Thm. 8;
+  Dong, Roth & Su 2022, Thm. 2.7).  Gaussians compose to one Gaussian with mu^2 summed (Dong, Roth &
+  Su 2022, Cor. 3.3), so all Gaussian events of a composition become one ``from_gaussian_mechanism``.
+  Valid ONLY for continuous noise: a run that draws the discrete Gaussian on a lattice (exact noise
+  sources) has the same rho-zCDP (Canonne, Kamath & Steinke 2020, Thm. 4) but no proven PLD here, so
+  the planner removes costs holding this event for such runs (``Cost.without_continuous_gaussian``).
+* :class:`PurePLD` (epsilon): any epsilon-DP mechanism -- Laplace (continuous, or discrete Laplace on
+  the lattice with the l1-widened sensitivity, which is still epsilon-DP: Canonne, Kamath & Steinke
+  2020), the exponential mechanism, report-noisy-max, Peel, quantiles, AboveThreshold.  Every
+  epsilon-DP mechanism is dominated by binary randomized response with parameter epsilon (Kairouz, Oh
+  & Viswanath 2015, Thm. 2.4 / 3.3; Murtagh & Vadhan 2016), whose PLD is L = +epsilon with
+  probability e^epsilon / (1 + e^epsilon) and -epsilon otherwise
+  (``from_privacy_parameters``, Meiser & Mohammadi 2018; dp_accounting supplementary Sec. 3.5).
+* :class:`ApproxPLD` (epsilon, delta): any (epsilon, delta)-DP mechanism (the stability histogram).
+  The same randomized response with a delta mass at +inf dominates every (epsilon, delta)-DP
+  mechanism (Kairouz, Oh & Viswanath 2015, Thm. 2.4; Murtagh & Vadhan 2016); ``from_privacy_parameters``.
+* :class:`LaplacePLD` (Delta_1/b): the Laplace-specific PLD of a ONE-dimensional continuous Laplace
+  release (Koskela et al. 2020; Doroshenko et al. 2022).  dpflow's Laplace releases are vectors (a
+  split l1 shift is not proven to be dominated by the one-dimensional one here) and exact sources draw
+  the discrete Laplace, so dpflow's mechanisms use :class:`PurePLD` instead; this event is kept for
+  scalar releases and cross-checks.
+
+Not covered (no PLD, the zCDP / GDP accountings stand alone): the discrete Gaussian on a lattice
+(dp_accounting's discrete Gaussian PLD is for an integer sensitivity in one dimension; dpflow's lattice
+releases are multi-dimensional with a widened, non-integer l2 sensitivity), generic rho-zCDP events,
+group privacy, and parallel compositions whose pieces differ (see ``Cost.parallel``).
+
+>>> round(pld_epsilon([GaussianPLD(Fraction(1))], 1e-6), 3)
+4.887
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import attrs
+from dp_accounting.pld import common as _common
+from dp_accounting.pld import privacy_loss_distribution as _pld
+
+from .measures import exact
+from .rounding import down, to_float_down, to_float_up, up
+
+__all__ = [
+    "DELTA_NUMERICAL_RESERVE",
+    "MAX_DISTINCT_EVENTS",
+    "MAX_LOSS_WIDTH",
+    "VALUE_DISCRETIZATION_INTERVAL",
+    "ApproxPLD",
+    "GaussianPLD",
+    "LaplacePLD",
+    "PldEvent",
+    "PldEvents",
+    "PurePLD",
+    "pld_epsilon",
+]
+
+#: Width of the privacy-loss grid of every PLD (dp_accounting's default): losses are rounded UP to
+#: multiples of it, so the epsilon found is at most about this much above the exact one per event.
+VALUE_DISCRETIZATION_INTERVAL = 1e-4
+#: A composition with more distinct events than this carries no PLD (each distinct event costs one
+#: FFT convolution; identical events are one self-composition): certification stays fast.
+MAX_DISTINCT_EVENTS = 64
+#: A composition whose privacy loss can spread over more than this many nats gets no PLD figure (its
+#: grid would exceed about 10^6 points; such an epsilon is far beyond any meaningful budget anyway).
+MAX_LOSS_WIDTH = 100.0
+#: Share of the target delta reserved for the floating-point error of the PLD numerics (FFT
+#: convolutions and sums in ``dp_accounting`` are not rounded outward): the PLD is evaluated at
+#: delta * (1 - 1e-3).  FFT convolution errs by about 1e-16 per bin of a unit-mass PMF, i.e. far
+#: below 1e-3 delta for any delta >= 1e-12 and grids below 10^6 points (:data:`MAX_LOSS_WIDTH`).
+DELTA_NUMERICAL_RESERVE = 1e-3
+
+
+def _positive(_instance: Any, attribute: attrs.Attribute[Fraction], value: Fraction) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+
+
+def _probability(_instance: Any, attribute: attrs.Attribute[Fraction], value: Fraction) -> None:
+    if not 0 < value < 1:
+        raise ValueError(f"{attribute.name} must be in (0, 1), got {value!r}")
+
+
+@attrs.frozen
+class GaussianPLD:
+    """A continuous Gaussian mechanism with (Delta_2 / sigma)^2 = ``mu2`` (mu-GDP, mu = sqrt(mu2)).
+
+    Source: Balle & Wang 2018, Thm. 8; Dong, Roth & Su 2022, Thm. 2.7 (see the module docstring).
+
+    >>> GaussianPLD.of(Fraction(1), Fraction(2)).mu2
+    Fraction(1, 4)
+    """
+
+    mu2: Fraction = attrs.field(converter=exact, validator=_positive)
+    kind: ClassVar[str] = "gaussian"
+
+    @classmethod
+    def of(cls, sensitivity: Fraction | float, sigma: Fraction | float) -> GaussianPLD:
+        """The event of N(0, sigma^2) noise on a statistic of l2 sensitivity Delta_2."""
+        return cls((exact(sensitivity) / exact(sigma)) ** 2)
+
+    def params(self) -> tuple[Fraction, ...]:
+        return (self.mu2,)
+
+
+@attrs.frozen
+class LaplacePLD:
+    """A one-dimensional continuous Laplace release with Delta_1 / b = ``epsilon``.
+
+    Source: Koskela et al. 2020; Doroshenko et al. 2022 (valid for scalar continuous Laplace only).
+
+    >>> LaplacePLD.of(Fraction(1), Fraction(2)).epsilon
+    Fraction(1, 2)
+    """
+
+    epsilon: Fraction = attrs.field(converter=exact, validator=_positive)
+    kind: ClassVar[str] = "laplace"
+
+    @classmethod
+    def of(cls, sensitivity: Fraction | float, scale: Fraction | float) -> LaplacePLD:
+        """The event of Laplace(b) noise on a scalar of l1 sensitivity Delta_1."""
+        return cls(exact(sensitivity) / exact(scale))
+
+    def params(self) -> tuple[Fraction, ...]:
+        return (self.epsilon,)
+
+
+@attrs.frozen
+class PurePLD:
+    """Any epsilon-DP mechanism, through its worst case (binary randomized response).
+
+    Source: Kairouz, Oh & Viswanath 2015, Thm. 2.4; Meiser & Mohammadi 2018.
+
+    >>> PurePLD(Fraction(1, 2)).epsilon
+    Fraction(1, 2)
+    """
+
+    epsilon: Fraction = attrs.field(converter=exact, validator=_positive)
+    kind: ClassVar[str] = "pure"
+
+    def params(self) -> tuple[Fraction, ...]:
+        return (self.epsilon,)
+
+
+@attrs.frozen
+class ApproxPLD:
+    """Any (epsilon, delta)-DP mechanism, through its worst case (randomized response plus delta at +inf).
+
+    Source: Kairouz, Oh & Viswanath 2015, Thm. 2.4; Meiser & Mohammadi 2018.
+
+    >>> ApproxPLD(Fraction(1), Fraction(1, 10**6)).delta
+    Fraction(1, 1000000)
+    """
+
+    epsilon: Fraction = attrs.field(converter=exact)
+    delta: Fraction = attrs.field(converter=exact, validator=_probability)
+    kind: ClassVar[str] = "approx"
+
+    def params(self) -> tuple[Fraction, ...]:
+        return (self.epsilon, self.delta)
+
+
+PldEvent = GaussianPLD | LaplacePLD | PurePLD | ApproxPLD
+_KINDS: dict[str, type[PldEvent]] = {c.kind: c for c in (GaussianPLD, LaplacePLD, PurePLD, ApproxPLD)}
+
+
+def _key(item: tuple[PldEvent, int]) -> tuple[str, tuple[Fraction, ...]]:
+    return item[0].kind, item[0].params()
+
+
+@attrs.frozen
+class PldEvents:
+    """A sequential composition of PLD events, as a multiset: each distinct event with its count.
+
+    Identical events are one self-composition (one FFT power in ``dp_accounting``); the order of a
+    sequential composition does not change its PLD (convolution commutes).  The empty multiset is
+    the identity (no privacy loss).  ``str`` gives a canonical text that :meth:`parse` reads back
+    (the ledger's JSON form).  Source: composition is the convolution of PLDs (Meiser & Mohammadi
+    2018, Sec. 5; Koskela et al. 2020).
+
+    >>> e = PldEvents.of([PurePLD(Fraction(1, 2))]).scaled(3)
+    >>> str(e), PldEvents.parse(str(e)) == e
+    ('pure(1/2)x3', True)
+    """
+
+    counts: tuple[tuple[PldEvent, int], ...]
+
+    @classmethod
+    def of(cls, events: Iterable[PldEvent | tuple[PldEvent, int]]) -> PldEvents:
+        """The composition of ``events`` (each an event, or an (event, count) pair)."""
+        tally: Counter[PldEvent] = Counter()
+        for e in events:
+            if isinstance(e, tuple):
+                event, k = e
+                if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+                    raise ValueError(f"an event count must be a non-negative int, got {k!r}")
+                tally[event] += k
+            else:
+                tally[e] += 1
+        return cls(tuple(sorted(((e, k) for e, k in tally.items() if k > 0), key=_key)))
+
+    @staticmethod
+    def sequential(parts: Iterable[PldEvents]) -> PldEvents:
+        """The sequential composition of several compositions (the multisets add up)."""
+        tally: Counter[PldEvent] = Counter()
+        for p in parts:
+            for e, k in p.counts:
+                tally[e] += k
+        return PldEvents(tuple(sorted(tally.items(), key=_key)))
+
+    def scaled(self, k: int) -> PldEvents:
+        """The k-fold self-composition (k = 0 gives the empty composition)."""
+        if k == 0:
+            return PldEvents(())
+        return PldEvents(tuple((e, c * k) for e, c in self.counts))
+
+    @property
+    def has_gaussian(self) -> bool:
+        """Whether a continuous Gaussian event is present (valid only for continuous noise)."""
+        return any(isinstance(e, GaussianPLD) for e, _ in self.counts)
+
+    def __str__(self) -> str:
+        return "; ".join(f"{e.kind}({','.join(str(p) for p in e.params())})x{k}" for e, k in self.counts)
+
+    @classmethod
+    def parse(cls, text: str) -> PldEvents:
+        """The inverse of ``str``."""
+        items: list[tuple[PldEvent, int]] = []
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            head, _, count = part.rpartition("x")
+            kind, _, rest = head.partition("(")
+            if kind not in _KINDS or not rest.endswith(")"):
+                raise ValueError(f"not a PLD event: {part!r}")
+            params = [Fraction(p) for p in rest[:-1].split(",")]
+            items.append((_KINDS[kind](*params), int(count)))
+        return cls.of(items)
+
+
+def _event_pld(event: LaplacePLD | PurePLD | ApproxPLD, count: int) -> _pld.PrivacyLossDistribution:
+    """The pessimistic PLD of ``count`` self-compositions of a non-Gaussian event."""
+    vdi = VALUE_DISCRETIZATION_INTERVAL
+    if isinstance(event, LaplacePLD):
+        base = _pld.from_laplace_mechanism(down(1.0 / to_float_up(event.epsilon)), sensitivity=1.0,
+                                           pessimistic_estimate=True, value_discretization_interval=vdi)
+    else:
+        delta = to_float_up(event.delta) if isinstance(event, ApproxPLD) else 0.0
+        params = _common.DifferentialPrivacyParameters(to_float_up(event.epsilon), min(delta, 1.0))
+        base = _pld.from_privacy_parameters(params, value_discretization_interval=vdi)
+    return base.self_compose(count) if count > 1 else base
+
+
+def _loss_width(events: PldEvents, mu2: Fraction) -> float:
+    """The width of the composed loss grid: 2 epsilon per pure / (epsilon, delta) / Laplace event (losses in
+    [-epsilon, epsilon]); for the Gaussian, whose loss is N(mu^2/2, mu^2), mean plus 12 sd on each side."""
+    mu = math.sqrt(float(mu2))
+    return 2.0 * sum(float(e.epsilon) * k for e, k in events.counts if not isinstance(e, GaussianPLD)) + (
+        2.0 * (mu * mu / 2.0 + 12.0 * mu))
+
+
+@functools.lru_cache(maxsize=512)
+def _epsilon(events: PldEvents, delta: float) -> float:
+    mu2 = sum((e.mu2 * k for e, k in events.counts if isinstance(e, GaussianPLD)), Fraction(0))
+    if _loss_width(events, mu2) > MAX_LOSS_WIDTH:
+        return math.inf
+    plds = [_event_pld(e, k) for e, k in events.counts if not isinstance(e, GaussianPLD)]
+    if mu2 > 0:  # Gaussians compose to one Gaussian, mu^2 summed (Dong, Roth & Su 2022, Cor. 3.3)
+        sigma = down(1.0 / up(math.sqrt(to_float_up(mu2))))
+        plds.append(_pld.from_gaussian_mechanism(sigma, sensitivity=1.0, pessimistic_estimate=True,
+                                                 value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL))
+    if not plds:
+        return 0.0
+    total = functools.reduce(lambda a, b: a.compose(b), plds)
+    eps = float(total.get_epsilon_for_delta(down(delta * (1.0 - DELTA_NUMERICAL_RESERVE))))
+    return math.inf if not math.isfinite(eps) else up(max(eps, 0.0))
+
+
+def pld_epsilon(events: PldEvents | Iterable[PldEvent | tuple[PldEvent, int]], delta: float | Fraction) -> float:
+    """The epsilon at ``delta`` of the sequential composition of ``events``, by pessimistic PLD; rounded up.
+
+    ``delta`` in (0, 1) is rounded down; the result is ``inf`` (no figure) when the composed delta mass
+    at +inf (from (epsilon, delta) events and truncated tails) exceeds ``delta``, or when the loss
+    grid would be wider than :data:`MAX_LOSS_WIDTH` nats.  Results are cached.
+
+    Sources: Meiser & Mohammadi 2018; Koskela et al. 2020; Doroshenko et al. 2022 (module docstring).
+
+    >>> g = GaussianPLD(Fraction(1, 3))
+    >>> round(pld_epsilon([(g, 2), PurePLD(Fraction(1, 3))], 1e-6), 2)
+    4.13
+    """
+    ev = events if isinstance(events, PldEvents) else PldEvents.of(events)
+    d = exact(delta)
+    if not 0 < d < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return _epsilon(ev, to_float_down(d))
