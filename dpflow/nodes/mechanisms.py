@@ -31,12 +31,15 @@ from dpflow.nodes.base import (
     positive,
     text_of,
 )
-from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale, pure_eps_for_zcdp, pure_to_zcdp
+from dpflow.privacy import (
+    Cost,
+    gaussian_sigma_for_zcdp,
+    laplace_scale,
+    opt_exact,
+    pure_eps_for_zcdp,
+    pure_to_zcdp,
+)
 from dpflow.privacy.rounding import up
-
-
-def _opt_exact(x: Any) -> Fraction | None:
-    return None if x is None else exact(x)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -204,7 +207,7 @@ class GaussianMech(Mechanism):
     kind: ClassVar[str] = "GaussianMech"
     reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
     weight: float = attrs.field(default=1.0, converter=positive)
-    rho: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    rho: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat = _need_stat(self, ins, ctx)
@@ -269,7 +272,7 @@ class LaplaceMech(EpsilonMechanism):
     kind: ClassVar[str] = "LaplaceMech"
     reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat = _need_stat(self, ins, ctx)
@@ -334,7 +337,7 @@ class Peel(Mechanism):
     )
     s: int
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def __attrs_post_init__(self) -> None:
         if self.s < 1:
