@@ -403,8 +403,13 @@ class DyadicTable:
         return out
 
 
-def _cdf_at(P: np.ndarray, F: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """The piecewise-linear CDF with knots (P, F) at integer points t (exact int64 offsets)."""
+def knots_cdf_at(P: np.ndarray, F: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The piecewise-linear CDF with knots (P, F) at integer points t (exact int64 offsets; flat
+    outside the knots).
+
+    >>> knots_cdf_at(np.array([-1, 3]), np.array([0.0, 1.0]), np.array([-1, 0, 3])).tolist()
+    [0.0, 0.25, 1.0]
+    """
     t = np.clip(np.asarray(t, dtype=np.int64), P[0], P[-1])
     k = np.clip(np.searchsorted(P, t, side="right") - 1, 0, len(P) - 2)
     span = (P[k + 1] - P[k]).astype(float)
@@ -474,7 +479,7 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
         if len(straddle):
             qs = np.unique(straddle >> j)
             c = table.counts_at(j, qs)
-            aj = _cdf_at(P, F, ((qs + 1) << j) - 1) - _cdf_at(P, F, (qs << j) - 1)
+            aj = knots_cdf_at(P, F, ((qs + 1) << j) - 1) - knots_cdf_at(P, F, (qs << j) - 1)
             logw.append(scale * np.abs(n * aj - c))
             meta.append(np.stack([np.full(len(qs), 3), np.full(len(qs), j), qs, np.zeros(len(qs), np.int64)],
                                  axis=1))

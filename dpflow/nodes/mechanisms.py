@@ -158,7 +158,7 @@ def _sym_noise(noise: np.ndarray) -> np.ndarray:
     return out
 
 
-def _need_stat(m: Mechanism, ins: Sequence[VType], ctx: InferContext) -> StatT:
+def _need_stat(ins: Sequence[VType], ctx: InferContext) -> StatT:
     stat: StatT = need(ins, StatT, ctx, "a sensitive aggregate (a query such as Mean or Sum)")
     return stat
 
@@ -210,7 +210,7 @@ class GaussianMech(Mechanism):
     rho: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        stat = _need_stat(self, ins, ctx)
+        stat = _need_stat(ins, ctx)
         return Inferred(ReleasedT(stat.shape), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
@@ -275,7 +275,7 @@ class LaplaceMech(EpsilonMechanism):
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        stat = _need_stat(self, ins, ctx)
+        stat = _need_stat(ins, ctx)
         return Inferred(ReleasedT(stat.shape), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
@@ -344,7 +344,7 @@ class Peel(Mechanism):
             raise ValueError(f"Peel needs s >= 1, got {self.s}")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        stat = _need_stat(self, ins, ctx)
+        stat = _need_stat(ins, ctx)
         if len(stat.shape) != 1:
             raise DomainError(ctx.node_id, f"Peel selects from a vector, got shape {stat.shape}",
                               "apply Peel to a vector statistic such as Mean")
