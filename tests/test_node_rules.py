@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from test_inputs import REFUSED_UNDER_ADD_REMOVE
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.domains import Ordinal, Sym, as_vectors
+from dpflow.domains import MAX_BOUND, Ordinal, Sym, as_vectors
 from dpflow.errors import DomainError
-from dpflow.nodes.base import RowsT, Size, StatT
-from dpflow.nodes.rules import REPLACE_ONE, count_sensitivities, has_public_n
+from dpflow.handles import Ref
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.nodes.base import RowsT, Size, StatT, capped
+from dpflow.nodes.rules import (
+    REPLACE_ONE,
+    count_sensitivities,
+    has_public_n,
+    released_endpoint,
+    released_scale,
+)
 from dpflow.planner.certify import certify
 
 # --------------------------------------------------------------------------- public_n
@@ -100,3 +110,72 @@ def test_count_nodes_declare_count_sensitivities(make: Callable[[], Any], neighb
     assert isinstance(stat, StatT)
     want = _values(count_sensitivities(_rows(frozenset({neighbors}))))
     assert _values((stat.l1, stat.l2, stat.linf)) == want
+
+
+# --------------------------------------------------------------------------- released scalar policies
+
+BAD = [math.nan, math.inf, -math.inf, 1e300, -1e300]
+
+
+class _Released:
+    """An evaluation context whose every released value is ``v`` (the nodes below read only that)."""
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+        self.backend = NumpyBackend()
+
+    def value(self, ref: Ref) -> Any:
+        return np.asarray(self.v, dtype=float)
+
+
+def test_released_endpoint_policy_pins_each_case() -> None:
+    top = float(np.finfo(float).max)
+    got = [released_endpoint(v) for v in (math.nan, math.inf, -math.inf, 1e300, -1e300, -2.5)]
+    assert got == [0.0, top, 0.0, 1e300, -1e300, -2.5]
+
+
+def test_released_scale_policy_pins_each_case() -> None:
+    got = [released_scale(v) for v in (math.nan, math.inf, -math.inf, 1e300, -1e300, -3.0, 2.0)]
+    assert got == [0.0, 0.0, 0.0, MAX_BOUND, -MAX_BOUND, -3.0, 2.0]
+
+
+def test_released_radius_policy_is_capped() -> None:
+    got = [capped(v) for v in (math.nan, math.inf, -math.inf, 1e300, -1.0, 0.0, 2.0)]
+    assert got == [0.0, MAX_BOUND, 0.0, MAX_BOUND, 0.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("v", BAD)
+def test_order_statistics_read_bad_released_endpoints_by_the_policy(v: float) -> None:
+    node = N.OrderStatistics(lower=Ref("lo"), upper=Ref("hi"))
+    X = np.array([[-1.0], [0.5], [3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = node.evaluate([X], _Released(v))
+    lo = released_endpoint(v)
+    assert out[0] == lo and out[-1] == lo  # a reversed or empty range clamps everything to lower
+    assert np.all(out == lo)
+
+
+@pytest.mark.parametrize("v", BAD + [2.0])
+def test_ridge_solve_reads_a_bad_released_scale_by_the_policy(v: float) -> None:
+    """A huge released scale used to make the ridge infinite and lstsq raise LinAlgError."""
+    M = np.array([[2.0, 0.0, 1.0], [0.0, 2.0, 1.0], [1.0, 1.0, 3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = N.RidgeSolve(ridge=0.5, scale=Ref("s")).evaluate([M], _Released(v))
+    s = released_scale(v)
+    want, *_ = np.linalg.lstsq(M[:2, :2] + 0.5 * s * s * np.eye(2), M[:2, 2], rcond=None)
+    assert np.all(np.isfinite(out)) and np.array_equal(out, want)
+
+
+@pytest.mark.parametrize(("v", "kept"), [(math.nan, 0), (-1.0, 0), (0.0, 0), (1.2, 1), (math.inf, 3),
+                                         (1e300, 3)])
+def test_truncated_binary_mean_reads_a_bad_released_radius_by_the_policy(v: float, kept: int) -> None:
+    """Radius policy ``capped``: rows with 2 * sum > r^2 are zeroed; NaN or negative r keeps only the
+    zero row (the sensitivity is then infinite or zero), inf or huge r keeps all."""
+    X = np.array([[0.0, 0.0], [0.5, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    node = N.TruncatedBinaryMean(radius=Ref("r"))
+    out = node.evaluate([X], _Released(v))
+    sums = X.sum(axis=1)
+    want = (X * (np.argsort(np.argsort(sums)) < kept + 1)[:, None]).sum(axis=0) / 4
+    assert np.array_equal(out, want), (out, want)

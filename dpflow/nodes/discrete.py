@@ -43,6 +43,7 @@ from dpflow.nodes.base import (
     RowsT,
     StatT,
     VType,
+    capped,
     change_bound,
     finite,
     need,
@@ -809,8 +810,7 @@ class TruncatedBinaryMean(Query):
         if self.tau is not None:
             X = X * (X.sum(axis=1) <= self.tau)[:, None]
         if self.radius is not None:
-            r = float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])
-            r2 = max(r, 0.0) ** 2 if not math.isnan(r) else math.inf
+            r2 = capped(float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])) ** 2  # radius policy
             if r2 < d:  # the margin keeps the rounding of r * r from admitting a row past the bound
                 X = X * (2.0 * X.sum(axis=1) <= r2 * (1.0 - 1e-12))[:, None]
         out: np.ndarray = X.sum(axis=0) / ctx.backend.nrows(ins[0])

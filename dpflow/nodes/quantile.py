@@ -22,7 +22,6 @@ distribution exactly (up to floating point): ``argmax_k log w_k + G_k``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -56,7 +55,7 @@ from dpflow.nodes.base import (
 from dpflow.nodes.expmech import report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
-from dpflow.nodes.rules import finite_edges, has_public_n
+from dpflow.nodes.rules import finite_edges, has_public_n, released_endpoint
 from dpflow.privacy import opt_exact
 
 
@@ -182,8 +181,7 @@ def _txt(x: float | Ref) -> str:
 def _scalar_value(ctx: EvalContext, x: float | Ref) -> float:
     if not isinstance(x, Ref):
         return x
-    v = float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0])
-    return v if math.isfinite(v) else (float(np.finfo(float).max) if v > 0 else 0.0)
+    return released_endpoint(float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0]))
 
 
 def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sensitivity: float) -> np.ndarray:

@@ -57,7 +57,7 @@ from dpflow.nodes.base import (
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.rules import public_n
+from dpflow.nodes.rules import public_n, released_scale
 from dpflow.nodes.transforms import clip_box
 
 
@@ -269,8 +269,7 @@ class RidgeSolve(PostProcess):
         d = M.shape[0] - 1
         s = self.scale
         if isinstance(s, Ref):
-            s = float(np.asarray(ctx.value(s), dtype=float).reshape(-1)[0])
-            s = s if math.isfinite(s) else 0.0
+            s = released_scale(float(np.asarray(ctx.value(s), dtype=float).reshape(-1)[0]))
         lam = self.ridge * s * s
         A = M[:d, :d] + lam * np.eye(d)
         beta, *_ = np.linalg.lstsq(A, M[:d, d], rcond=None)

@@ -5,6 +5,16 @@
 * :func:`count_sensitivities`: l1, l2, linf of a vector of counts where a record lies in exactly one cell.
 * :func:`changes_text`: the neighbour relation as shown in a node's derivation text.
 * :func:`finite_edges`: converter for public bin edges.
+
+Released scalars read at run time (never an exception; one declared policy per role).  A plan-time
+sensitivity formula uses the released value through ``Sym.value`` (NaN makes it infinite, a negative
+factor counts as 0), so each policy below only ever maps a value to one that is no larger in the role
+the sensitivity formula gives it:
+
+* a radius or clipping bound: :func:`dpflow.nodes.base.capped` (Clip, TruncatedMean, GradientStep,
+  TruncatedBinaryMean);
+* an endpoint of a clamping range: :func:`released_endpoint` (OrderStatistics);
+* a scale factor applied in post-processing: :func:`released_scale` (RidgeSolve).
 """
 
 from __future__ import annotations
@@ -12,7 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpflow.domains import Sym
+import numpy as np
+
+from dpflow.domains import MAX_BOUND, Sym
 from dpflow.errors import DomainError
 from dpflow.nodes.base import InferContext, RowsT, change_bound, finite_tuple
 
@@ -78,4 +90,34 @@ def finite_edges(e: Any) -> tuple[float, ...]:
     return finite_tuple(e, "edges")
 
 
-__all__ = ["REPLACE_ONE", "changes_text", "count_sensitivities", "finite_edges", "has_public_n", "public_n"]
+def released_endpoint(v: float) -> float:
+    """The declared policy for a released endpoint of a clamping range ``[lower, upper]``: a finite
+    value is used as is, +inf as the largest float, NaN and -inf as 0 (and a reversed range as empty).
+
+    Sound: the sensitivity is ``upper - lower`` through ``Sym.value``, which is infinite as soon as an
+    endpoint is NaN or infinite, and otherwise exactly the width used; clamping to the policy's range
+    never moves a value farther than that.
+
+    >>> released_endpoint(float("nan")), released_endpoint(float("-inf")), released_endpoint(-2.5)
+    (0.0, 0.0, -2.5)
+    >>> released_endpoint(float("inf")) == float(np.finfo(float).max)
+    True
+    """
+    return v if math.isfinite(v) else (float(np.finfo(float).max) if v > 0 else 0.0)
+
+
+def released_scale(v: float) -> float:
+    """The declared policy for a released scale factor used in post-processing (no sensitivity
+    depends on it): NaN and +-inf count as 0, a finite value is clipped to ``[-MAX_BOUND, MAX_BOUND]``
+    so that its square (a ridge ``ridge * scale^2``) stays finite.
+
+    >>> released_scale(float("nan")), released_scale(float("inf")), released_scale(-3.0)
+    (0.0, 0.0, -3.0)
+    >>> released_scale(1e300) == MAX_BOUND
+    True
+    """
+    return min(max(float(v), -MAX_BOUND), MAX_BOUND) if math.isfinite(v) else 0.0
+
+
+__all__ = ["REPLACE_ONE", "changes_text", "count_sensitivities", "finite_edges", "has_public_n", "public_n",
+           "released_endpoint", "released_scale"]
