@@ -369,8 +369,3 @@ def as_vectors(domain: RowDomain) -> Vectors:
     (0.0, 1.0)
     """
     return domain if isinstance(domain, Vectors) else domain.as_vectors()
-
-
-def row_dim(domain: RowDomain) -> int:
-    """Number of columns a row of ``domain`` has."""
-    return as_vectors(domain).d

@@ -27,7 +27,7 @@ from scipy.optimize import isotonic_regression
 
 from dpflow import nodes
 from dpflow.domains import Ordinal
-from dpflow.nodes.discrete import MAX_N, uniform_cdf
+from dpflow.nodes.discrete import MAX_N, knots_cdf_at, uniform_cdf
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
@@ -340,12 +340,7 @@ def cdf_at(cdf: CDF, t: Any) -> np.ndarray:
     >>> cdf_at(uniform_cdf(4), np.array([-1, 0, 3])).tolist()
     [0.0, 0.25, 1.0]
     """
-    P = np.asarray(cdf[0], dtype=np.int64)
-    F = np.asarray(cdf[1], dtype=float)
-    tt = np.clip(np.asarray(t, dtype=np.int64), P[0], P[-1])
-    k = np.clip(np.searchsorted(P, tt, side="right") - 1, 0, len(P) - 2)
-    out: np.ndarray = F[k] + (F[k + 1] - F[k]) * ((tt - P[k]).astype(float) / (P[k + 1] - P[k]).astype(float))
-    return out
+    return knots_cdf_at(np.asarray(cdf[0], dtype=np.int64), np.asarray(cdf[1], dtype=float), np.asarray(t))
 
 
 def _ref_at(ref: Reference, t: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ kept next to each other so a reviewer can check them together:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from dpflow.domains import MAX_BOUND, Bound, Sym, Vectors
 from dpflow.errors import PlanTypeError, PostProcessingError
-from dpflow.handles import Pieces, Ref, Released, Rows, Sensitive, Stat, Value, param
+from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value, param
 from dpflow.nodes.floaterr import FloatError
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost
@@ -571,11 +571,9 @@ __all__ = [
     "EvalContext",
     "InferContext",
     "Inferred",
-    "Mapping",
     "Mechanism",
     "Mode",
     "Node",
-    "Pieces",
     "PiecesT",
     "PostProcess",
     "Query",

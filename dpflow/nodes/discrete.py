@@ -43,6 +43,7 @@ from dpflow.nodes.base import (
     RowsT,
     StatT,
     VType,
+    capped,
     change_bound,
     finite,
     need,
@@ -53,8 +54,9 @@ from dpflow.nodes.base import (
 from dpflow.nodes.expmech import report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
+from dpflow.nodes.rules import changes_text, count_sensitivities, public_n
 from dpflow.noise_protocol import NoiseSource
-from dpflow.privacy import Cost, exact
+from dpflow.privacy import Cost, exact, opt_exact
 
 MAX_N = 2**62
 _KEY_LIMIT = 2**62
@@ -84,25 +86,6 @@ def _one_dim(rows: RowsT, ctx: InferContext, what: str) -> None:
     if rows.domain.d != 1:
         raise DomainError(ctx.node_id, f"{what} needs one-dimensional rows, got d={rows.domain.d}",
                           "select one column first (Columns)")
-
-
-def _count_bounds(rows: RowsT) -> tuple[Sym | None, Sym | None, Sym | None]:
-    """l1, l2, linf of a vector of counts where a record lies in exactly one cell."""
-    l1 = change_bound(rows, Sym.const(2.0), Sym.const(1.0))
-    l2 = change_bound(rows, Sym.const(math.sqrt(2.0)), Sym.const(1.0))
-    linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
-    return l1, l2, linf
-
-
-def _changes(rows: RowsT) -> str:
-    return "/".join(sorted(rows.changes)) + (f" x stability {rows.stability}" if rows.stability != 1 else "")
-
-
-def _public_n(rows: RowsT, ctx: InferContext, what: str) -> Sym:
-    if not rows.size.public or rows.changes != frozenset({"replace"}):
-        raise DomainError(ctx.node_id, f"{what} needs the public row count of replace-one neighbours",
-                          "declare neighbors='replace' and apply it before any value partition")
-    return rows.size.sym()
 
 
 def _bit_length(v: np.ndarray) -> np.ndarray:
@@ -161,14 +144,14 @@ class OrdinalCounts(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         _one_dim(rows, ctx, "OrdinalCounts")
-        l1, l2, linf = _count_bounds(rows)
+        l1, l2, linf = count_sensitivities(rows)
         if self.normalize:
-            n = _public_n(rows, ctx, "a normalised OrdinalCounts")
+            n = public_n(rows, ctx, "a normalised OrdinalCounts")
             l1, l2, linf = (None if b is None else b / n for b in (l1, l2, linf))
         k = len(self.edges) - 1
         fe = FloatError("freq" if self.normalize else "exact", rows.domain, rows.size.sym())
         return Inferred(StatT((k,), rows.source, l1, l2, linf, float_error=fe),
-                        f"OrdinalCounts, {k} public bins of [{self.edges[-1]}], {_changes(rows)}: "
+                        f"OrdinalCounts, {k} public bins of [{self.edges[-1]}], {changes_text(rows)}: "
                         f"l1 {text_of(l1)}, l2 {text_of(l2)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -215,9 +198,9 @@ class BinCounts(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         _one_dim(rows, ctx, "BinCounts")
-        l1, l2, linf = _count_bounds(rows)
+        l1, l2, linf = count_sensitivities(rows)
         return Inferred(StatT((), rows.source, l1, l2, linf),
-                        f"BinCounts, width {self.width:.6g}, shift {self.shift:.6g}, {_changes(rows)}: "
+                        f"BinCounts, width {self.width:.6g}, shift {self.shift:.6g}, {changes_text(rows)}: "
                         f"l1 {text_of(l1)}, linf {text_of(linf)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -239,10 +222,6 @@ def _opt_delta(x: Any) -> Fraction:
     if not 0 < d < 1:
         raise ValueError(f"delta must be in (0, 1), got {x!r}")
     return d
-
-
-def _opt_exact(x: Any) -> Fraction | None:
-    return None if x is None else exact(x)
 
 
 @attrs.frozen(kw_only=True)
@@ -272,7 +251,7 @@ class StabilityHistogram(EpsilonMechanism):
     )
     delta: Fraction = attrs.field(converter=_opt_delta)
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         need(ins, StatT, ctx, "a count statistic (BinCounts)")
@@ -426,8 +405,13 @@ class DyadicTable:
         return out
 
 
-def _cdf_at(P: np.ndarray, F: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """The piecewise-linear CDF with knots (P, F) at integer points t (exact int64 offsets)."""
+def knots_cdf_at(P: np.ndarray, F: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The piecewise-linear CDF with knots (P, F) at integer points t (exact int64 offsets; flat
+    outside the knots).
+
+    >>> knots_cdf_at(np.array([-1, 3]), np.array([0.0, 1.0]), np.array([-1, 0, 3])).tolist()
+    [0.0, 0.25, 1.0]
+    """
     t = np.clip(np.asarray(t, dtype=np.int64), P[0], P[-1])
     k = np.clip(np.searchsorted(P, t, side="right") - 1, 0, len(P) - 2)
     span = (P[k + 1] - P[k]).astype(float)
@@ -497,7 +481,7 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
         if len(straddle):
             qs = np.unique(straddle >> j)
             c = table.counts_at(j, qs)
-            aj = _cdf_at(P, F, ((qs + 1) << j) - 1) - _cdf_at(P, F, (qs << j) - 1)
+            aj = knots_cdf_at(P, F, ((qs + 1) << j) - 1) - knots_cdf_at(P, F, (qs << j) - 1)
             logw.append(scale * np.abs(n * aj - c))
             meta.append(np.stack([np.full(len(qs), 3), np.full(len(qs), j), qs, np.zeros(len(qs), np.int64)],
                                  axis=1))
@@ -566,18 +550,16 @@ class DyadicCounts(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         _one_dim(rows, ctx, "DyadicCounts")
-        if not rows.size.public or rows.changes != frozenset({"replace"}):
-            # the scores |n A(J) - c(J)| use the row count: with a private count (a value piece, add/remove)
-            # one record moves them by up to max |A(J)|, which a released CDF does not bound by 1
-            raise DomainError(ctx.node_id, "the MERR scores use the row count, which is private here",
-                              "use replace-one neighbours and no value partition before DyadicCounts")
+        # the scores |n A(J) - c(J)| use the row count: with a private count (a value piece, add/remove)
+        # one record moves them by up to max |A(J)|, which a released CDF does not bound by 1
+        public_n(rows, ctx, "DyadicCounts (the MERR scores use n)")
         L = float(self.levels())
         l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(L))
         l2 = change_bound(rows, Sym.const(math.sqrt(2.0 * L)), Sym.const(math.sqrt(L)))
         linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
         n_int = 2 ** (self.levels() + 1) - 1
         return Inferred(StatT((n_int,), rows.source, l1, l2, linf),
-                        f"DyadicCounts over [{self.N}], L={int(L)} levels, {_changes(rows)}: "
+                        f"DyadicCounts over [{self.N}], L={int(L)} levels, {changes_text(rows)}: "
                         f"linf {text_of(linf)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -614,7 +596,7 @@ class DyadicExpMech(EpsilonMechanism):
     )
     cdf: Ref | None = attrs.field(default=None, converter=_opt_ref)
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat: StatT = need(ins, StatT, ctx, "DyadicCounts")
@@ -676,13 +658,13 @@ class IntervalCounts(Query):
         t = released_type(self.interval, ctx, "interval")
         if t.shape is not None and t.shape != (2,):
             raise DomainError(ctx.node_id, f"interval has shape {t.shape}", "pass a released [a, b] pair")
-        l1, l2, linf = _count_bounds(rows)
+        l1, l2, linf = count_sensitivities(rows)
         if self.normalize:
-            n = _public_n(rows, ctx, "normalised IntervalCounts")
+            n = public_n(rows, ctx, "normalised IntervalCounts")
             l1, l2, linf = (None if b is None else b / n for b in (l1, l2, linf))
         fe = FloatError("freq" if self.normalize else "exact", rows.domain, rows.size.sym())
         return Inferred(StatT((2,), rows.source, l1, l2, linf, float_error=fe),
-                        f"counts of [0, a) and [a, b], {_changes(rows)}: l1 {text_of(l1)}")
+                        f"counts of [0, a) and [a, b], {changes_text(rows)}: l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         iv = np.asarray(ctx.value(self.interval)).reshape(-1)
@@ -797,7 +779,7 @@ class TruncatedBinaryMean(Query):
                 if t.shape is not None and t.shape != (dom.d,):
                     raise DomainError(ctx.node_id, f"{slot} has shape {t.shape}, rows have d={dom.d}",
                                       f"pass a released vector of length {dom.d}")
-        n = _public_n(rows, ctx, "TruncatedBinaryMean")
+        n = public_n(rows, ctx, "TruncatedBinaryMean")
         if self.radius is not None:
             t = released_type(self.radius, ctx, "radius")
             if t.shape is not None and t.shape != ():
@@ -809,7 +791,7 @@ class TruncatedBinaryMean(Query):
             return Inferred(StatT((dom.d,), rows.source, r.pow(2) * float(rows.stability) / n, l2r,
                                   Sym.const(float(rows.stability)) / n, float_error=fe),
                             f"truncated mean of [0,1]^{dom.d} rows, rows with 2 sum > r^2 zeroed (r = "
-                            f"{self.radius.id}), n={rows.size.text()}, {_changes(rows)}: l2 = r/n = {l2r.text()}")
+                            f"{self.radius.id}), n={rows.size.text()}, {changes_text(rows)}: l2 = r/n = {l2r.text()}")
         t_eff = dom.d if self.tau is None else min(self.tau, dom.d)
         sq = min(2 * t_eff, dom.d)  # also ||y - y'||^2 <= d in the unit box
         l2 = Sym.const(math.sqrt(sq) * rows.stability) / n
@@ -818,7 +800,7 @@ class TruncatedBinaryMean(Query):
         fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(t_eff))), rows.size.sym())
         return Inferred(StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe),
                         f"truncated mean of [0,1]^{dom.d} rows, tau={t_eff}, n={rows.size.text()}, "
-                        f"{_changes(rows)}: l2 = sqrt(min(2 tau, d))/n = {l2.text()}")
+                        f"{changes_text(rows)}: l2 = sqrt(min(2 tau, d))/n = {l2.text()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = np.clip(np.nan_to_num(np.asarray(ins[0], dtype=float), nan=0.0), 0.0, 1.0)
@@ -831,8 +813,7 @@ class TruncatedBinaryMean(Query):
         if self.tau is not None:
             X = X * (X.sum(axis=1) <= self.tau)[:, None]
         if self.radius is not None:
-            r = float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])
-            r2 = max(r, 0.0) ** 2 if not math.isnan(r) else math.inf
+            r2 = capped(float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])) ** 2  # radius policy
             if r2 < d:  # the margin keeps the rounding of r * r from admitting a row past the bound
                 X = X * (2.0 * X.sum(axis=1) <= r2 * (1.0 - 1e-12))[:, None]
         out: np.ndarray = X.sum(axis=0) / ctx.backend.nrows(ins[0])

@@ -31,12 +31,15 @@ from dpflow.nodes.base import (
     positive,
     text_of,
 )
-from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, laplace_scale, pure_eps_for_zcdp, pure_to_zcdp
+from dpflow.privacy import (
+    Cost,
+    gaussian_sigma_for_zcdp,
+    laplace_scale,
+    opt_exact,
+    pure_eps_for_zcdp,
+    pure_to_zcdp,
+)
 from dpflow.privacy.rounding import up
-
-
-def _opt_exact(x: Any) -> Fraction | None:
-    return None if x is None else exact(x)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -155,7 +158,7 @@ def _sym_noise(noise: np.ndarray) -> np.ndarray:
     return out
 
 
-def _need_stat(m: Mechanism, ins: Sequence[VType], ctx: InferContext) -> StatT:
+def _need_stat(ins: Sequence[VType], ctx: InferContext) -> StatT:
     stat: StatT = need(ins, StatT, ctx, "a sensitive aggregate (a query such as Mean or Sum)")
     return stat
 
@@ -208,10 +211,10 @@ class GaussianMech(Mechanism):
     gaussian_profile: ClassVar[bool] = True
     reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
     weight: float = attrs.field(default=1.0, converter=positive)
-    rho: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    rho: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        stat = _need_stat(self, ins, ctx)
+        stat = _need_stat(ins, ctx)
         return Inferred(ReleasedT(stat.shape), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
@@ -274,10 +277,10 @@ class LaplaceMech(EpsilonMechanism):
     gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        stat = _need_stat(self, ins, ctx)
+        stat = _need_stat(ins, ctx)
         return Inferred(ReleasedT(stat.shape), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
@@ -341,14 +344,14 @@ class Peel(Mechanism):
     )
     s: int
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def __attrs_post_init__(self) -> None:
         if self.s < 1:
             raise ValueError(f"Peel needs s >= 1, got {self.s}")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        stat = _need_stat(self, ins, ctx)
+        stat = _need_stat(ins, ctx)
         if len(stat.shape) != 1:
             raise DomainError(ctx.node_id, f"Peel selects from a vector, got shape {stat.shape}",
                               "apply Peel to a vector statistic such as Mean")

@@ -22,7 +22,6 @@ distribution exactly (up to floating point): ``argmax_k log w_k + G_k``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -47,7 +46,6 @@ from dpflow.nodes.base import (
     Transform,
     VType,
     finite,
-    finite_tuple,
     need,
     positive,
     released_or_finite,
@@ -56,11 +54,9 @@ from dpflow.nodes.base import (
 )
 from dpflow.nodes.expmech import report_noisy_max
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.mechanisms import EpsilonMechanism, _opt_exact
-
-
-def _edges(e: Any) -> tuple[float, ...]:
-    return finite_tuple(e, "edges")
+from dpflow.nodes.mechanisms import EpsilonMechanism
+from dpflow.nodes.rules import finite_edges, has_public_n, released_endpoint
+from dpflow.privacy import opt_exact
 
 
 @attrs.frozen(kw_only=True)
@@ -159,7 +155,7 @@ class OrderStatistics(Query):
                                       "pass a released scalar")
         width = _range_syms(self.lower, self.upper)
         diam = None if width is None else width * float(rows.stability)
-        if not rows.size.public or rows.changes != frozenset({"replace"}):
+        if not has_public_n(rows):
             # with a private count the sorted vector's length (and alignment) changes with one record:
             # only the rank utility (for Quantile) is bounded, not the vector itself
             diam = None
@@ -185,8 +181,7 @@ def _txt(x: float | Ref) -> str:
 def _scalar_value(ctx: EvalContext, x: float | Ref) -> float:
     if not isinstance(x, Ref):
         return x
-    v = float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0])
-    return v if math.isfinite(v) else (float(np.finfo(float).max) if v > 0 else 0.0)
+    return released_endpoint(float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0]))
 
 
 def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sensitivity: float) -> np.ndarray:
@@ -229,7 +224,7 @@ class Quantile(EpsilonMechanism):
                                 "Smith 2011; zCDP via Bun-Steinke 2016 Prop. 1.4")
     q: float = attrs.field(converter=float)
     weight: float = attrs.field(default=1.0, converter=positive)
-    epsilon: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def __attrs_post_init__(self) -> None:
         if not 0.0 <= self.q <= 1.0:
@@ -299,7 +294,7 @@ class ModeBinUpper(PostProcess):
     """
 
     kind: ClassVar[str] = "ModeBinUpper"
-    edges: tuple[float, ...] = attrs.field(converter=_edges)
+    edges: tuple[float, ...] = attrs.field(converter=finite_edges)
     factor: float = attrs.field(default=2.0, converter=finite)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:

@@ -26,34 +26,16 @@ from dpflow.nodes.base import (
     StatT,
     VType,
     change_bound,
-    finite_tuple,
     need,
     released_type,
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
-
-
-def _edges(e: Any) -> tuple[float, ...]:
-    return finite_tuple(e, "edges")
-
-
-def _public_n(rows: RowsT, ctx: InferContext, what: str) -> Sym:
-    if not rows.size.public or rows.changes != frozenset({"replace"}):
-        raise DomainError(
-            ctx.node_id,
-            f"{what} divides by the row count, which is private here ({'/'.join(sorted(rows.changes))})",
-            "release a Sum and a Count separately, or use replace-one neighbours without value partitions",
-        )
-    return rows.size.sym()
+from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n
 
 
 def _div(b: Sym | None, n: Sym) -> Sym | None:
     return None if b is None else b / n
-
-
-def _changes(rows: RowsT) -> str:
-    return "/".join(sorted(rows.changes)) + (f" x stability {rows.stability}" if rows.stability != 1 else "")
 
 
 @attrs.frozen(kw_only=True)
@@ -77,7 +59,7 @@ class Sum(Query):
         linf = change_bound(rows, dom.diameter_linf(), dom.norm_linf())
         fe = FloatError("sum", dom, rows.size.sym()) if rows.size.public else None
         stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe)
-        return Inferred(stat, f"Sum over {dom.describe()}, {_changes(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
+        return Inferred(stat, f"Sum over {dom.describe()}, {changes_text(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return ctx.backend.tree_sum(ins[0])
@@ -101,7 +83,7 @@ class Mean(Query):
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        n = _public_n(rows, ctx, "Mean")
+        n = public_n(rows, ctx, "Mean")
         dom = rows.domain
         l2 = _div(change_bound(rows, dom.diameter_l2(), None), n)
         l1 = _div(change_bound(rows, dom.diameter_l1(), None), n)
@@ -109,7 +91,7 @@ class Mean(Query):
         stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=FloatError("mean", dom, n))
         return Inferred(
             stat,
-            f"Mean over {dom.describe()}, n={rows.size.text()}, {_changes(rows)}: "
+            f"Mean over {dom.describe()}, n={rows.size.text()}, {changes_text(rows)}: "
             f"l2 = stability*diameter/n = {text_of(l2)}",
         )
 
@@ -136,7 +118,7 @@ class Count(Query):
         one = Sym.const(1.0)
         s = change_bound(rows, Sym.const(0.0), one)
         stat = StatT((), rows.source, s, s, s, float_error=FloatError("exact", rows.domain))
-        return Inferred(stat, f"Count, {_changes(rows)}: sensitivity {text_of(s)}")
+        return Inferred(stat, f"Count, {changes_text(rows)}: sensitivity {text_of(s)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return np.float64(ctx.backend.nrows(ins[0]))
@@ -162,7 +144,7 @@ class SecondMoment(Query):
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        n = _public_n(rows, ctx, "SecondMoment")
+        n = public_n(rows, ctx, "SecondMoment")
         dom = rows.domain
         r: Sym | None
         if self.center is None:
@@ -207,7 +189,7 @@ class Histogram(Query):
 
     kind: ClassVar[str] = "Histogram"
     reference: ClassVar[str] = "DHS 2015 Thm 3 (Laplace histogram); a replaced record moves one unit between two bins"
-    edges: tuple[float, ...] = attrs.field(converter=_edges)
+    edges: tuple[float, ...] = attrs.field(converter=finite_edges)
     normalize: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -220,17 +202,15 @@ class Histogram(Query):
         if rows.domain.d != 1:
             raise DomainError(ctx.node_id, f"Histogram needs one-dimensional rows, got d={rows.domain.d}",
                               "select one column first")
-        l1 = change_bound(rows, Sym.const(2.0), Sym.const(1.0))
-        l2 = change_bound(rows, Sym.const(math.sqrt(2.0)), Sym.const(1.0))
-        linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
+        l1, l2, linf = count_sensitivities(rows)
         if self.normalize:
-            n = _public_n(rows, ctx, "a normalised Histogram")
+            n = public_n(rows, ctx, "a normalised Histogram")
             l1, l2, linf = _div(l1, n), _div(l2, n), _div(linf, n)
         k = len(self.edges) - 1
         return Inferred(
             StatT((k,), rows.source, l1, l2, linf,
                   float_error=FloatError("freq" if self.normalize else "exact", rows.domain, rows.size.sym())),
-            f"Histogram, {k} public bins, {_changes(rows)}: l1 {text_of(l1)}, l2 {text_of(l2)}",
+            f"Histogram, {k} public bins, {changes_text(rows)}: l1 {text_of(l1)}, l2 {text_of(l2)}",
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

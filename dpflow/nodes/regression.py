@@ -57,6 +57,7 @@ from dpflow.nodes.base import (
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
+from dpflow.nodes.rules import public_n, released_scale
 from dpflow.nodes.transforms import clip_box
 
 
@@ -178,13 +179,11 @@ class GradientStep(Query):
             rt = released_type(self.residual_bound, ctx, "residual_bound")
             if rt.shape is not None and rt.shape != ():
                 raise DomainError(ctx.node_id, "residual_bound must be a released scalar", "release a scalar")
-        if not rows.size.public or rows.changes != frozenset({"replace"}):
-            raise DomainError(ctx.node_id, "the gradient step divides by the row count, which is private here",
-                              "use replace-one neighbours without value partitions")
+        n = public_n(rows, ctx, "GradientStep (divides by n)")
         K = l1_bound(self.ball, self.radius, self.sparsity, d)
         A = Sym.ref(self.residual_bound.id) if isinstance(self.residual_bound, Ref) else Sym.const(
             self.residual_bound)
-        unit = A * (2.0 * self.eta * self.x_bound * rows.stability) / rows.size.sym()
+        unit = A * (2.0 * self.eta * self.x_bound * rows.stability) / n
         linf, l2, l1 = unit, unit * math.sqrt(d), unit * float(d)
         # each row's term x_i clip(residual_i) has l2 norm <= c_x sqrt(d) A (clipping is exact); the step
         # is beta - eta * (their mean), with ||beta||_2 <= radius after the projection (||.||_2 <= ||.||_1)
@@ -270,8 +269,7 @@ class RidgeSolve(PostProcess):
         d = M.shape[0] - 1
         s = self.scale
         if isinstance(s, Ref):
-            s = float(np.asarray(ctx.value(s), dtype=float).reshape(-1)[0])
-            s = s if math.isfinite(s) else 0.0
+            s = released_scale(float(np.asarray(ctx.value(s), dtype=float).reshape(-1)[0]))
         lam = self.ridge * s * s
         A = M[:d, :d] + lam * np.eye(d)
         beta, *_ = np.linalg.lstsq(A, M[:d, d], rcond=None)

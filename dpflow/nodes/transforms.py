@@ -37,6 +37,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.rules import public_n
 
 
 def _vec_param(x: Any) -> Any:
@@ -444,9 +445,7 @@ class PairDifferences(Transform):
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        if rows.changes != frozenset({"replace"}) or not rows.size.public:
-            raise DomainError(ctx.node_id, "pairing by position needs replace-one neighbours and a public n",
-                              "declare neighbors='replace' and pair before any value partition")
+        public_n(rows, ctx, "PairDifferences (pairs by position)")
         dom = rows.domain
         diam = dom.diameter_l2()
         box = None
@@ -483,9 +482,7 @@ class SplitByIndex(Node):
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         if self.pieces < 1:
             raise PlanTypeError(ctx.node_id, f"pieces={self.pieces}", "split into at least one piece")
-        if rows.changes != frozenset({"replace"}) or not rows.size.public:
-            raise DomainError(ctx.node_id, "an index split needs replace-one neighbours and a public n",
-                              "declare neighbors='replace', or split by a value (PartitionByBall)")
+        public_n(rows, ctx, "SplitByIndex (splits by position; or split by a value with PartitionByBall)")
         if rows.size.known is not None and rows.size.known < self.pieces:
             raise DomainError(ctx.node_id, f"{rows.size.known} rows cannot fill {self.pieces} pieces",
                               "use fewer pieces")

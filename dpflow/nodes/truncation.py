@@ -39,6 +39,7 @@ from dpflow.nodes.base import (
     released_type,
 )
 from dpflow.nodes.floaterr import FloatError
+from dpflow.nodes.rules import public_n
 from dpflow.nodes.transforms import clip_box
 
 
@@ -57,9 +58,7 @@ class TruncatedMean(Query):
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        if not rows.size.public or rows.changes != frozenset({"replace"}):
-            raise DomainError(ctx.node_id, "TruncatedMean divides by the row count, which is private here",
-                              "use replace-one neighbours without value partitions")
+        n = public_n(rows, ctx, "TruncatedMean (divides by n)")
         if isinstance(self.bound, Ref):
             t = released_type(self.bound, ctx, "bound")
             if t.shape is not None and t.shape != ():
@@ -69,7 +68,7 @@ class TruncatedMean(Query):
         else:
             R = Sym.const(self.bound)
         d = rows.domain.d
-        unit = R * (2.0 * rows.stability) / rows.size.sym()
+        unit = R * (2.0 * rows.stability) / n
         # rows in [-R, R]^d have l2 norm <= R sqrt(d): the float-error bound of their mean
         fe = FloatError("mean", Vectors(d=d, l2_bound=R * math.sqrt(d)), rows.size.sym())
         stat = StatT((d,), rows.source, unit * float(d), unit * math.sqrt(d), unit, float_error=fe)

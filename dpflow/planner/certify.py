@@ -43,6 +43,7 @@ from dpflow.nodes.base import (
     StatT,
     VType,
     released_type,
+    text_of,
 )
 from dpflow.nodes.control import Input, Round, State
 from dpflow.nodes.postprocess import warning_text
@@ -780,7 +781,7 @@ class _Planner:
                                   alloc.continuous_gaussian, "basic" if self.basic else "auto")
                 rule = self._rule_text(space, rec)
             elif isinstance(t, StatT):
-                sens = f"l2 {_txt(t.l2)}; l1 {_txt(t.l1)}; linf {_txt(t.linf)}"
+                sens = f"l2 {text_of(t.l2)}; l1 {text_of(t.l1)}; linf {text_of(t.linf)}"
             out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
                                    derivation=deriv, noise=noise, rule=rule, reference=type(node).reference,
                                    event=event))
@@ -863,10 +864,6 @@ def _spaces(space: TypedScope) -> list[TypedScope]:
     for b in space.bodies.values():
         out.extend(_spaces(b))
     return out
-
-
-def _txt(b: object) -> str:
-    return "unbounded" if b is None else b.text()  # type: ignore[attr-defined]
 
 
 def _describe(t: VType) -> str:

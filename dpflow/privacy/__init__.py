@@ -33,7 +33,7 @@ from .conversions import (
     pure_to_zcdp,
     zcdp_to_approx_dp,
 )
-from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, exact
+from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, exact, opt_exact
 from .pld import ApproxPLD, GaussianPLD, LaplacePLD, PldEvents, PurePLD, pld_epsilon
 from .rounding import REL_MARGIN, down, frac_down, frac_up, to_float_down, to_float_up, up
 
@@ -62,6 +62,7 @@ __all__ = [
     "down",
     "exact",
     "frac_down",
+    "opt_exact",
     "frac_up",
     "gaussian_dp_delta",
     "gaussian_budget_rho",

@@ -21,7 +21,7 @@ from .conversions import (
     gdp_mu_of_mu2,
     pure_to_zcdp,
 )
-from .measures import ZCDP, ApproxZCDP, Measure, PureDP, exact
+from .measures import ZCDP, ApproxZCDP, Measure, PureDP, exact, opt_exact
 from .pld import (
     MAX_DISTINCT_EVENTS,
     VALUE_DISCRETIZATION_INTERVAL,
@@ -77,10 +77,6 @@ class Conversion:
     delta: float
     reference: str
     tightest: bool
-
-
-def _opt_exact(x: float | int | str | Fraction | None) -> Fraction | None:
-    return None if x is None else exact(x)
 
 
 def _opt_pld(x: PldEvents | str | None) -> PldEvents | None:
@@ -214,11 +210,11 @@ class Cost:
 
     rho: Fraction = attrs.field(converter=exact)
     delta0: Fraction = attrs.field(converter=exact)
-    pure_eps: Fraction | None = attrs.field(converter=_opt_exact)
-    gdp_mu2: Fraction | None = attrs.field(converter=_opt_exact)
+    pure_eps: Fraction | None = attrs.field(converter=opt_exact)
+    gdp_mu2: Fraction | None = attrs.field(converter=opt_exact)
     pure_count: int = attrs.field(validator=_nonneg_int)
     pure_max: Fraction = attrs.field(converter=exact)
-    basic_eps: Fraction | None = attrs.field(default=None, converter=_opt_exact)
+    basic_eps: Fraction | None = attrs.field(default=None, converter=opt_exact)
     basic_delta: Fraction = attrs.field(default=Fraction(0), converter=exact)
     pld: PldEvents | None = attrs.field(default=None, converter=_opt_pld)
 

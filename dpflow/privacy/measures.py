@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-__all__ = ["ApproxDP", "ApproxZCDP", "Measure", "PureDP", "ZCDP", "exact"]
+__all__ = ["ApproxDP", "ApproxZCDP", "Measure", "PureDP", "ZCDP", "exact", "opt_exact"]
 
 
 def exact(x: float | int | str | Fraction) -> Fraction:
@@ -59,6 +59,16 @@ def exact(x: float | int | str | Fraction) -> Fraction:
     if q < 0:
         raise ValueError(f"privacy parameter must be non-negative, got {x!r}")
     return q
+
+
+def opt_exact(x: float | int | str | Fraction | None) -> Fraction | None:
+    """:func:`exact` for an optional parameter: ``None`` stays ``None`` (an attrs converter; exact
+    rationals as in PEP 3141 ``fractions``).
+
+    >>> opt_exact(None), opt_exact("0.5")
+    (None, Fraction(1, 2))
+    """
+    return None if x is None else exact(x)
 
 
 def _delta_below_one(_instance: Any, attribute: attrs.Attribute[Fraction], value: Fraction) -> None:

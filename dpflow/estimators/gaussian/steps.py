@@ -36,19 +36,6 @@ def pick(values: Any, k: Any) -> float:
     return float(v[min(max(int(k), 0), v.size - 1)])
 
 
-def psd_project(S: Any) -> np.ndarray:
-    """The Frobenius projection onto the PSD cone (eigenvalues clipped at 0; gaussian.md 0.5).
-
-    >>> psd_project(np.array([[1.0, 0.0], [0.0, -2.0]]))
-    array([[1., 0.],
-           [0., 0.]])
-    """
-    S = _finite(S)
-    w, V = np.linalg.eigh((S + S.T) / 2.0)
-    out: np.ndarray = (V * np.maximum(w, 0.0)) @ V.T
-    return out
-
-
 def inv_sqrt_psd(S: Any, floor: float = 0.0) -> np.ndarray:
     """``(S + floor I)^{-1/2}`` of a symmetric matrix via ``eigh``; eigenvalues are clipped at a tiny
     positive value first so the result is always defined."""
