@@ -63,7 +63,6 @@ class Certified:
     invocations: InvocationTable
 
 
-
 class _Planner:
     """One certification: the plan's context (validated and typed on construction), then the steps
     in order (:meth:`certify`)."""
