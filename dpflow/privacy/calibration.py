@@ -338,7 +338,7 @@ def shares_by_weight(total: Real, weights: Sequence[Real]) -> list[Fraction]:
     """Split ``total`` exactly by weight: ``total * w_i / sum_j w_j``, each float weight taken at its exact
     binary value (``Fraction(w)``), so the shares add up to ``total`` exactly.
 
-    It states the planner's allocation rule (``certify.py`` shares the remaining budget the same way;
+    It states the planner's allocation rule (``planner/allocate.py`` shares the remaining budget the same way;
     a mechanism of weight w in a round of weight r has weight ``Fraction(w) * Fraction(r)``), so that
     code needing a mechanism's share before certification (e.g. a public noise schedule) computes it
     here instead of restating it.  Sequential composition

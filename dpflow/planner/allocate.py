@@ -1,0 +1,204 @@
+"""Budget allocation: every mechanism's share (fixed costs first, the rest by weight, exactly), the
+per-invocation allocation table (round weights applied here only), and the budget checks."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+
+from dpflow.errors import BudgetError, PlanError, PlanTypeError
+from dpflow.nodes import Mechanism, NodeRecord, Recurse
+from dpflow.nodes.base import Allocation, Mode
+from dpflow.planner.context import PlanContext
+from dpflow.planner.fold import _round_weights, fold_frac
+from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
+from dpflow.planner.modes import Accounting, ModeChoice
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Cost, PureDP, gdp_mu_for_approx_dp, zcdp_rho_for_approx_dp
+
+
+@attrs.frozen
+class InvocationTable:
+    """The allocation of every mechanism invocation, rounds included: what the interpreter reads.
+
+    A mechanism inside ``Recurse`` loops is invoked once per round of each enclosing loop, at the
+    product of those rounds' weights.  ``rounds[loop][k]`` is the weight class of round ``k`` of the
+    loop at path ``loop`` (an index into its sorted distinct round weights), and ``table`` is keyed by
+    the mechanism's path and the classes of its enclosing loops, outermost first (``()`` outside
+    loops), so its size is the number of distinct weight combinations, not of rounds.  Every entry
+    carries its share and its certified cost at that share.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> body = lambda rows, state, k: N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))
+    >>> out = N.recurse(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
+    >>> inv = dp.certify(b.build(m=out)).invocations
+    >>> inv.rounds
+    {'recurse_2': (0, 0, 1)}
+    >>> [str(inv.at("recurse_2/b1.gaussian_mech_5", (c,)).share) for c in inv.rounds["recurse_2"]]
+    ['1/10', '1/10', '3/10']
+    """
+
+    rounds: dict[str, tuple[int, ...]]
+    table: dict[tuple[str, tuple[int, ...]], Allocation]
+
+    def at(self, node: str, classes: tuple[int, ...]) -> Allocation:
+        """The allocation of mechanism ``node`` (a path) in the rounds of weight classes ``classes``."""
+        return self.table[node, classes]
+
+
+def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, Allocation], list[str]]:
+    """Every mechanism's allocation per unit round weight, keyed by node path, and the warnings for
+    sources no mechanism reads: on each source the fixed shares first (refused above the budget), then
+    the remaining budget by weight."""
+    mode, total = choice.accounting.mode, choice.total
+    allocations: dict[str, Allocation] = {}
+    shares: dict[str, Fraction] = {}
+    warnings: list[str] = []
+
+    def fixed_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
+        f = _mech(rec).fixed_share(mode)
+        return f if f is not None else Fraction(0)
+
+    def weight_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
+        m = _mech(rec)
+        return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
+
+    per_source: dict[str, tuple[Fraction, Fraction]] = {}
+    for src in ctx.sources:
+        fixed = fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False)
+        weights = fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True)
+        name = _source_name(src)
+        if fixed > total:
+            _refuse_budget(ctx, name, mode, total, fixed)
+        per_source[name] = (total - fixed, weights)
+        if weights == 0 and fixed == 0:
+            warnings.append(f"source {name} is read by no mechanism")
+    for sp, rec, node in ctx.mechs:
+        f = node.fixed_share(mode)
+        if f is None:
+            remaining, weights = per_source[_source_of(sp, rec)]
+            if remaining == 0:
+                raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {_source_of(sp, rec)} "
+                                  "use the whole budget, leaving nothing for this weighted mechanism",
+                                  "lower the fixed costs, or give every mechanism on the source a weight=")
+            f = remaining * Fraction(node.weight) / weights
+        shares[_key(sp, rec.id)] = f
+        if ctx.basic:
+            allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
+            continue
+        try:
+            cost = node.cost(f, mode)
+        except PlanError as e:
+            raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
+        allocations[_key(sp, rec.id)] = Allocation(
+            mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
+    return allocations, warnings
+
+
+def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: Mechanism,
+                      eps: Fraction) -> Allocation:
+    """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon."""
+    budget = ctx.plan.budget
+    assert isinstance(budget, ApproxDP)
+    delta = budget.delta * eps / budget.epsilon
+    if node.gaussian_profile:  # the exact Gaussian-DP profile (Balle-Wang 2018 Thm 8)
+        rho = Fraction(gdp_mu_for_approx_dp(eps, delta)) ** 2 / 2
+        return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta),
+                          continuous_gaussian=Accounting.BASIC.continuous_gaussian)
+    best: tuple[Mode, Fraction, Cost] | None = None
+    shares: list[tuple[Mode, Fraction]] = [("pure", eps)] if node.pure_capable else []
+    shares.append(("zcdp", zcdp_rho_for_approx_dp(eps, delta)))
+    for mode, share in shares:  # CKS (Canonne-Kamath-Steinke 2020 Prop 12) is valid for every rho-zCDP event
+        cost = node.cost(share, mode)
+        if cost.delta0 == 0 and (best is None or cost.rho > best[2].rho):  # more rho = less noise
+            best = (mode, share, cost)
+    if best is None:
+        raise PlanTypeError(_key(sp, rec.id), f"{node.kind} has no (epsilon, delta) calibration",
+                            "use accounting='auto'")
+    mode, share, cost = best
+    return Allocation(mode, share, cost.with_basic(eps, Fraction(0) if mode == "pure" else delta))
+
+
+def _invocation(ctx: PlanContext, unit: Allocation, node: Mechanism, mult: Fraction) -> Allocation:
+    """The allocation of one invocation of ``node`` at round weight ``mult`` (the product of the
+    round weights of its enclosing loops; 1 outside loops), from its allocation per unit round
+    weight ``unit``: the share times ``mult`` and its cost, unless the node fixes its own share
+    (then every round gets it).  The one place a share is multiplied by a round weight."""
+    if mult == 1 or node.fixed_share(unit.mode) is not None:
+        return unit
+    key = (node, unit.share.numerator, unit.share.denominator, mult.numerator, mult.denominator)
+    hit = ctx.memo.get(key)
+    if hit is None:  # mechanisms repeat across rounds and weights: cost each share once
+        share = unit.share * mult
+        hit = ctx.memo[key] = attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode))
+    return hit
+
+
+def invocation_table(ctx: PlanContext, allocations: dict[str, Allocation]) -> InvocationTable:
+    """The allocation of every mechanism invocation (see :class:`InvocationTable`)."""
+    rounds: dict[str, tuple[int, ...]] = {}
+    table: dict[tuple[str, tuple[int, ...]], Allocation] = {}
+    _invocations(ctx, ctx.space, allocations, (), Fraction(1), rounds, table)
+    return InvocationTable(rounds, table)
+
+
+def _invocations(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocation], classes: tuple[int, ...],
+                 mult: Fraction, rounds: dict[str, tuple[int, ...]],
+                 table: dict[tuple[str, tuple[int, ...]], Allocation]) -> None:
+    """Fill ``table`` with the allocation of every mechanism invocation, keyed by node path and the
+    round-weight classes of the enclosing loops (``rounds[loop][k]``: the class of round k, an
+    index into the loop's sorted distinct round weights)."""
+    for rec in space.order:
+        key = _key(space, rec.id)
+        if isinstance(rec.node, Mechanism):
+            table[key, classes] = _invocation(ctx, allocations[key], rec.node, mult)
+        elif isinstance(rec.node, Recurse):
+            weights = sorted(_round_weights(rec.node))
+            index = {w: i for i, w in enumerate(weights)}
+            rounds[key] = tuple(index[Fraction(rec.node.weight_of_round(k))] for k in range(rec.node.times))
+            for i, w in enumerate(weights):
+                _invocations(ctx, space.bodies[rec.id], allocations, (*classes, i), mult * w, rounds, table)
+
+
+def _refuse_budget(ctx: PlanContext, source: str, mode: Mode, total: Fraction, fixed: Fraction) -> None:
+    unit = "rho" if mode == "zcdp" else "epsilon"
+    rows = []
+    worst, worst_f = "", Fraction(-1)
+    for sp, rec, m in ctx.mechs:
+        f = m.fixed_share(mode)
+        if f is not None and _source_of(sp, rec) == source:
+            rows.append(f"{_key(sp, rec.id)} {unit}={float(f):.6g}")
+            if f > worst_f:
+                worst, worst_f = _key(sp, rec.id), f
+    raise BudgetError(
+        worst,
+        f"the mechanisms on source {source} need {unit}={float(fixed):.6g} but the budget allows "
+        f"{unit}={float(total):.6g} (per node: {', '.join(rows)})",
+        f"lower the fixed cost of {worst} (or use weight=), or raise the budget",
+    )
+
+
+def _check_budget(ctx: PlanContext, source: str, cost: Cost, mode: Mode) -> None:
+    b = ctx.plan.budget
+    ok = True
+    if ctx.basic:
+        assert isinstance(b, ApproxDP)
+        ok = cost.basic_eps is not None and cost.basic_eps <= b.epsilon and cost.basic_delta <= b.delta
+    elif isinstance(b, PureDP):
+        ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
+    elif isinstance(b, ZCDP):
+        ok = cost.rho <= b.rho and cost.delta0 == 0
+    elif isinstance(b, ApproxZCDP):
+        ok = cost.rho <= b.rho and cost.delta0 <= b.delta
+    else:
+        if b.delta == 0:
+            ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
+        else:
+            best = min(c.epsilon for c in cost.epsilon_at(float(b.delta)))
+            ok = best <= float(b.epsilon)
+    if not ok:
+        raise BudgetError(source, f"the composed cost {cost.total_measure().describe()} exceeds the budget "
+                          f"{b.describe()}", "lower the fixed costs or raise the budget")

@@ -1,0 +1,44 @@
+"""The state one certification shares across its steps: the plan, its validated typed scope, its
+mechanisms and sources, and the memo of per-invocation costs."""
+
+from __future__ import annotations
+
+import attrs
+
+from dpflow.nodes import Mechanism, NodeRecord, Source
+from dpflow.nodes.base import Allocation, Relation
+from dpflow.plan.graph import Plan
+from dpflow.planner.infer import TypedScope, _mechanisms
+from dpflow.planner.validate import _validated_space
+
+
+@attrs.frozen(eq=False)
+class PlanContext:
+    """One plan being certified: validated and typed on construction (:meth:`of`), before any budget
+    is looked at.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> ctx = PlanContext.of(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))))
+    >>> [rec.id for _, rec, _ in ctx.mechs], [rec.id for rec in ctx.sources]
+    (['gaussian_mech_3'], ['source_0'])
+    """
+
+    plan: Plan
+    relation: Relation
+    space: TypedScope
+    mechs: list[tuple[TypedScope, NodeRecord, Mechanism]]
+    sources: list[NodeRecord]
+    basic: bool
+    memo: dict[tuple[Mechanism, int, int, int, int], Allocation] = attrs.field(factory=dict, init=False)
+    """Invocation allocations by (mechanism, share, round weight): see ``allocate._invocation``."""
+
+    @classmethod
+    def of(cls, plan: Plan) -> PlanContext:
+        """Validate and type ``plan`` (:func:`~dpflow.planner.validate._validated_space`)."""
+        space = _validated_space(plan)
+        return cls(plan=plan, relation=plan.neighbors, space=space, mechs=_mechanisms(space),
+                   sources=[r for r in space.order if isinstance(r.node, Source)],
+                   basic=plan.accounting == "basic")

@@ -1,0 +1,132 @@
+"""The per-record folds: a scope's sensitive nodes as typed steps, and the generic fold over them
+(reuse adds, index splits take the max, value partitions the max or the two largest, rounds add)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, TypeVar
+
+from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
+from dpflow.nodes.base import PiecesT, Relation, RowsT, StatT
+from dpflow.nodes.control import Input
+from dpflow.privacy import Cost
+
+if TYPE_CHECKING:
+    from dpflow.planner.infer import TypedScope
+
+T = TypeVar("T")
+_ZERO = Cost.zero()
+
+
+class StepKind(enum.Enum):
+    """How a sensitive node folds: a mechanism is a leaf, a ``Recurse`` charges its rounds, a split
+    composes its pieces in parallel, rows and statistics compose their readers sequentially."""
+
+    MECH = "mech"
+    RECURSE = "recurse"
+    PIECES = "pieces"
+    SEQ = "seq"
+
+
+_Step = tuple[StepKind, NodeRecord, list[str], list[list[str]], str]
+
+
+def _fold_steps(space: TypedScope) -> list[_Step]:
+    """The sensitive nodes of a space, children before parents, tagged with how they fold."""
+    steps: list[_Step] = []
+    for rec in reversed(space.order):
+        kids = [k.id for k in space.children.get(rec.id, [])]
+        t = space.types[rec.id]
+        if isinstance(rec.node, Mechanism):
+            steps.append((StepKind.MECH, rec, kids, [], ""))
+        elif isinstance(rec.node, Recurse):
+            steps.append((StepKind.RECURSE, rec, kids, [], ""))
+        elif isinstance(t, PiecesT):
+            groups: dict[int, list[str]] = defaultdict(list)
+            for k in space.children.get(rec.id, []):
+                assert isinstance(k.node, Piece)
+                groups[k.node.index].append(k.id)
+            steps.append((StepKind.PIECES, rec, kids, list(groups.values()), t.rule))
+        elif isinstance(t, (RowsT, StatT)):
+            steps.append((StepKind.SEQ, rec, kids, [], ""))
+    return steps
+
+
+def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
+          rec_fn: Callable[[TypedScope, NodeRecord], T], seq: Callable[[Sequence[T]], T],
+          par: Callable[[Sequence[T], str], T]) -> T:
+    """Fold the per-record cost structure below ``start`` (children before parents)."""
+    acc: dict[str, T] = {}
+    for tag, rec, kids, groups, rule in space.steps:
+        if tag is StepKind.SEQ:
+            acc[rec.id] = seq([acc[k] for k in kids])
+        elif tag is StepKind.MECH:
+            acc[rec.id] = leaf(space, rec)
+        elif tag is StepKind.RECURSE:
+            acc[rec.id] = rec_fn(space, rec)
+        else:
+            acc[rec.id] = par([seq([acc[k] for k in g]) for g in groups], rule)
+    return acc[start]
+
+
+def _sum_frac(xs: Sequence[Fraction]) -> Fraction:
+    return sum(xs, Fraction(0))
+
+
+def _body_start(body: TypedScope) -> str:
+    return next(r.id for r in body.order if isinstance(r.node, Input))
+
+
+def _round_weights(node: Recurse) -> Counter[Fraction]:
+    return Counter(Fraction(node.weight_of_round(k)) for k in range(node.times))
+
+
+def _par_frac(relation: Relation, xs: Sequence[Fraction], rule: str) -> Fraction:
+    if not xs:
+        return Fraction(0)
+    s = sorted(xs, reverse=True)
+    if rule == "value" and relation == "replace":
+        return sum(s[:2], Fraction(0))
+    return s[0]
+
+
+def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
+              per_round: bool) -> Fraction:
+    """Fold fractions (shares, weights) below ``start``; a loop multiplies by the sum of its round
+    weights (``per_round``) or by its number of rounds."""
+    def rec_fn(sp: TypedScope, rec: NodeRecord) -> Fraction:
+        node = rec.node
+        assert isinstance(node, Recurse)
+        body = sp.bodies[rec.id]
+        inner = fold_frac(body, relation, _body_start(body), leaf, per_round)
+        mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
+        return inner * mult
+
+    def par(xs: Sequence[Fraction], rule: str) -> Fraction:
+        return _par_frac(relation, xs, rule)
+
+    return _fold(space, start, leaf, rec_fn, _sum_frac, par)
+
+
+def fold_cost(space: TypedScope, relation: Relation, start: str,
+              leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost], mult: Fraction = Fraction(1)) -> Cost:
+    """Fold the certified costs below ``start``, each mechanism charged ``leaf``'s cost at round weight ``mult``."""
+    def rec_fn(sp: TypedScope, rec: NodeRecord) -> Cost:
+        node = rec.node
+        assert isinstance(node, Recurse)
+        body = sp.bodies[rec.id]
+        total = _ZERO
+        for w, count in sorted(_round_weights(node).items()):
+            total = total.then(fold_cost(body, relation, _body_start(body), leaf, mult * w).scaled(count))
+        return total
+
+    def par(xs: Sequence[Cost], rule: str) -> Cost:
+        if not xs:
+            return _ZERO
+        return Cost.parallel(xs, "add_remove" if rule == "index" else relation)
+
+
+    return _fold(space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, Cost.sequential, par)

@@ -1,0 +1,146 @@
+"""Type inference: each scope's nodes in topological order with their static types (domain, public
+size, sensitivity), loop bodies included, and the helpers that walk the typed scopes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import attrs
+
+from dpflow.errors import PlanTypeError
+from dpflow.handles import Ref
+from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
+from dpflow.nodes.base import Inferred, Relation, ReleasedT, RowsT, StatT, VType
+from dpflow.nodes.control import Input, Round, State
+from dpflow.plan.graph import topological
+from dpflow.planner.fold import _fold_steps, _Step
+
+
+@attrs.frozen
+class _Ctx:
+    relation: Relation
+    node_id: str
+    types: dict[str, VType]
+
+    def type_of(self, ref: Ref) -> VType:
+        return self.types[ref.id]
+
+
+@attrs.frozen(eq=False)
+class TypedScope:
+    """One certified namespace, the top-level plan or one ``Recurse`` body: its nodes in topological
+    order with their static types and ledger derivations, the nested bodies by ``Recurse`` id, and the
+    sensitive-data tree (``children``/``parents``) the planner folds.  ``path`` prefixes node ids to
+    node paths (``""`` at the top level, ``"recurse_4/"`` in that loop's body).
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> X = b.source("X", dp.Vectors(d=2), n=100)
+    >>> scope = dp.certify(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))).space
+    >>> scope.types["mean_2"].l2.text()
+    '0.02'
+    """
+
+    path: str
+    order: list[NodeRecord]
+    types: dict[str, VType]
+    derivations: dict[str, str]
+    children: dict[str, list[NodeRecord]]
+    bodies: dict[str, TypedScope]
+    parents: dict[str, str] = attrs.field(init=False)
+    records: dict[str, NodeRecord] = attrs.field(init=False)
+    steps: list[_Step] = attrs.field(init=False)
+    """The sensitive nodes, children before parents, tagged with how they fold."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "parents", {c.id: p for p, cs in self.children.items() for c in cs})
+        object.__setattr__(self, "records", {r.id: r for r in self.order})
+        object.__setattr__(self, "steps", _fold_steps(self))
+
+
+def _key(space: TypedScope, nid: str) -> str:
+    return f"{space.path}{nid}"
+
+
+def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
+                 bindings: dict[type, VType] | None = None) -> TypedScope:
+    order = topological(tuple(records), "plan" if not path else f"body of {path.rstrip('/')}")
+    types: dict[str, VType] = {}
+    derivations: dict[str, str] = {}
+    children: dict[str, list[NodeRecord]] = defaultdict(list)
+    bodies: dict[str, TypedScope] = {}
+    for rec in order:
+        ctx = _Ctx(relation, path + rec.id, types)
+        node = rec.node
+        ins = [types[i] for i in rec.inputs]
+        if isinstance(node, (Input, State, Round)):
+            if bindings is None or type(node) not in bindings:
+                raise PlanTypeError(ctx.node_id, f"{node.kind} stand-in outside a Recurse body",
+                                    "build loops with dpflow.nodes.recurse")
+            res = Inferred(bindings[type(node)], f"{node.kind} stand-in")
+        elif isinstance(node, Recurse):
+            res = _infer_recurse(rec, ins, relation, path, bodies)
+        else:
+            res = node.infer(ins, ctx)
+        if isinstance(node, Mechanism):
+            stat = ins[0]
+            assert isinstance(stat, StatT)
+            derivations[rec.id] = node.check_input(stat, ctx)
+        else:
+            derivations[rec.id] = res.derivation
+        types[rec.id] = res.out
+        if rec.inputs and not isinstance(types[rec.inputs[0]], ReleasedT):
+            children[rec.inputs[0]].append(rec)
+    return TypedScope(path, order, types, derivations, children, bodies)
+
+
+def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: str,
+                   bodies: dict[str, TypedScope]) -> Inferred:
+    node = rec.node
+    assert isinstance(node, Recurse)
+    nid = path + rec.id
+    if len(ins) != 2 or not isinstance(ins[0], RowsT) or not isinstance(ins[1], ReleasedT):
+        raise PlanTypeError(nid, "Recurse takes sensitive rows and a released initial state",
+                            "call dpflow.nodes.recurse(rows, init, body, times)")
+    body = _infer_space(node.body.records, relation, f"{nid}/",
+                        {Input: ins[0], State: ins[1], Round: ReleasedT(())})
+    out = body.types.get(node.body.output)
+    if not isinstance(out, ReleasedT):
+        raise PlanTypeError(nid, "the body must return a released value", "return a mechanism's output")
+    bodies[rec.id] = body
+    return Inferred(ReleasedT(out.shape), f"{node.times} rounds of a {len(node.body.records)}-node body")
+
+
+def _mechanisms(space: TypedScope) -> list[tuple[TypedScope, NodeRecord, Mechanism]]:
+    out: list[tuple[TypedScope, NodeRecord, Mechanism]] = []
+    for rec in space.order:
+        if isinstance(rec.node, Mechanism):
+            out.append((space, rec, rec.node))
+        elif isinstance(rec.node, Recurse):
+            out.extend(_mechanisms(space.bodies[rec.id]))
+    return out
+
+
+def _source_of(space: TypedScope, rec: NodeRecord) -> str:
+    t = space.types[rec.inputs[0]]
+    assert isinstance(t, StatT)
+    return t.source
+
+
+def _source_name(rec: NodeRecord) -> str:
+    assert isinstance(rec.node, Source)
+    return rec.node.name
+
+
+def _mech(rec: NodeRecord) -> Mechanism:
+    assert isinstance(rec.node, Mechanism)
+    return rec.node
+
+
+def _spaces(space: TypedScope) -> list[TypedScope]:
+    out = [space]
+    for b in space.bodies.values():
+        out.extend(_spaces(b))
+    return out

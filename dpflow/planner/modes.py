@@ -1,0 +1,152 @@
+"""Accounting modes: how a plan is accounted (pure, zCDP, exact Gaussian-DP, basic), chosen from
+the budget and the mechanisms' capabilities, and whether the exact Gaussian-DP conversion holds."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import attrs
+
+from dpflow.errors import PlanTypeError
+from dpflow.nodes import Mechanism, NodeRecord, Recurse
+from dpflow.nodes.base import Mode
+from dpflow.planner.context import PlanContext
+from dpflow.planner.fold import fold_frac
+from dpflow.planner.infer import TypedScope, _key, _mech, _spaces
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho, zcdp_rho_for_approx_dp
+
+_GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
+
+
+class Accounting(enum.Enum):
+    """How a plan is accounted, as chosen by the planner from the budget and the mechanisms' capabilities.
+
+    >>> Accounting.GDP.mode, Accounting.GDP.continuous_gaussian
+    ('zcdp', True)
+    """
+
+    PURE = "pure"
+    """Pure epsilon shares, basic composition."""
+    ZCDP = "zcdp"
+    """rho shares, zCDP composition (and conversion to (epsilon, delta) by CKS and friends)."""
+    GDP = "zcdp-by-exact-GDP"
+    """rho shares of an all-Gaussian plan certified through the exact Gaussian-DP profile: every
+    Gaussian mechanism must sample continuous noise."""
+    BASIC = "basic"
+    """Per-mechanism (epsilon, delta) shares, basic composition (``accounting="basic"``)."""
+
+    @property
+    def mode(self) -> Mode:
+        """The unit of the weighted shares: epsilon (pure, basic) or rho (zCDP, GDP)."""
+        return "pure" if self in (Accounting.PURE, Accounting.BASIC) else "zcdp"
+
+    @property
+    def continuous_gaussian(self) -> bool:
+        """Whether the certificate rests on the exact Gaussian-DP profile of the Gaussian mechanisms
+        (proven for continuous noise only): GDP mode, and basic mode (each Gaussian calibrated by it)."""
+        return self in (Accounting.GDP, Accounting.BASIC)
+
+
+@attrs.frozen
+class ModeChoice:
+    """The planner's accounting decision: the mode, the total shared by weight (in ``mode`` units)
+    and the ledger's allocation text."""
+
+    accounting: Accounting
+    total: Fraction
+    text: str
+
+
+def mode_and_total(ctx: PlanContext) -> ModeChoice:
+    """Choose the accounting from the budget and the mechanisms' capabilities (``pure_capable``,
+    ``gaussian_profile``); a pure choice is then checked by :func:`_refuse_impure`."""
+    budget = ctx.plan.budget
+    if ctx.basic:
+        return _basic_mode(ctx)
+    mechs = [m for _, _, m in ctx.mechs]
+    if isinstance(budget, PureDP):
+        return ModeChoice(Accounting.PURE, budget.epsilon,
+                          f"pure mode: epsilon={float(budget.epsilon):.6g} shared by weight")
+    if isinstance(budget, (ZCDP, ApproxZCDP)):
+        return ModeChoice(Accounting.ZCDP, budget.rho, f"zCDP mode: rho={float(budget.rho):.6g} shared by weight")
+    assert isinstance(budget, ApproxDP)
+    eps, delta = float(budget.epsilon), float(budget.delta)
+    if delta <= 0:
+        return ModeChoice(Accounting.PURE, budget.epsilon, "pure mode (delta = 0): epsilon shared by weight")
+    if mechs and all(m.gaussian_profile for m in mechs):
+        rho = gaussian_budget_rho(budget)
+        mu = math.sqrt(float(2 * rho))
+        return ModeChoice(Accounting.GDP, rho, (f"{_GDP_TEXT} mu={mu:.6g} meets ({eps:.6g}, {delta:.3g}); "
+                                                f"rho=mu^2/2={float(rho):.6g} shared by weight"))
+    rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
+    text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
+    if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
+        if _noise_variance(ctx, "pure", budget.epsilon) <= _noise_variance(ctx, "zcdp", rho):
+            return ModeChoice(Accounting.PURE, budget.epsilon,
+                              "pure mode: basic composition meets the budget with delta to spare")
+    return ModeChoice(Accounting.ZCDP, rho, text)
+
+
+def _refuse_impure(ctx: PlanContext) -> None:
+    """Refuse, in pure mode, every mechanism that is not ``pure_capable`` (the first one in plan order)."""
+    for sp, rec, node in ctx.mechs:
+        if not node.pure_capable:
+            raise node.pure_refusal(_key(sp, rec.id))
+
+
+def _noise_variance(ctx: PlanContext, mode: Mode, total: Fraction) -> Fraction:
+    """Total noise variance (up to a common factor) if the budget is shared by weight in ``mode``.
+
+    A mechanism's variance is proportional to 1 / (the rho it realises at its share): 1/eps^2 vs
+    1/(2 rho) for Laplace, and right for Peel too (3s vs 5s/2 unit losses); every round of a
+    Recurse counts (pure shares shrink like 1/T, zCDP variances only like T).
+    """
+    var = Fraction(0)
+    for src in ctx.sources:
+        weights = fold_frac(ctx.space, ctx.relation, src.id, lambda sp, r: Fraction(_mech(r).weight), per_round=True)
+        if weights > 0:
+            unit = total / weights
+
+            def leaf(sp: TypedScope, r: NodeRecord, unit: Fraction = unit) -> Fraction:
+                return 1 / _mech(r).cost(unit * Fraction(_mech(r).weight), mode).rho
+
+            var += fold_frac(ctx.space, ctx.relation, src.id, leaf, per_round=False)
+    return var
+
+
+def _basic_mode(ctx: PlanContext) -> ModeChoice:
+    """Basic (epsilon, delta) accounting: epsilon shared by weight (pure-mode folds), delta alongside."""
+    budget = ctx.plan.budget
+    if not isinstance(budget, ApproxDP) or budget.delta <= 0:
+        raise PlanTypeError(ctx.plan.name, "basic (epsilon, delta) accounting needs an ApproxDP budget "
+                            f"with delta > 0, got {budget.describe()}",
+                            "use dp.ApproxDP(epsilon, delta), or accounting='auto'")
+    for sp, rec, m in ctx.mechs:
+        if m.fixed_share("pure") is not None or m.fixed_share("zcdp") is not None:
+            raise PlanTypeError(_key(sp, rec.id), "a fixed-cost mechanism in basic (epsilon, delta) accounting",
+                                "give it a weight= instead")
+    for sp in _spaces(ctx.space):
+        for rec in sp.order:
+            if isinstance(rec.node, Recurse) and rec.node.round_weights is not None:
+                raise PlanTypeError(_key(sp, rec.id), "round weights in basic (epsilon, delta) accounting",
+                                    "drop round_weights (every round gets an equal share)")
+    text = (f"basic (epsilon, delta) mode: mechanism i gets (epsilon, delta) * w_i / W of "
+            f"({float(budget.epsilon):.6g}, {float(budget.delta):.3g}) and is calibrated to be "
+            "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
+            "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
+            "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
+    return ModeChoice(Accounting.BASIC, budget.epsilon, text)
+
+
+def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]]) -> bool:
+    """Whether the exact Gaussian-DP conversion holds for every noise source a run may use.
+
+    It is proven for continuous Gaussian noise only (Dong-Roth-Su 2022; Balle-Wang 2018), so either the
+    accounting forces continuous noise on every ``gaussian_profile`` mechanism (it certifies through
+    that profile: GDP and basic modes), or there is none; otherwise an exact source draws the discrete
+    Gaussian.
+    """
+    return accounting.continuous_gaussian or not any(m.gaussian_profile for _, _, m in mechs)

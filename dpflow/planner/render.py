@@ -1,0 +1,185 @@
+"""Ledger rendering: the entries, their composition rules and notes, the per-source totals and the
+composition trees, from the typed scopes and the allocations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+import attrs
+
+from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
+from dpflow.nodes.base import Allocation, Mode, PiecesT, RowsT, StatT, VType, text_of
+from dpflow.planner.context import PlanContext
+from dpflow.planner.fold import _body_start, _fold, _round_weights
+from dpflow.planner.infer import TypedScope, _key, _spaces
+from dpflow.planner.ledger import (
+    Charge,
+    Composition,
+    CostEvent,
+    LedgerEntry,
+    Parallel,
+    Rounds,
+    Sequential,
+    SourceTotal,
+)
+from dpflow.privacy import ApproxDP, ApproxZCDP, Cost
+from dpflow.privacy.rounding import up
+
+REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
+REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
+
+
+def _conversion_delta(ctx: PlanContext, cost: Cost, delta: float) -> float:
+    """The delta of the (eps, delta) totals: the plan's, or, when the mechanisms' own delta0 already
+    uses all of it, delta0 plus the plan's reporting delta (default 1e-6), rounded up."""
+    if Fraction(delta) > cost.delta0:
+        return delta
+    extra = ctx.plan.report_delta if ctx.plan.report_delta is not None else 1e-6
+    return up(float(cost.delta0) + extra)
+
+
+def _report_delta(ctx: PlanContext) -> float:
+    b = ctx.plan.budget
+    if isinstance(b, (ApproxDP, ApproxZCDP)) and b.delta > 0:
+        return float(b.delta)
+    return ctx.plan.report_delta if ctx.plan.report_delta is not None else 1e-6
+
+
+def _source_total(ctx: PlanContext, name: str, cost: Cost, mode: Mode, total: Fraction, delta: float,
+                  gdp_valid: bool) -> SourceTotal:
+    """The per-source totals; the exact Gaussian-DP accounting only when ``gdp_valid`` (see
+    :func:`~dpflow.planner.modes._gdp_valid`)."""
+    if not gdp_valid and cost.gdp_mu2 is not None:
+        cost = attrs.evolve(cost, gdp_mu2=None)
+    used = cost.rho if mode == "zcdp" else (cost.pure_eps or Fraction(0))
+    if ctx.basic:
+        used = cost.basic_eps or Fraction(0)
+    return SourceTotal(
+        source=name,
+        cost=cost,
+        used=used / total if total > 0 else Fraction(0),
+        conversions=tuple(cost.epsilon_at(_conversion_delta(ctx, cost, delta))),
+    )
+
+
+def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
+    parts = []
+    cur = rec.inputs[0]
+    parents, records = space.parents, space.records
+    while cur in parents:
+        node = records[cur].node
+        if isinstance(node, Piece):
+            split_id = parents[cur]
+            pt = space.types[split_id]
+            assert isinstance(pt, PiecesT)
+            how = ("max over index blocks" if pt.rule == "index"
+                   else ("two largest pieces add (replace-one)" if ctx.relation == "replace" else "max"))
+            parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
+        cur = parents[cur]
+    src_t = space.types[rec.inputs[0]]
+    source = src_t.source if isinstance(src_t, (StatT, RowsT)) else "?"
+    head = f"sequential on source {source}"
+    if space.path:
+        head += f"; in every round of {space.path.rstrip('/')} (x round weight, all rounds charged)"
+    return "; ".join([head] + parts)
+
+
+def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocation],
+             mode: Mode) -> list[LedgerEntry]:
+    out: list[LedgerEntry] = []
+    for rec in space.order:
+        node = rec.node
+        key = _key(space, rec.id)
+        t = space.types[rec.id]
+        ins = ", ".join(_describe(space.types[i]) for i in rec.inputs)
+        sens, noise, rule = "", "", ""
+        event = None
+        deriv = space.derivations[rec.id]
+        if isinstance(node, Mechanism):
+            stat = space.types[rec.inputs[0]]
+            assert isinstance(stat, StatT)
+            alloc = allocations[key]
+            sens = deriv
+            deriv = space.derivations[rec.inputs[0]]
+            noise = node.noise_text(stat, alloc.share, alloc.mode)
+            event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, bool(space.path),
+                              alloc.continuous_gaussian, "basic" if ctx.basic else "auto")
+            rule = _rule_text(ctx, space, rec)
+        elif isinstance(t, StatT):
+            sens = f"l2 {text_of(t.l2)}; l1 {text_of(t.l1)}; linf {text_of(t.linf)}"
+        out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
+                               derivation=deriv, noise=noise, rule=rule, reference=type(node).reference,
+                               event=event))
+        if isinstance(node, Recurse):
+            out.extend(_entries(ctx, space.bodies[rec.id], allocations, mode))
+    return out
+
+
+def _composition_notes(ctx: PlanContext) -> list[str]:
+    notes = [f"per source, mechanisms reading the same records compose by {REF_SEQ}"]
+    has_index = has_value = has_rec = False
+    for sp in _spaces(ctx.space):
+        for rec in sp.order:
+            t = sp.types[rec.id]
+            if isinstance(t, PiecesT):
+                has_index |= t.rule == "index"
+                has_value |= t.rule == "value"
+            has_rec |= isinstance(rec.node, Recurse)
+    if has_index:
+        notes.append(f"index splits: a record stays in its block, so pieces take the max ({REF_PAR})")
+    if has_value:
+        how = ("a replaced record can leave one piece and enter another: the two largest pieces add"
+               if ctx.relation == "replace" else "one record is in one piece: max")
+        notes.append(f"value partitions: {how} ({REF_PAR}; accounting.md 1.5)")
+    if has_rec:
+        notes.append("Recurse: every round up to the static bound is charged, round k at its round weight")
+    return notes
+
+
+_NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noise sources (SecureNoise) draw the "
+                "discrete Gaussian, which has the same rho-zCDP (Canonne-Kamath-Steinke 2020 Thm 4) but no proven "
+                "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan forces continuous noise and that "
+                "conversion")
+
+
+_NO_PLD_TEXT = ("no privacy-loss-distribution (PLD) figure for a source with: a Gaussian mechanism that may draw the "
+                "discrete Gaussian (exact noise sources; no PLD is derived for the lattice release), a generic "
+                "zCDP event, group privacy, or more distinct events than the PLD layer composes; that source's "
+                "totals fall back to the zCDP (CKS) and other conversions (dpflow.privacy.pld)")
+
+
+_NOTHING = Sequential(())
+
+
+def _composition_tree(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost],
+                      mult: Fraction = Fraction(1)) -> Composition:
+    """The composition tree below ``start``: the structure :func:`~dpflow.planner.fold.fold_cost` composes, with each
+    mechanism charged ``leaf``'s cost at its round weight (parts that charge nothing are left out, a
+    one-part sequence is its part: neither changes the composed cost)."""
+    def seq(parts: Sequence[Composition]) -> Composition:
+        kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
+        return kept[0] if len(kept) == 1 else Sequential(kept)
+
+    def rec_fn(sp: TypedScope, rec: NodeRecord) -> Composition:
+        node = rec.node
+        assert isinstance(node, Recurse)
+        body = sp.bodies[rec.id]
+        return seq([Rounds(_key(sp, rec.id), w, count, _composition_tree(body, _body_start(body), leaf, mult * w))
+                    for w, count in sorted(_round_weights(node).items())])
+
+    def par(parts: Sequence[Composition], rule: str) -> Composition:
+        kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
+        return Parallel(rule, kept) if kept else _NOTHING
+
+    return _fold(space, start, lambda sp, r: Charge(_key(sp, r.id), leaf(sp, r, mult)), rec_fn, seq, par)
+
+
+def _describe(t: VType) -> str:
+    if isinstance(t, RowsT):
+        return t.describe()
+    if isinstance(t, PiecesT):
+        return f"{t.count} pieces by {t.rule} of ({t.rows.describe()})"
+    if isinstance(t, StatT):
+        return f"statistic {t.shape} of source {t.source}"
+    return "released" + ("" if t.shape is None else f" {t.shape}")

@@ -1,0 +1,77 @@
+"""Plan validation, whatever built the plan (builder, ``Plan(...)``, JSON): sources declared once
+at the top level, well-formed loop bodies, outputs and node parameters released."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import attrs
+
+from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
+from dpflow.nodes import NodeRecord, Recurse, Source
+from dpflow.nodes.base import ReleasedT, released_type
+from dpflow.nodes.control import Input, Round, State
+from dpflow.plan.graph import Plan
+from dpflow.planner.infer import TypedScope, _Ctx, _infer_space, _key, _spaces
+
+
+def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, str]) -> None:
+    """Refuse, before inference, what the per-source folds cannot charge: a ``Source`` inside a
+    ``Recurse`` body (the folds start at the top-level sources), a source name declared twice (the
+    data and the ledger are keyed by name), and a body without exactly one ``Input`` and one
+    ``State`` stand-in and at most one ``Round`` (a body's fold starts at its single ``Input``), and a
+    stand-in with inputs (the loop binds it; inputs would be ignored or unfolded)."""
+    for rec in records:
+        node = rec.node
+        if isinstance(node, Source):
+            if path:
+                raise PlanTypeError(path + rec.id, f"source {node.name} is declared inside a Recurse body",
+                                    "declare every source on the top-level builder and pass its rows into the "
+                                    "body as the first argument of recurse")
+            if node.name in sources:
+                raise PlanTypeError(rec.id, f"source {node.name} is declared twice (also by {sources[node.name]})",
+                                    "declare each source once and reuse its handle")
+            sources[node.name] = rec.id
+        elif isinstance(node, (Input, State, Round)) and rec.inputs:
+            raise PlanTypeError(path + rec.id, f"the {node.kind} stand-in is given inputs {list(rec.inputs)}",
+                                "stand-ins take no inputs: build the body with dpflow.nodes.recurse")
+        elif isinstance(node, Recurse):
+            counts = Counter(type(r.node) for r in node.body.records)
+            for stand_in, least in ((Input, 1), (State, 1), (Round, 0)):
+                if not least <= counts[stand_in] <= 1:
+                    raise PlanTypeError(path + rec.id, f"the body has {counts[stand_in]} {stand_in.kind} stand-ins",
+                                        "build the body with dpflow.nodes.recurse (one Input, one State, "
+                                        "at most one Round)")
+            _check_records(node.body.records, f"{path}{rec.id}/", sources)
+
+
+def _check_released(plan: Plan, space: TypedScope) -> None:
+    """Refuse, after inference, an output or a node parameter that is not a released value of its
+    own namespace (top level for outputs): only released values may leave the plan or steer a node."""
+    if not plan.outputs:
+        raise PlanTypeError(plan.name, "the plan releases nothing", "name at least one released output")
+    for name, nid in plan.outputs:
+        t = space.types.get(nid)
+        if t is None:
+            raise PlanReferenceError(nid, f"output {name!r} refers to {nid!r}, which is not a top-level node "
+                                     "of the plan", "point the output at a released top-level node")
+        if not isinstance(t, ReleasedT):
+            raise PostProcessingError(nid, f"output {name!r} is a sensitive {type(t).__name__.removesuffix('T')} "
+                                      f"({space.records[nid].node.kind}), not a released value",
+                                      "release it through a mechanism (GaussianMech, LaplaceMech, ...) first")
+    for sp in _spaces(space):
+        for rec in sp.order:
+            node = rec.node
+            for ref in node.refs():
+                slot = next((f.name for f in attrs.fields(type(node)) if getattr(node, f.name) is ref), "parameter")
+                released_type(ref, _Ctx(plan.neighbors, _key(sp, rec.id), sp.types), slot)
+
+
+def _validated_space(plan: Plan) -> TypedScope:
+    """The typed top-level space of ``plan``, whatever built it (builder, ``Plan(...)``, JSON): the
+    first step of certification, so ``certify``, ``Plan.check`` and ``run`` all go through it."""
+    _check_records(plan.records, "", {})
+    space = _infer_space(plan.records, plan.neighbors, "")
+    _check_released(plan, space)
+    return space
