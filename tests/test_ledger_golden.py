@@ -19,6 +19,14 @@ Changes recorded so far:
 * issue 13 (one exponential-mechanism sampler) and issue 14 item 16 (MERR's CDF projected onto valid
   CDFs): the released values of ``merr/zcdp`` and ``merr/approx`` changed (Gumbel and uniform maps of
   the same Laplace draws; isotonic projection); no ledger changed.
+* issue 13 item 4 (``NoiseScale``): CoinPress's mean rounds read their sigma_k from the certificate
+  instead of a public ``sigma_per_clip`` parameter, so that ``Public`` node left the loop body and the
+  body's Gaussian moved from ``b1.gaussian_mech_11`` to ``b1.gaussian_mech_10`` (``gaussian_mean_coinpress``)
+  and from ``b2.gaussian_mech_11`` to ``b2.gaussian_mech_10`` (``gaussian_gaussian``): the same shares under
+  new keys, every total unchanged.  The next radius now uses the certified sigma per unit sensitivity
+  (``gaussian_sigma_for_zcdp(1, rho_k)``, rounded up by about 1e-12) instead of ``1/sqrt(2 rho_k)``, so
+  the released values of ``gaussian_mean_coinpress/zcdp``, ``gaussian_mean_coinpress/approx`` and
+  ``gaussian_gaussian/approx`` changed by float rounding only (at most 1.2e-15 relative).
 """
 
 from __future__ import annotations
