@@ -405,7 +405,8 @@ class Mechanism(Node):
         its scale is D x this multiplier up to that rounding (about 1e-12 relative).
 
         >>> from dpflow.nodes import GaussianMech
-        >>> GaussianMech().noise_multiplier(Fraction(1, 2), "zcdp") == GaussianMech().noise_scale(1.0, Fraction(1, 2), "zcdp")
+        >>> g, rho = GaussianMech(), Fraction(1, 2)
+        >>> g.noise_multiplier(rho, "zcdp") == g.noise_scale(1.0, rho, "zcdp")
         True
         """
         return self.noise_scale(1.0, share, mode)

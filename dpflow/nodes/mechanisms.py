@@ -24,7 +24,6 @@ from dpflow.nodes.base import (
     Inferred,
     Mechanism,
     Mode,
-    ReleasedT,
     StatT,
     VType,
     need,
