@@ -266,7 +266,7 @@ def param_ref(x: Any) -> Ref:
 
 
 @attrs.frozen(kw_only=True)
-class NoiseScale(Node):
+class NoiseScale(PostProcess):
     """The noise multiplier the planner certified for the mechanism whose output is ``of``, in the
     current round: the noise scale per unit sensitivity (``GaussianMech``: sigma per unit l2
     sensitivity, 1/sqrt(2 rho_k); ``LaplaceMech``: b per unit l1 sensitivity, 1/epsilon_k; ``Peel``:
@@ -274,7 +274,8 @@ class NoiseScale(Node):
     the mechanism's noise uses (:meth:`Mechanism.noise_multiplier <dpflow.nodes.base.Mechanism.noise_multiplier>`).
     Mechanisms without a noise multiplier (the exponential-mechanism family: Quantile, DyadicExpMech,
     ...) are refused.  It depends only on the certified allocation (the plan and the budget), never on
-    the data, so it is public and free.  Made by :func:`noise_scale`.
+    the data, so it is public and free: post-processing without positional inputs.  Made by
+    :func:`noise_scale`.
 
     >>> import dpflow as dp
     >>> from dpflow import nodes as N
