@@ -41,9 +41,7 @@ def _opt_exact(x: Any) -> Fraction | None:
 @functools.lru_cache(maxsize=4096)
 def _sigma(sensitivity: float, rho: Fraction) -> float:
     """The Gaussian sigma for ``sensitivity`` at ``rho`` (cached: every round of a loop and every ledger
-    line asks again); infinite for rho = 0 with a positive sensitivity."""
-    if rho == 0 and sensitivity != 0:
-        return math.inf
+    line asks again)."""
     return gaussian_sigma_for_zcdp(sensitivity, rho)
 
 
@@ -262,8 +260,6 @@ class GaussianMech(Mechanism):
                 value, delta, stat, ctx, False, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "sigma",
                 lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)))
         sigma = self.noise_scale(delta, alloc.share, alloc.mode)
-        if not math.isfinite(sigma):
-            return _infinite_noise(value, ctx, "sigma")
         ctx.record("sigma", sigma)
         noise = ctx.noise.normal(sigma, value.shape)
         if stat.symmetric:
@@ -305,13 +301,12 @@ class LaplaceMech(EpsilonMechanism):
         return f"l1 = {stat.l1.text()}"
 
     def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
-        """b = Delta_1 / epsilon, rounded up (epsilon = :meth:`eps` of the share; infinite at epsilon 0).
+        """b = Delta_1 / epsilon, rounded up (epsilon = :meth:`eps` of the share).
 
         >>> LaplaceMech().noise_multiplier(Fraction(1, 2), "pure") >= 2.0
         True
         """
-        eps = self.eps(share, mode)
-        return math.inf if eps == 0 and sensitivity != 0 else laplace_scale(sensitivity, eps)
+        return laplace_scale(sensitivity, self.eps(share, mode))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         eps = self.eps(share, mode)
@@ -333,8 +328,6 @@ class LaplaceMech(EpsilonMechanism):
                 value, delta, stat, ctx, True, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "scale",
                 lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
         b = self.noise_scale(delta, alloc.share, alloc.mode)
-        if not math.isfinite(b):
-            return _infinite_noise(value, ctx, "scale")
         ctx.record("scale", b)
         return value + ctx.noise.laplace(b, value.shape)
 
@@ -421,10 +414,8 @@ class Peel(Mechanism):
         >>> Peel(s=1).noise_multiplier(Fraction(3), "pure") >= 1.0
         True
         """
-        u = self.unit(share, mode)
-        if sensitivity == 0.0:
-            return 0.0
-        return math.nextafter(sensitivity / float(u), math.inf) if u > 0 else math.inf
+        b = sensitivity / float(self.unit(share, mode)) if sensitivity > 0 else 0.0
+        return math.nextafter(b, math.inf) if b > 0 else b
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)
