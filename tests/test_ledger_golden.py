@@ -22,6 +22,14 @@ Changes recorded so far:
 * issue 16 (PLD accounting): every total whose mechanisms all have a valid PLD gains a
   "PLD (dp_accounting, pessimistic)" conversion row (pure and approx plans, and zCDP plans without a
   Gaussian mechanism); no share, rho, pure epsilon or other conversion changed.
+* issue 13 item 4 (``NoiseScale``): CoinPress's mean rounds read their sigma_k from the certificate
+  instead of a public ``sigma_per_clip`` parameter, so that ``Public`` node left the loop body and the
+  body's Gaussian moved from ``b1.gaussian_mech_11`` to ``b1.gaussian_mech_10`` (``gaussian_mean_coinpress``)
+  and from ``b2.gaussian_mech_11`` to ``b2.gaussian_mech_10`` (``gaussian_gaussian``): the same shares under
+  new keys, every total unchanged.  The next radius now uses the certified sigma per unit sensitivity
+  (``gaussian_sigma_for_zcdp(1, rho_k)``, rounded up by about 1e-12) instead of ``1/sqrt(2 rho_k)``, so
+  the released values of ``gaussian_mean_coinpress/zcdp``, ``gaussian_mean_coinpress/approx`` and
+  ``gaussian_gaussian/approx`` changed by float rounding only (at most 1.2e-15 relative).
 """
 
 from __future__ import annotations

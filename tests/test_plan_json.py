@@ -45,7 +45,7 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
     rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
     return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
-                   **_discrete_kinds(b, X, Y))
+                   **_discrete_kinds(b, X, Y), unit_b=N.noise_scale(pk))
 
 
 def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:

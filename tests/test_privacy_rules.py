@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from fractions import Fraction
+from typing import Any
 
+import numpy as np
 import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.estimators import gaussian as G
-from dpflow.estimators.gaussian import coinpress
+from dpflow.estimators.gaussian import coinpress, steps
 from dpflow.planner.certify import certify
 from dpflow.privacy import (
     ZCDP,
@@ -160,25 +161,20 @@ def test_shares_by_weight() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# the estimators' radius schedules use the rho the ledger allocates
-
-_RHO_K = re.compile(r"rho_k = \[([^\]]*)\]")
+# the estimators' radius schedules use the sigma the certificate gives each round (NoiseScale)
 
 
-def _schedules(plan: dp.Plan) -> dict[str, tuple[list[Fraction], list[Fraction]]]:
-    """Per CoinPress mean Recurse body: (the rho_k its sigma_per_clip uses, the rho_k the planner allocates)."""
-    cert = certify(plan)
+def _mean_loops(cert: Any) -> dict[str, tuple[Any, str, list[Fraction]]]:
+    """Per CoinPress mean loop (a Recurse body reading a NoiseScale): (the body scope, the path of the
+    Gaussian the NoiseScale names, the rho_k the planner allocates to it round by round)."""
     out = {}
-    for e in cert.ledger.entries:
-        found = _RHO_K.search(e.derivation) if e.derivation.startswith("sigma_per_clip") else None
-        if found is None:
-            continue
-        body = e.node.rsplit(".", 1)[0]
-        used = [Fraction(x.strip(" '")) for x in found.group(1).split(",")]
-        (share,) = [a.share for k, a in cert.allocations.items() if k.startswith(body + ".gaussian_mech")]
-        sched = coinpress.schedule(len(used))
-        out[body] = (used, [share * Fraction(float(s)) for s in sched])
-    assert out
+    for rec in cert.space.order:
+        body = cert.space.bodies.get(rec.id)
+        scales = [r.node for r in body.order if isinstance(r.node, N.NoiseScale)] if body is not None else []
+        if scales:
+            mech = body.path + scales[0].of.id
+            shares = [cert.invocations.at(mech, (c,)).share for c in cert.invocations.rounds[rec.id]]
+            out[rec.id] = (body, mech, shares)
     return out
 
 
@@ -194,15 +190,33 @@ SCHEDULE_PLANS = {
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_PLANS))
 @pytest.mark.filterwarnings("ignore::dpflow.errors.AccuracyWarning")
-def test_coinpress_schedule_uses_the_allocated_rho(name: str) -> None:
-    for used, allocated in _schedules(SCHEDULE_PLANS[name]()).values():
-        assert used == allocated
+def test_coinpress_reads_sigma_k_from_the_certificate(name: str) -> None:
+    """No copy of the allocator: the mean loop has no public sigma schedule, and its next radius is
+    gamma sqrt(1/n + sigma_k^2) with the sigma_k its Gaussian recorded (checked through the next round's
+    sigma, which is calibrated to 2 mvm_clip(r_{k+1}) / n at the next round's certified rho)."""
+    plan = SCHEDULE_PLANS[name]()
+    cert = certify(plan)
+    loops = _mean_loops(cert)
+    assert len(loops) == 1
+    (body, mech_path, rhos), = loops.values()
+    assert not any(isinstance(r.node, N.Public) and r.node.name == "sigma_per_clip" for r in body.order)
+    param = {r.node.name: r.node.values[0] for r in body.order if isinstance(r.node, N.Public) and r.node.name}
+    gamma, n = param["gamma"], param["n"]
+    rng = np.random.default_rng(0)
+    ex = plan.run({"X": rng.normal(1.0, 1.0, size=(3000, 3))}, noise=dp.SeededNoise(1)).report.execution
+    sigmas = [f["sigma"] for f in ex.facts[mech_path]]
+    assert len(sigmas) == len(rhos)
+    mech = body.records[mech_path.rsplit("/", 1)[1]].node
+    for k in range(len(rhos) - 1):
+        r_next = gamma * math.sqrt(1.0 / n + sigmas[k] ** 2)
+        want = mech.noise_scale(2.0 * steps.mvm_clip(r_next, gamma) / n, rhos[k + 1], "zcdp")
+        assert sigmas[k + 1] == pytest.approx(want, rel=1e-9)
 
 
 @pytest.mark.filterwarnings("ignore::dpflow.errors.AccuracyWarning")
 def test_predicted_radii_use_the_allocated_rho() -> None:
     budget = dp.ApproxDP(1.0, 1e-7)
     plan = G.mean(d=3, n=3000, budget=budget, R=10.0, t=3)
-    ((_, allocated),) = _schedules(plan).values()
+    ((_, _, allocated),) = _mean_loops(certify(plan)).values()
     assert sum(allocated) == G.total_rho(budget) == gaussian_budget_rho(budget)
     assert coinpress._round_rhos(G.total_rho(budget), coinpress.schedule(3)) == allocated

@@ -32,7 +32,7 @@ def test_ssp_is_within_the_perturbation_bound_of_its_clipped_ridge_baseline() ->
     M = Z.T @ Z / n
     p = d + 1
     node = next(r_.node for r_ in model.plan_.records if r_.node.kind == "RidgeSolve")
-    lam = node.ridge * r * r
+    lam = node.ridge * sigma  # lambda = ridge sqrt(d + 1) sigma, sigma the Gaussian's certified per-entry noise
     A = M[:p, :p] + lam * np.eye(p)
     base = np.linalg.solve(A, M[:p, p])                              # same clip, same ridge, no noise
     E = 1.5 * sigma * (p + 1)                                        # ||E||_F <= 1.5 sigma (p+1) w.h.p.;

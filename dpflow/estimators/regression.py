@@ -155,15 +155,30 @@ def niht(
                       truncation_weight, accounting, s)
 
 
-def _ssp(d: int, n: int, budget: Measure, radius: float | None, ridge_unit: float, truncation_weight: float,
-         accounting: str) -> tuple[Plan, str]:
+def ssp_ridge_scale(noise_scale: Any, radius: Any, n: Any) -> float:
+    """sqrt(sigma), sigma = (sqrt(2) r^2 / n) * noise_scale: the per-entry noise of SSP's second moment
+    (its Frobenius sensitivity times the Gaussian's certified sigma per unit sensitivity).  ``RidgeSolve``
+    squares its ``scale``, so ``lambda = ridge sqrt(d + 1) sigma``.  A non-finite radius gives 0.
+
+    >>> round(ssp_ridge_scale(0.5, 2.0, 8.0) ** 2, 6)
+    0.353553
+    """
+    r = float(radius)
+    sigma = math.sqrt(2.0) * r * r / float(n) * float(noise_scale)
+    return math.sqrt(sigma) if math.isfinite(sigma) and sigma > 0 else 0.0
+
+
+def _ssp(d: int, n: int, budget: Measure, radius: float | None, ridge: float, truncation_weight: float,
+         accounting: str) -> Plan:
     b = PlanBuilder(budget=budget, neighbors="replace", name="ssp_regression", accounting=accounting)
     Z = b.source("Z", Vectors(d=d + 1), n=n)
     r: Any = radius if radius is not None else private_radius(
         Z, of="rows", factor=ROW_FACTOR, weight=truncation_weight / 2, range_weight=truncation_weight / 2)
     noisy = N.GaussianMech(weight=1.0 - truncation_weight)(N.SecondMoment()(N.Clip(radius=r)(Z)))
-    coef = N.RidgeSolve(ridge=ridge_unit, scale=r)(N.PSDProject()(noisy))
-    return b.build(coef=coef, radius=r if isinstance(r, Released) else b.public(r)), noisy.id
+    r_out = r if isinstance(r, Released) else b.public(r)
+    scale = N.Apply(fn=ssp_ridge_scale, shape=())(N.noise_scale(noisy), r_out, b.public(float(n)))
+    coef = N.RidgeSolve(ridge=ridge * math.sqrt(d + 1), scale=scale)(N.PSDProject()(noisy))
+    return b.build(coef=coef, radius=r_out)
 
 
 def sufficient_statistics(
@@ -196,12 +211,7 @@ def sufficient_statistics(
         _pos("radius", radius)
     if not (math.isfinite(ridge) and ridge >= 0):
         raise ValueError(f"ridge must be finite and >= 0, got {ridge}")
-    from dpflow.planner.certify import certify
-
-    plan, gid = _ssp(d, n, budget, radius, 0.0, truncation_weight, accounting)
-    rho = certify(plan).allocations[gid].share  # public: the Gaussian's certified share
-    ridge_unit = ridge * math.sqrt(d + 1) * math.sqrt(2.0) / (n * math.sqrt(2.0 * float(rho)))
-    return _ssp(d, n, budget, radius, ridge_unit, truncation_weight, accounting)[0]
+    return _ssp(d, n, budget, radius, ridge, truncation_weight, accounting)
 
 
 class LinearRegression:

@@ -67,8 +67,13 @@ class _Ctx:
         return vals
 
     def allocation(self) -> Allocation:
-        assert self._rec is not None and isinstance(self._rec.node, Mechanism)
-        return self.run.cert.invocations.at(self.space.path + self._rec.id, self.rounds)
+        assert self._rec is not None
+        return self.allocation_of(Ref(self._rec.id))[1]
+
+    def allocation_of(self, ref: Ref) -> tuple[Mechanism, Allocation]:
+        node = self.space.records[ref.id].node
+        assert isinstance(node, Mechanism)
+        return node, self.run.cert.invocations.at(self.space.path + ref.id, self.rounds)
 
     def stat(self) -> StatT:
         assert self._rec is not None

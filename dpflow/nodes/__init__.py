@@ -35,7 +35,7 @@ from dpflow.nodes.discrete import (
     TruncatedBinaryMean,
 )
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
-from dpflow.nodes.postprocess import Apply, Eigh, Get, Pack, PSDProject, Public, param
+from dpflow.nodes.postprocess import Apply, Eigh, Get, NoiseScale, Pack, PSDProject, Public, noise_scale, param
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
@@ -57,10 +57,10 @@ __all__ = [
     "NODE_KINDS", "GradientStep", "Magnitudes", "ModeBinUpper", "OrderStatistics", "ProjectCoef", "Quantile",
     "RidgeSolve", "ScaleShift", "TruncatedMean",
     "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
-    "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "PSDProject", "Pack",
+    "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "NoiseScale", "PSDProject", "Pack",
     "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
-    "State", "StatT", "SubPlan", "Sum", "Transform", "param", "project_ball", "recurse", "split",
+    "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "TruncatedBinaryMean",
 ]

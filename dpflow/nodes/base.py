@@ -113,6 +113,10 @@ class ReleasedT:
     """Static type of a released value (``shape`` ``None`` when not known statically)."""
 
     shape: tuple[int, ...] | None = None
+    noised_by: str | None = None
+    """The path of the mechanism whose own output this is, when that mechanism has a noise multiplier
+    (:attr:`Mechanism.noise_unit`); ``None`` for every other released value.  :class:`NoiseScale
+    <dpflow.nodes.postprocess.NoiseScale>` accepts only such a value of its own scope."""
 
 
 VType = RowsT | PiecesT | StatT | ReleasedT
@@ -226,6 +230,11 @@ class EvalContext(Protocol):
 
     def allocation(self) -> Allocation:
         """The budget share of the mechanism being evaluated."""
+        ...
+
+    def allocation_of(self, ref: Ref) -> tuple[Mechanism, Allocation]:
+        """The mechanism that ``ref`` (a node of the current scope) names and the allocation the planner
+        certified for its invocation in the current round (a lookup in the certificate)."""
         ...
 
     def stat(self) -> StatT:
@@ -378,6 +387,33 @@ class Mechanism(Node):
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         """The noise distribution and scale, as the ledger shows it."""
         return ""
+
+    noise_unit: ClassVar[str | None] = None
+    """Capability: the sensitivity (``"l2"``, ``"l1"``, ``"linf"``) that :meth:`noise_scale` scales, for a
+    mechanism that adds noise of a scale calibrated to that sensitivity; ``None`` for mechanisms without
+    one (the exponential-mechanism family), which :class:`NoiseScale` refuses."""
+
+    def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
+        """The noise scale the mechanism uses for a ``noise_unit`` sensitivity at budget ``share``: the one
+        statement of its calibration (rounded up so the realised cost is at most the share)."""
+        raise PlanTypeError(self.kind, f"{self.kind} adds no noise of a calibrated scale",
+                            "report this as a dpflow bug")
+
+    def noise_multiplier(self, share: Fraction, mode: Mode) -> float:
+        """The noise scale per unit sensitivity at ``share``: :meth:`noise_scale` at sensitivity 1, what
+        ``NoiseScale`` releases.  At sensitivity D the mechanism calibrates D directly (outward-rounded), so
+        its scale is D x this multiplier up to that rounding (about 1e-12 relative).
+
+        >>> from dpflow.nodes import GaussianMech
+        >>> g, rho = GaussianMech(), Fraction(1, 2)
+        >>> g.noise_multiplier(rho, "zcdp") == g.noise_scale(1.0, rho, "zcdp")
+        True
+        """
+        return self.noise_scale(1.0, share, mode)
+
+    def released(self, shape: tuple[int, ...] | None, ctx: InferContext) -> ReleasedT:
+        """The static type of this mechanism's output, marked with its path when it has a noise multiplier."""
+        return ReleasedT(shape, ctx.node_id if self.noise_unit is not None else None)
 
 
 class PostProcess(Node):

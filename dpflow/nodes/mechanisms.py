@@ -24,7 +24,6 @@ from dpflow.nodes.base import (
     Inferred,
     Mechanism,
     Mode,
-    ReleasedT,
     StatT,
     VType,
     need,
@@ -43,9 +42,10 @@ from dpflow.privacy.rounding import up
 
 
 @functools.lru_cache(maxsize=4096)
-def _sigma(sensitivity: float, num: int, den: int) -> float:
-    """The Gaussian sigma the interpreter will use for a constant sensitivity (cached for big ledgers)."""
-    return gaussian_sigma_for_zcdp(sensitivity, Fraction(num, den))
+def _sigma(sensitivity: float, rho: Fraction) -> float:
+    """The Gaussian sigma for ``sensitivity`` at ``rho`` (cached: every round of a loop and every ledger
+    line asks again)."""
+    return gaussian_sigma_for_zcdp(sensitivity, rho)
 
 
 def _exact(ctx: EvalContext) -> bool:
@@ -209,13 +209,14 @@ class GaussianMech(Mechanism):
     kind: ClassVar[str] = "GaussianMech"
     pure_capable: ClassVar[bool] = False
     gaussian_profile: ClassVar[bool] = True
+    noise_unit: ClassVar[str | None] = "l2"
     reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
     weight: float = attrs.field(default=1.0, converter=positive)
     rho: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat = _need_stat(ins, ctx)
-        return Inferred(ReleasedT(stat.shape), "")
+        return Inferred(self.released(stat.shape, ctx), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.l2 is None:
@@ -230,10 +231,20 @@ class GaussianMech(Mechanism):
             raise self.pure_refusal(self.kind)
         return Cost.gaussian_zcdp(share)
 
+    def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
+        """sigma = Delta_2 / sqrt(2 rho), rounded up (rho = ``share``; no pure mode).
+
+        >>> GaussianMech().noise_multiplier(Fraction(1, 2), "zcdp") >= 1.0
+        True
+        """
+        if mode == "pure":
+            raise self.pure_refusal(self.kind)
+        return _sigma(sensitivity, share)
+
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         formula = f"sigma = {text_of(stat.l2)} / sqrt(2*{float(share):.6g})"
         if stat.l2 is not None and stat.l2.is_const:
-            formula += f" = {_sigma(stat.l2.coef, share.numerator, share.denominator):.6g}"
+            formula += f" = {self.noise_scale(stat.l2.coef, share, mode):.6g}"
         return (f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
                 + _exact_path_text(stat, "discrete Gaussian")
                 + (" (continuous noise when the certificate uses the exact Gaussian-DP profile)"
@@ -249,9 +260,9 @@ class GaussianMech(Mechanism):
             return _infinite_noise(value, ctx, "sigma")
         if _exact(ctx) and not alloc.continuous_gaussian and stat.float_error is not None:
             return _lattice_noised(
-                value, delta, stat, ctx, False, lambda d: gaussian_sigma_for_zcdp(d, alloc.share), "sigma",
+                value, delta, stat, ctx, False, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "sigma",
                 lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)))
-        sigma = gaussian_sigma_for_zcdp(delta, alloc.share)
+        sigma = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("sigma", sigma)
         noise = ctx.noise.normal(sigma, value.shape)
         if stat.symmetric:
@@ -275,13 +286,14 @@ class LaplaceMech(EpsilonMechanism):
     kind: ClassVar[str] = "LaplaceMech"
     pure_capable: ClassVar[bool] = True
     gaussian_profile: ClassVar[bool] = False
+    noise_unit: ClassVar[str | None] = "l1"
     reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat = _need_stat(ins, ctx)
-        return Inferred(ReleasedT(stat.shape), "")
+        return Inferred(self.released(stat.shape, ctx), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.l1 is None:
@@ -291,11 +303,19 @@ class LaplaceMech(EpsilonMechanism):
             raise _unbounded(ctx, "l1")
         return f"l1 = {stat.l1.text()}"
 
+    def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
+        """b = Delta_1 / epsilon, rounded up (epsilon = :meth:`eps` of the share).
+
+        >>> LaplaceMech().noise_multiplier(Fraction(1, 2), "pure") >= 2.0
+        True
+        """
+        return laplace_scale(sensitivity, self.eps(share, mode))
+
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         eps = self.eps(share, mode)
         formula = f"b = {text_of(stat.l1)} / {float(eps):.6g}"
         if stat.l1 is not None and stat.l1.is_const:
-            formula += f" = {laplace_scale(stat.l1.coef, eps):.6g}"
+            formula += f" = {self.noise_scale(stat.l1.coef, share, mode):.6g}"
         return f"Laplace, {formula}" + _exact_path_text(stat, "discrete Laplace")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -303,15 +323,14 @@ class LaplaceMech(EpsilonMechanism):
         alloc = ctx.allocation()
         assert stat.l1 is not None
         value = np.asarray(ins[0], dtype=float)
-        eps = self.eps(alloc.share, alloc.mode)
         delta = ctx.bound(stat.l1)
         if not math.isfinite(delta):
             return _infinite_noise(value, ctx, "scale")
         if _exact(ctx) and stat.float_error is not None:
             return _lattice_noised(
-                value, delta, stat, ctx, True, lambda d: laplace_scale(d, eps), "scale",
+                value, delta, stat, ctx, True, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "scale",
                 lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
-        b = laplace_scale(delta, eps)
+        b = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("scale", b)
         return value + ctx.noise.laplace(b, value.shape)
 
@@ -338,6 +357,7 @@ class Peel(Mechanism):
     kind: ClassVar[str] = "Peel"
     pure_capable: ClassVar[bool] = True
     gaussian_profile: ClassVar[bool] = False
+    noise_unit: ClassVar[str | None] = "linf"
     reference: ClassVar[str] = (
         "Cai-Wang-Zhang 2021 Alg. 3.2; report-noisy-max with Laplace(2 Delta/eps) is eps-DP (Dwork-Roth 2014 "
         "Sec. 3.3); composition: basic (pure) or Bun-Steinke 2016 Prop. 1.4 + Lemma 1.7 (zCDP)"
@@ -358,7 +378,7 @@ class Peel(Mechanism):
         if self.s > stat.shape[0]:
             raise DomainError(ctx.node_id, f"s={self.s} exceeds the dimension {stat.shape[0]}",
                               "choose s <= d")
-        return Inferred(ReleasedT(stat.shape), "")
+        return Inferred(self.released(stat.shape, ctx), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.linf is None:
@@ -390,6 +410,16 @@ class Peel(Mechanism):
     def cost(self, share: Fraction, mode: Mode) -> Cost:
         return self._cost_at_unit(self.unit(share, mode))
 
+    def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
+        """b = lambda / u, one float step up (u = :meth:`unit`, lambda the l-infinity sensitivity): the
+        Laplace scale of every noisy-max score and of every released coordinate.
+
+        >>> Peel(s=1).noise_multiplier(Fraction(3), "pure") >= 1.0
+        True
+        """
+        b = sensitivity / float(self.unit(share, mode)) if sensitivity > 0 else 0.0
+        return math.nextafter(b, math.inf) if b > 0 else b
+
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)
         return f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
@@ -399,9 +429,7 @@ class Peel(Mechanism):
         alloc = ctx.allocation()
         assert stat.linf is not None
         lam = ctx.bound(stat.linf)
-        u = self.unit(alloc.share, alloc.mode)
-        b = lam / float(u) if lam > 0 else 0.0
-        b = math.nextafter(b, math.inf) if b > 0 else b
+        b = self.noise_scale(lam, alloc.share, alloc.mode)
         ctx.record("scale", b)
         v = np.asarray(ins[0], dtype=float)
         d = v.shape[0]

@@ -14,7 +14,18 @@ import attrs
 import numpy as np
 
 from dpflow.errors import AccuracyWarning, PlanTypeError, SerializationError
-from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, PostProcess, ReleasedT, VType
+from dpflow.handles import Ref
+from dpflow.handles import param as handle_param
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Inferred,
+    Node,
+    PostProcess,
+    ReleasedT,
+    VType,
+    released_type,
+)
 
 
 def _floats(v: Any) -> tuple[float, ...]:
@@ -244,3 +255,71 @@ class Pack(PostProcess):
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return tuple(ins)
+
+
+def param_ref(x: Any) -> Ref:
+    """Converter: a released handle (or a :class:`Ref`) as a :class:`Ref`."""
+    x = handle_param(x)
+    if not isinstance(x, Ref):
+        raise ValueError(f"expected a released handle, got {x!r}")
+    return x
+
+
+@attrs.frozen(kw_only=True)
+class NoiseScale(PostProcess):
+    """The noise multiplier the planner certified for the mechanism whose output is ``of``, in the
+    current round: the noise scale per unit sensitivity (``GaussianMech``: sigma per unit l2
+    sensitivity, 1/sqrt(2 rho_k); ``LaplaceMech``: b per unit l1 sensitivity, 1/epsilon_k; ``Peel``:
+    b per unit l-infinity sensitivity, 1/u_k for its per-coordinate loss u_k), exactly the multiplier
+    the mechanism's noise uses (:meth:`Mechanism.noise_multiplier <dpflow.nodes.base.Mechanism.noise_multiplier>`).
+    Mechanisms without a noise multiplier (the exponential-mechanism family: Quantile, DyadicExpMech,
+    ...) are refused.  It depends only on the certified allocation (the plan and the budget), never on
+    the data, so it is public and free: post-processing without positional inputs.  Made by
+    :func:`noise_scale`.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> m = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=10))))
+    >>> plan = b.build(m=m, unit_sigma=N.noise_scale(m))
+    >>> float(plan.run({"X": [[0.0, 0.0]] * 10}, noise=dp.SeededNoise(0)).released["unit_sigma"]) >= 1.0
+    True
+    """
+
+    kind: ClassVar[str] = "NoiseScale"
+    reference: ClassVar[str] = ("public: a function of the certified allocation only (the plan and the budget), "
+                                "so free; the multiplier is the mechanism's own calibration")
+    of: Ref = attrs.field(converter=param_ref)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        if ins:
+            raise PlanTypeError(ctx.node_id, "NoiseScale has no inputs", "pass the mechanism's output as of=")
+        t = released_type(self.of, ctx, "of")
+        scope = ctx.node_id[:ctx.node_id.rfind("/") + 1]
+        if t.noised_by != scope + self.of.id:
+            raise PlanTypeError(ctx.node_id, f"of={self.of.id} is not the output of a noise-adding mechanism "
+                                "(GaussianMech, LaplaceMech or Peel) of this plan or loop body",
+                                "pass the handle a GaussianMech, LaplaceMech or Peel returned, in the same scope")
+        return Inferred(ReleasedT(()), f"noise scale per unit sensitivity of {t.noised_by} (certified share)")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        mech, alloc = ctx.allocation_of(self.of)
+        return mech.noise_multiplier(alloc.share, alloc.mode)
+
+
+def noise_scale(m: Any) -> Any:
+    """Add :class:`NoiseScale` for the released output ``m`` of a mechanism; returns its released handle.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+    >>> h = N.LaplaceMech()(N.Histogram(edges=[0, 1, 2])(b.source("X", dp.Ordinal(N=2), n=10)))
+    >>> b.build(h=h, b=noise_scale(h)).check().entries[-1].kind
+    'NoiseScale'
+    """
+    from dpflow.handles import Released
+
+    if not isinstance(m, Released):
+        raise PlanTypeError("NoiseScale", f"noise_scale needs the released output of a mechanism, got {m!r}",
+                            "pass the handle a GaussianMech, LaplaceMech or Peel returned")
+    return Released(m.builder.add(NoiseScale(of=Ref(m.id)), ()), m.builder)

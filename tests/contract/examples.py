@@ -359,6 +359,13 @@ def _pack(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"p": p}, p.id)
 
 
+@example("NoiseScale")
+def _noise_scale(b: dp.PlanBuilder, X: Any) -> Fragment:
+    m = _released_mean(b, X)
+    s = N.noise_scale(m)
+    return Fragment({"m": m, "s": s}, s.id)
+
+
 @example("ScaleShift")
 def _scale_shift(b: dp.PlanBuilder, X: Any) -> Fragment:
     q = N.Quantile(q=0.5)(N.OrderStatistics(upper=4.0)(N.Magnitudes(of="rows")(X)))

@@ -112,7 +112,7 @@ def _mean_part(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, R: float, rho
     N.param(b, "predicted_radii", radii, "public radius schedule if no point is clipped (gaussian.md 1.2)")
     _warn_if_vacuous(b, n, radii)
     init = N.Pack()(b.public(np.zeros(d)), b.public(R / sigma))
-    state = coinpress.mvm_rec(rows, init, n, d, rho, weight, t, beta)
+    state = coinpress.mvm_rec(rows, init, n, d, weight, t, beta)
     c = N.Get(index=0)(state)
     return c if sigma == 1.0 else N.Apply(fn=steps.kv_unscale, shape=(d,))(c, b.public(np.zeros(d)), b.public(sigma))
 
@@ -331,7 +331,7 @@ def gaussian(
     N.param(b, "predicted_radii", radii, "whitened-mean radius schedule if ||A|| = 1 (gaussian.md 1.2)")
     _warn_if_vacuous(b, n, radii)
     init = N.Pack()(b.public(np.zeros(d)), N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R)))
-    state = coinpress.mvm_rec(Y, init, n, d, rho_mean, 1.0 - split, t_mean)
+    state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean)
     mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get(index=0)(state))
     return b.build(mean=mu, covariance=cov)
 

@@ -52,7 +52,9 @@ def schedule(t: int) -> tuple[Fraction, ...]:
 
 def _round_rhos(rho: Fraction, sched: Sequence[Fraction]) -> list[Fraction]:
     """The rho of each round of a part whose rounds share ``rho``, as the planner allocates it: by the
-    round weights ``float(s_k)`` that :func:`mvm_rec` declares (:func:`dpflow.privacy.shares_by_weight`)."""
+    round weights ``float(s_k)`` that :func:`mvm_rec` declares (:func:`dpflow.privacy.shares_by_weight`).
+    Only for the radius prediction made before the plan exists; the plan itself reads each round's
+    certified sigma through ``NoiseScale``."""
     return shares_by_weight(rho, [float(s) for s in sched])
 
 
@@ -90,7 +92,6 @@ def mvm_rec(
     init: Released[Any],
     n: int,
     d: int,
-    rho: Fraction,
     weight: float,
     t: int,
     beta: float = 0.01,
@@ -99,24 +100,22 @@ def mvm_rec(
     """Add CoinPress ``MVMRec`` over ``rows`` (n rows in R^d, covariance <= I) starting from the released
     ``init = Pack(centre, radius)``; returns the final ``Pack(centre, radius)``.
 
-    ``rho`` is the share of the budget this part receives (for the radius schedule; the planner
-    allocates the noise, ``weight`` is the mechanisms' weight).  ``beta`` is the tail probability
-    of the chi radius gamma (the code's 0.01: no union bound over n, gaussian.md 1.1).
+    ``weight`` is the mechanisms' weight (the planner allocates the noise).  Round k's next radius uses
+    the sigma_k the round's Gaussian certifies: ``2 clip / n`` (the l2 sensitivity of the mean of rows
+    clipped to radius ``clip``, replace-one) times its :func:`~dpflow.nodes.noise_scale`.  ``beta`` is
+    the tail probability of the chi radius gamma (the code's 0.01: no union bound over n, gaussian.md 1.1).
     """
     sched = tuple(sched) if sched is not None else schedule(t)
     gamma = chi_radius(d, beta)
-    rhos = _round_rhos(rho, sched)
-    factors = [2.0 / n / math.sqrt(2.0 * float(rk)) for rk in rhos]
 
     def body(x: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Any]:
         cb = x.builder
         gk = N.param(cb, "gamma", gamma, f"chi_radius(d={d}, beta={beta:g}) (gaussian.md 0.3)")
-        fk = N.param(cb, "sigma_per_clip", factors, f"2/(n sqrt(2 rho_k)), rho_k = {[str(r) for r in rhos]}")
         nk = N.param(cb, "n", float(n), "public row count")
         c = N.Get(index=0)(state)
         clip = N.Apply(fn=steps.mvm_clip, shape=())(N.Get(index=1)(state), gk)
         m = N.GaussianMech(weight=weight)(N.Mean()(N.Clip(radius=clip, center=c)(x)))
-        r_next = N.Apply(fn=steps.mvm_radius, shape=())(clip, fk, k, gk, nk)
+        r_next = N.Apply(fn=steps.mvm_next_radius, shape=())(clip, N.noise_scale(m), gk, nk)
         return N.Pack()(m, r_next)
 
     return N.recurse(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])

@@ -62,9 +62,21 @@ def mvm_clip(r: Any, gamma: Any) -> float:
     return float(min(math.sqrt(r * r + 6.0 * r + g * g), r + g))
 
 
+def mvm_next_radius(clip: Any, noise_scale: Any, gamma: Any, n: Any) -> float:
+    """Next CoinPress ball radius ``gamma * sqrt(1/n + sigma_k^2)`` with ``sigma_k = (2 clip / n) *
+    noise_scale``: the l2 sensitivity of the round's clipped mean times the round's certified sigma per
+    unit sensitivity (``NoiseScale``; gaussian.md 1.1 [CODE]).
+
+    >>> round(mvm_next_radius(1.0, 1.0, 2.0, 4.0), 6)
+    1.414214
+    """
+    sigma = 2.0 * float(clip) / float(n) * float(noise_scale)
+    return float(gamma) * math.sqrt(1.0 / float(n) + sigma * sigma)
+
+
 def mvm_radius(clip: Any, factors: Any, k: Any, gamma: Any, n: Any) -> float:
-    """Next CoinPress ball radius ``gamma * sqrt(1/n + sigma_k^2)`` with ``sigma_k = clip * factors[k]``
-    (gaussian.md 1.1 [CODE])."""
+    """Next CoinPress ball radius with ``sigma_k = clip * factors[k]``: the form of plans saved before
+    :func:`mvm_next_radius` (their public ``sigma_per_clip`` factors), kept so that they still run."""
     sigma = float(clip) * pick(factors, k)
     return float(gamma) * math.sqrt(1.0 / float(n) + sigma * sigma)
 
