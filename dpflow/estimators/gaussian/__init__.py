@@ -1,5 +1,5 @@
 """Gaussian mean and covariance without strong a-priori bounds: CoinPress, KLSU and Karwa-Vadhan
-as plans in dpflow's DSL (gaussian.md; docs/gaussian.md).
+as plans in dpflow's DSL (docs/spec/gaussian.md; docs/gaussian.md).
 
 ``mean(...)``, ``covariance(...)`` and ``gaussian(...)`` return plans (inspect, ``check()``,
 ``run()``); ``fit(X, budget=..., mean_bound=..., cov_bound=...)`` runs the full-Gaussian plan and
