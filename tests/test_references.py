@@ -5,6 +5,7 @@ The specs the code cites are copied into ``docs/spec/``.  A citation is a :class
 description, or free text ``<spec>.md <section>`` in a docstring.  Each cited file must be under
 ``docs/spec/`` and each cited section number must be a heading of that file.  Ledger text always says
 ``docs/spec/<file> §<section>``, so the spec ``gaussian.md`` cannot be mistaken for ``docs/gaussian.md``.
+Citations in docs/, benchmarks/ and tests/ are checked too.
 """
 
 from __future__ import annotations
@@ -168,6 +169,17 @@ def test_every_source_citation_resolves() -> None:
     assert len(found) > 60, "the citation regex no longer sees the code's citations"
     bad = [(p, f, s, m) for p, f, s in found for m in missing(f, s)]
     assert bad == []
+
+
+OTHERS = sorted([*(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").glob("*.py"), *(REPO / "tests").glob("*.py"),
+                 REPO / "README.md"])
+
+
+def test_citations_in_docs_benchmarks_and_tests_resolve() -> None:
+    found = [(str(p.relative_to(REPO)), f, s) for p in OTHERS for f, s in citations(p.read_text(encoding="utf-8"))
+             if p.name != "test_references.py"]
+    assert len(found) > 10
+    assert [(p, f, s, m) for p, f, s in found for m in missing(f, s)] == []
 
 
 def test_every_markdown_path_in_the_source_exists() -> None:
