@@ -27,6 +27,7 @@ from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value, param
 from dpflow.nodes.floaterr import FloatError
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost
+from dpflow.references import Reference
 
 Relation = Literal["replace", "add_remove"]
 Mode = Literal["zcdp", "pure"]
@@ -275,7 +276,7 @@ class Node:
     """
 
     kind: ClassVar[str] = "Node"
-    reference: ClassVar[str] = ""
+    reference: ClassVar[str | Reference] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -57,6 +57,7 @@ from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.rules import changes_text, count_sensitivities, public_n
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost, exact, opt_exact
+from dpflow.references import Reference
 
 MAX_N = 2**62
 _KEY_LIMIT = 2**62
@@ -191,7 +192,8 @@ class BinCounts(Query):
     """
 
     kind: ClassVar[str] = "BinCounts"
-    reference: ClassVar[str] = "sparse_discrete_heavy.md 1 (stability histogram): one record is in one bin"
+    reference: ClassVar[Reference] = Reference("stability histogram: one record is in one bin",
+                                               "sparse_discrete_heavy.md", "1")
     width: float = attrs.field(converter=positive)
     shift: float = attrs.field(default=0.0, converter=finite)
 
@@ -244,10 +246,10 @@ class StabilityHistogram(EpsilonMechanism):
     kind: ClassVar[str] = "StabilityHistogram"
     pure_capable: ClassVar[bool] = False
     gaussian_profile: ClassVar[bool] = False
-    reference: ClassVar[str] = (
+    reference: ClassVar[Reference] = Reference(
         "stability histogram: Vadhan 2017 Prop. 3.5 / Bun-Nissim-Stemmer-Vadhan 2015 (replace-one), OpenDP "
-        "make_laplace_threshold (add/remove); sparse_discrete_heavy.md 1.1-1.2; cost as approximate zCDP by "
-        "Bun-Steinke 2016 Prop. 1.13"
+        "make_laplace_threshold (add/remove); cost as approximate zCDP by "
+        "Bun-Steinke 2016 Prop. 1.13", "sparse_discrete_heavy.md", "1.1-1.2"
     )
     delta: Fraction = attrs.field(converter=_opt_delta)
     weight: float = attrs.field(default=1.0, converter=positive)
@@ -536,7 +538,8 @@ class DyadicCounts(Query):
     """
 
     kind: ClassVar[str] = "DyadicCounts"
-    reference: ClassVar[str] = "DHS 2015 Fig. 2 scores; one record per level (sparse_discrete_heavy.md 4.5-4.6)"
+    reference: ClassVar[Reference] = Reference("DHS 2015 Fig. 2 scores; one record per level",
+                                               "sparse_discrete_heavy.md", "4.5-4.6")
     N: int
 
     def __attrs_post_init__(self) -> None:
@@ -648,7 +651,8 @@ class IntervalCounts(Query):
     """
 
     kind: ClassVar[str] = "IntervalCounts"
-    reference: ClassVar[str] = "DHS 2015 Fig. 2 Update; replace-one l1 2 (sparse_discrete_heavy.md 4.3 issue U1)"
+    reference: ClassVar[Reference] = Reference("DHS 2015 Fig. 2 Update; replace-one l1 2 (issue U1)",
+                                               "sparse_discrete_heavy.md", "4.3")
     interval: Ref = attrs.field(converter=param)
     normalize: bool = True
 
@@ -759,7 +763,8 @@ class TruncatedBinaryMean(Query):
     """
 
     kind: ClassVar[str] = "TruncatedBinaryMean"
-    reference: ClassVar[str] = "KLSU 2019 Alg. 7 (PPDE) truncation; sensitivity sqrt(2 tau)/n (gaussian.md 0.4)"
+    reference: ClassVar[Reference] = Reference("KLSU 2019 Alg. 7 (PPDE) truncation; sensitivity sqrt(2 tau)/n",
+                                               "gaussian.md", "0.4")
     tau: int | None = attrs.field(default=None, converter=_opt_pos_int)
     mask: Ref | None = attrs.field(default=None, converter=_opt_ref)
     flip: Ref | None = attrs.field(default=None, converter=_opt_ref)

@@ -32,6 +32,7 @@ from dpflow.nodes.base import (
 )
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n
+from dpflow.references import Reference
 
 
 def _div(b: Sym | None, n: Sym) -> Sym | None:
@@ -139,7 +140,8 @@ class SecondMoment(Query):
     """
 
     kind: ClassVar[str] = "SecondMoment"
-    reference: ClassVar[str] = "KLSU 2019 Alg. 1 (NaivePCE) sensitivity; tight constant sqrt(2) (gaussian.md 0.4)"
+    reference: ClassVar[Reference] = Reference("KLSU 2019 Alg. 1 (NaivePCE) sensitivity; tight constant sqrt(2)",
+                                               "gaussian.md", "0.4")
     center: Ref | None = attrs.field(default=None, converter=param)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:

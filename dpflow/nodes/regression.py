@@ -59,6 +59,7 @@ from dpflow.nodes.base import (
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import public_n, released_scale
 from dpflow.nodes.transforms import clip_box
+from dpflow.references import Reference
 
 
 def _ball(x: Any) -> str:
@@ -150,9 +151,9 @@ class GradientStep(Query):
     """
 
     kind: ClassVar[str] = "GradientStep"
-    reference: ClassVar[str] = ("Cai-Wang-Zhang 2021 Alg. 4.1 / 4.2 (least-squares gradient with truncated "
-                                "responses); sensitivity derived in dpflow/nodes/regression.py "
-                                "(sparse_discrete_heavy.md 3.4-3.5)")
+    reference: ClassVar[Reference] = Reference("Cai-Wang-Zhang 2021 Alg. 4.1 / 4.2 (least-squares gradient with "
+                                               "truncated responses); sensitivity derived in "
+                                               "dpflow/nodes/regression.py", "sparse_discrete_heavy.md", "3.4-3.5")
     beta: Ref = attrs.field(converter=param)
     eta: float = attrs.field(converter=positive_radius)
     x_bound: float = attrs.field(converter=positive_radius)

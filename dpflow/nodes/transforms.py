@@ -38,6 +38,7 @@ from dpflow.nodes.base import (
     text_of,
 )
 from dpflow.nodes.rules import public_n
+from dpflow.references import Reference
 
 
 def _vec_param(x: Any) -> Any:
@@ -441,7 +442,8 @@ class PairDifferences(Transform):
     """
 
     kind: ClassVar[str] = "PairDifferences"
-    reference: ClassVar[str] = "KLSU 2019 / Karwa-Vadhan 2018: pairing for unknown means (gaussian.md 0.4)"
+    reference: ClassVar[Reference] = Reference("KLSU 2019 / Karwa-Vadhan 2018: pairing for unknown means",
+                                               "gaussian.md", "0.4")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
@@ -503,7 +505,8 @@ class PartitionByBall(Node):
     """
 
     kind: ClassVar[str] = "PartitionByBall"
-    reference: ClassVar[str] = "parallel composition over a partition by released parameters (mixtures.md 2.4)"
+    reference: ClassVar[Reference] = Reference("parallel composition over a partition by released parameters",
+                                               "mixtures.md", "2.4")
     center: Ref | tuple[float, ...] = attrs.field(converter=_vec_param)
     radius: float | Ref = attrs.field(converter=released_or_nonnegative)
 
@@ -530,8 +533,9 @@ class Piece(Node):
     """Piece ``index`` of a split (made by :func:`split`)."""
 
     kind: ClassVar[str] = "Piece"
-    reference: ClassVar[str] = ("parallel composition over disjoint pieces (McSherry 2009, PINQ): an index block "
-                                "keeps a replaced record, a value piece can gain or lose one (accounting.md 1.5)")
+    reference: ClassVar[Reference] = Reference("parallel composition over disjoint pieces (McSherry 2009, PINQ): an "
+                                               "index block keeps a replaced record, a value piece can gain or lose "
+                                               "one", "accounting.md", "1.5")
     index: int
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:

@@ -25,6 +25,7 @@ from dpflow.planner.ledger import (
 )
 from dpflow.privacy import ApproxDP, ApproxZCDP, Cost
 from dpflow.privacy.rounding import up
+from dpflow.references import spec
 
 REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
 REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
@@ -109,7 +110,7 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
         elif isinstance(t, StatT):
             sens = f"l2 {text_of(t.l2)}; l1 {text_of(t.l1)}; linf {text_of(t.linf)}"
         out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
-                               derivation=deriv, noise=noise, rule=rule, reference=type(node).reference,
+                               derivation=deriv, noise=noise, rule=rule, reference=str(type(node).reference),
                                event=event))
         if isinstance(node, Recurse):
             out.extend(_entries(ctx, space.bodies[rec.id], allocations, mode))
@@ -131,7 +132,7 @@ def _composition_notes(ctx: PlanContext) -> list[str]:
     if has_value:
         how = ("a replaced record can leave one piece and enter another: the two largest pieces add"
                if ctx.relation == "replace" else "one record is in one piece: max")
-        notes.append(f"value partitions: {how} ({REF_PAR}; accounting.md 1.5)")
+        notes.append(f"value partitions: {how} ({REF_PAR}; {spec('accounting.md', '1.5')})")
     if has_rec:
         notes.append("Recurse: every round up to the static bound is charged, round k at its round weight")
     return notes

@@ -2,7 +2,7 @@
 
 Exact quantities are :class:`fractions.Fraction`; every floating-point privacy loss is rounded
 outward, every noise scale up and every "largest budget that fits" down (``rounding.py``).
-The formulas and golden values follow ``/work/shared/spec/accounting.md`` Sec. 1.1-1.7 (privacy loss
+The formulas and golden values follow ``docs/spec/accounting.md`` §1.1-1.7 (privacy loss
 distributions: :mod:`dpflow.privacy.pld`, numerics by Google's ``dp_accounting``).
 """
 

@@ -455,7 +455,7 @@ class Cost:
         :meth:`zero`.
 
         Source: McSherry 2009, "Privacy Integrated Queries", Thm. 4 (parallel composition);
-        replace-one neighbours: accounting.md Sec. 1.5.
+        replace-one neighbours: docs/spec/accounting.md §1.5.
 
         >>> a, b, c = (Cost.pure(Fraction(e)) for e in (1, 2, 3))
         >>> Cost.parallel([a, b, c], "add_remove").pure_eps, Cost.parallel([a, b, c], "replace").pure_eps

@@ -1,5 +1,5 @@
 """Gaussian mean and covariance without strong a-priori bounds: CoinPress, KLSU and Karwa-Vadhan
-as plans in dpflow's DSL (gaussian.md; docs/gaussian.md).
+as plans in dpflow's DSL (docs/spec/gaussian.md; docs/gaussian.md).
 
 ``mean(...)``, ``covariance(...)`` and ``gaussian(...)`` return plans (inspect, ``check()``,
 ``run()``); ``fit(X, budget=..., mean_bound=..., cov_bound=...)`` runs the full-Gaussian plan and
@@ -39,6 +39,7 @@ from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gaussian_budget_rho
+from dpflow.references import spec
 
 MeanMethod = Literal["coinpress", "kv", "pme", "naive"]
 CovMethod = Literal["coinpress", "pce", "naive"]
@@ -109,7 +110,8 @@ def _mean_part(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, R: float, rho
     if sigma != 1.0:
         rows = N.Precondition(matrix=N.param(b, "scale", np.eye(d) / sigma, f"1/sigma, sigma={sigma:g}"))(X)
     radii = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, beta)
-    N.param(b, "predicted_radii", radii, "public radius schedule if no point is clipped (gaussian.md 1.2)")
+    N.param(b, "predicted_radii", radii,
+            f"public radius schedule if no point is clipped ({spec('gaussian.md', '1.2')})")
     _warn_if_vacuous(b, n, radii)
     init = N.Pack()(b.public(np.zeros(d)), b.public(R / sigma))
     state = coinpress.mvm_rec(rows, init, n, d, weight, t, beta)
@@ -150,7 +152,7 @@ def mean(
     b = PlanBuilder(budget=budget, neighbors="replace", name=f"gaussian_mean_{method}")
     X = b.source("X", Vectors(d=d), n=n)
     refs = {"coinpress": coinpress.REF_MEAN, "kv": kv.REF, "pme": klsu.REF_PME}
-    N.param(b, "algorithm", 0.0, refs.get(method, ""))
+    N.param(b, "algorithm", 0.0, str(refs.get(method, "")))
     if method == "coinpress":
         if t is None:
             t = default_rounds(R / sigma, d, 2)
@@ -194,7 +196,7 @@ def univariate_mean(
         raise _refuse(where, f"sigma_bounds={sigma_bounds}", "pass 0 < lo <= hi < inf")
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_univariate_mean")
     X = b.source("X", Vectors(d=1), n=n)
-    N.param(b, "algorithm", 0.0, kv.REF)
+    N.param(b, "algorithm", 0.0, str(kv.REF))
     return b.build(mean=kv.univariate_mean(X, n, R, sigma, sigma_bounds, beta))
 
 
@@ -204,7 +206,7 @@ def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, m
     if m < d + 1:
         _warn(b, f"only {m} (pair) rows for d={d}: the second moment is rank deficient")
     if method == "coinpress":
-        A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} (gaussian.md 1.3)")
+        A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} ({spec('gaussian.md', '1.3')})")
         state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta)
         return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get(index=0)(state)
     if method == "pce":
@@ -213,7 +215,7 @@ def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, m
             need = 64.0 * d**1.5 / math.sqrt(float(total_rho(b.budget)) * weight * PCE_PPC_SHARE / R)
             if m < need:
                 _warn(b, f"m={m} rows < 64 d^1.5 / sqrt(rho_r) = {need:.3g}: WeakPPC rounds may fail to "
-                         "shrink the spectrum (gaussian.md 3.2)")
+                         f"shrink the spectrum ({spec('gaussian.md', '3.2')})")
         N.param(b, "pce_split", [PCE_PPC_SHARE, 1 - PCE_PPC_SHARE],
                 "PPC rounds, final NaivePCE (chosen by measurement: docs/gaussian.md)")
         return klsu.pce(rows, m, d, K, weight * PCE_PPC_SHARE, weight * (1 - PCE_PPC_SHARE),
@@ -273,7 +275,7 @@ def covariance(
                          unknown_mean=unknown_mean)
     b = PlanBuilder(budget=budget, neighbors="replace", name=f"gaussian_covariance_{method}")
     X = b.source("X", Vectors(d=d), n=n)
-    N.param(b, "algorithm", 0.0, coinpress.REF_COV if method == "coinpress" else klsu.REF_PCE)
+    N.param(b, "algorithm", 0.0, str(coinpress.REF_COV if method == "coinpress" else klsu.REF_PCE))
     rows = N.PairDifferences()(X) if unknown_mean else X
     m = n // 2 if unknown_mean else n
     if method == "pce":
@@ -320,7 +322,7 @@ def gaussian(
         raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_full")
     X = b.source("X", Vectors(d=d), n=n)
-    N.param(b, "algorithm", 0.0, f"gaussian.md 1.4 [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
+    N.param(b, "algorithm", 0.0, f"{spec('gaussian.md', '1.4')} [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
     N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
     N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
     cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None)
@@ -328,7 +330,7 @@ def gaussian(
     rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])
     Y = N.Precondition(matrix=A)(X)
     radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
-    N.param(b, "predicted_radii", radii, "whitened-mean radius schedule if ||A|| = 1 (gaussian.md 1.2)")
+    N.param(b, "predicted_radii", radii, f"whitened-mean radius schedule if ||A|| = 1 ({spec('gaussian.md', '1.2')})")
     _warn_if_vacuous(b, n, radii)
     init = N.Pack()(b.public(np.zeros(d)), N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R)))
     state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean)

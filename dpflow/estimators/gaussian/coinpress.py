@@ -31,9 +31,11 @@ from dpflow.estimators.gaussian import steps
 from dpflow.estimators.tails import chi_radius
 from dpflow.handles import Released, Rows, Sensitive
 from dpflow.privacy import shares_by_weight
+from dpflow.references import Reference, spec
 
-REF_MEAN = "Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 1-2, coin-press multivariate_mean_step (gaussian.md 1.1)"
-REF_COV = "Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 3-4, corrected per gaussian.md 1.6 (B1, B2)"
+REF_MEAN = Reference("Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 1-2, coin-press multivariate_mean_step",
+                     "gaussian.md", "1.1")
+REF_COV = Reference("Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 3-4, corrected (B1, B2)", "gaussian.md", "1.6")
 
 
 def schedule(t: int) -> tuple[Fraction, ...]:
@@ -110,7 +112,7 @@ def mvm_rec(
 
     def body(x: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Any]:
         cb = x.builder
-        gk = N.param(cb, "gamma", gamma, f"chi_radius(d={d}, beta={beta:g}) (gaussian.md 0.3)")
+        gk = N.param(cb, "gamma", gamma, f"chi_radius(d={d}, beta={beta:g}) ({spec('gaussian.md', '0.3')})")
         nk = N.param(cb, "n", float(n), "public row count")
         c = N.Get(index=0)(state)
         clip = N.Apply(fn=steps.mvm_clip, shape=())(N.Get(index=1)(state), gk)
@@ -145,7 +147,7 @@ def mvc_rec(
 
     def body(x: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Any]:
         cb = x.builder
-        e = N.param(cb, "eta", eta, f"(2 sqrt(d/n) + d/n)/2, d={d}, n={n} (gaussian.md 1.3)")
+        e = N.param(cb, "eta", eta, f"(2 sqrt(d/n) + d/n)/2, d={d}, n={n} ({spec('gaussian.md', '1.3')})")
         A = N.Get(index=0)(state)
         w = N.Clip(radius=gamma)(N.Precondition(matrix=A)(x))
         Z = N.PSDProject()(N.GaussianMech(weight=weight)(N.SecondMoment()(w)))

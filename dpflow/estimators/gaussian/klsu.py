@@ -27,9 +27,10 @@ from dpflow.estimators.gaussian import steps
 from dpflow.estimators.gaussian.kv import coordinate_centres
 from dpflow.estimators.tails import chi_radius
 from dpflow.handles import Released, Rows, Sensitive
+from dpflow.references import Reference
 
-REF_PME = "KLSU 2019 sec. 3.5 PME (coarse range + one l2 clip + Gaussian mechanism; gaussian.md 3.5)"
-REF_PCE = "KLSU 2019 Alg. 2-4 WeakPPC/PPC/PCE, constants reconstructed (gaussian.md 3.2-3.4 [RECON])"
+REF_PME = Reference("KLSU 2019 sec. 3.5 PME (coarse range + one l2 clip + Gaussian mechanism)", "gaussian.md", "3.5")
+REF_PCE = Reference("KLSU 2019 Alg. 2-4 WeakPPC/PPC/PCE, constants reconstructed [RECON]", "gaussian.md", "3.2-3.4")
 SHRINK = 5.0 / 8.0
 K_STOP = 4.0
 

@@ -18,8 +18,9 @@ from dpflow import nodes as N
 from dpflow.errors import DomainError
 from dpflow.estimators.gaussian import steps
 from dpflow.handles import Released, Rows, Sensitive
+from dpflow.references import Reference, spec
 
-REF = "Karwa-Vadhan 2018 Lemma 2.3 (histogram range finding) + clipped mean; zCDP form (gaussian.md 2.4)"
+REF = Reference("Karwa-Vadhan 2018 Lemma 2.3 (histogram range finding) + clipped mean; zCDP form", "gaussian.md", "2.4")
 MAX_BINS = 200_001
 
 
@@ -53,7 +54,7 @@ def coordinate_centres(X: Sensitive[Rows], d: int, sigma: float, R: float, weigh
     b = X.builder
     edges = kv_edges(R, sigma)
     hists = [N.GaussianMech(weight=weight)(N.Histogram(edges=edges)(N.Columns(keep=[j])(X))) for j in range(d)]
-    e = N.param(b, "bin_edges", edges, f"width sigma={sigma:g}, |mu_j| <= R={R:g} (gaussian.md 2.2)")
+    e = N.param(b, "bin_edges", edges, f"width sigma={sigma:g}, |mu_j| <= R={R:g} ({spec('gaussian.md', '2.2')})")
     return N.Apply(fn=steps.bin_centres, shape=(d,))(e, *hists)
 
 
@@ -96,7 +97,7 @@ def sigma_range(X: Sensitive[Rows], sigma_min: float, sigma_max: float, weight: 
     pos = log_edges(sigma_min, sigma_max)
     edges = np.concatenate([-pos[::-1], pos])
     h = N.GaussianMech(weight=weight)(N.Histogram(edges=edges)(N.PairDifferences()(X)))
-    p = N.param(b, "log_edges", pos, f"2^k for sigma in [{sigma_min:g}, {sigma_max:g}] (gaussian.md 2.3)")
+    p = N.param(b, "log_edges", pos, f"2^k for sigma in [{sigma_min:g}, {sigma_max:g}] ({spec('gaussian.md', '2.3')})")
     lo = N.param(b, "sigma_bounds", [sigma_min, 4.0 * sigma_max], "declared range of sigma")
     raw = N.Apply(fn=steps.sigma_from_log_hist, shape=())(h, p)
     return N.Apply(fn=steps.clamp, shape=())(raw, lo)
