@@ -418,3 +418,17 @@ def test_a_killed_run_keeps_its_reservation_and_the_store_stays_consistent(store
     st = store.status("d")
     assert len(st.pending_ids) <= 2 and st.spent == Fraction(1, 4) * (1 + 0) + Fraction(st.runs, 10**6) + (
         Fraction(len(st.pending_ids) - 1, 10**6))
+
+
+def test_budgets_typed_as_decimals_mean_the_decimal(store: BudgetStore) -> None:
+    """ZCDP(0.05) is exactly 1/20 (issue 12): a lifetime budget of 1.0 admits exactly 20 runs of 0.05, where
+    the binary float just above 1/20 admitted only 19."""
+    assert dp.ZCDP(0.05).rho == Fraction(1, 20) and dp.PureDP(0.1).epsilon == Fraction(1, 10)
+    assert dp.ApproxDP(0.3, 1e-6).delta == Fraction(1, 10**6) and dp.ApproxZCDP(0.05, 1e-9).rho == Fraction(1, 20)
+    assert dp.ZCDP(Fraction(0.05)).rho == Fraction(0.05)  # an explicit Fraction is taken as it is
+    store.open("d20", dp.ZCDP(1.0))
+    for _ in range(20):
+        small_plan(0.05).run(DATA, budget_store=store, dataset="d20")
+    assert store.status("d20").remaining == 0
+    with pytest.raises(BudgetExhaustedError):
+        small_plan(0.05).run(DATA, budget_store=store, dataset="d20")

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-__all__ = ["ApproxDP", "ApproxZCDP", "Measure", "PureDP", "ZCDP", "exact", "opt_exact"]
+__all__ = ["ApproxDP", "ApproxZCDP", "Measure", "PureDP", "ZCDP", "decimal", "exact", "opt_exact"]
 
 
 def exact(x: float | int | str | Fraction) -> Fraction:
@@ -61,6 +61,21 @@ def exact(x: float | int | str | Fraction) -> Fraction:
     return q
 
 
+def decimal(x: float | int | str | Fraction) -> Fraction:
+    """A budget parameter as the user wrote it: a float means the decimal it prints as (``repr``, the
+    shortest decimal that reads back as the same float), so ``ZCDP(0.05)`` is exactly 1/20, not the
+    binary float just above it; everything else as :func:`exact`.  Used for the parameters of the
+    measures a user declares (budgets), never for costs or sensitivities, which stay exact binary values
+    rounded outward.
+
+    >>> decimal(0.05), exact(0.05) > Fraction(1, 20)
+    (Fraction(1, 20), True)
+    """
+    if isinstance(x, float) and math.isfinite(x):
+        return exact(repr(x))
+    return exact(x)
+
+
 def opt_exact(x: float | int | str | Fraction | None) -> Fraction | None:
     """:func:`exact` for an optional parameter: ``None`` stays ``None`` (an attrs converter; exact
     rationals as in PEP 3141 ``fractions``).
@@ -90,7 +105,7 @@ class PureDP:
     'epsilon=1.5 pure DP'
     """
 
-    epsilon: Fraction = attrs.field(converter=exact)
+    epsilon: Fraction = attrs.field(converter=decimal)
 
     def describe(self) -> str:
         """Human-readable summary (Dwork & Roth 2014, Def. 2.4).
@@ -109,7 +124,7 @@ class ZCDP:
     'rho=0.5 zCDP'
     """
 
-    rho: Fraction = attrs.field(converter=exact)
+    rho: Fraction = attrs.field(converter=decimal)
 
     def describe(self) -> str:
         """Human-readable summary (Bun & Steinke 2016, Def. 1.1).
@@ -128,8 +143,8 @@ class ApproxZCDP:
     'rho=0.5, delta=1e-06 approximate zCDP'
     """
 
-    rho: Fraction = attrs.field(converter=exact)
-    delta: Fraction = attrs.field(converter=exact, validator=_delta_below_one)
+    rho: Fraction = attrs.field(converter=decimal)
+    delta: Fraction = attrs.field(converter=decimal, validator=_delta_below_one)
 
     def describe(self) -> str:
         """Human-readable summary (Bun & Steinke 2016, Def. 8.1).
@@ -148,8 +163,8 @@ class ApproxDP:
     '(epsilon=1, delta=1e-05)-DP'
     """
 
-    epsilon: Fraction = attrs.field(converter=exact)
-    delta: Fraction = attrs.field(converter=exact, validator=_delta_below_one)
+    epsilon: Fraction = attrs.field(converter=decimal)
+    delta: Fraction = attrs.field(converter=decimal, validator=_delta_below_one)
 
     def describe(self) -> str:
         """Human-readable summary (Dwork & Roth 2014, Def. 2.4).
