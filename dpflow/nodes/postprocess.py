@@ -14,7 +14,8 @@ import attrs
 import numpy as np
 
 from dpflow.errors import AccuracyWarning, PlanTypeError, SerializationError
-from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, PostProcess, ReleasedT, VType
+from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess
+from dpflow.nodes.types import Inferred, ReleasedT, VType
 
 
 def _floats(v: Any) -> tuple[float, ...]:
