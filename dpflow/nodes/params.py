@@ -3,7 +3,7 @@ with a ``ValueError`` when the node is constructed, before any plan is certified
 
 * finite numbers: :func:`finite`, :func:`positive`, :func:`nonnegative`, :func:`finite_tuple`;
 * bounds on the rows, at most ``MAX_BOUND`` in magnitude so that no sum over the rows can overflow
-  float64 (:data:`dpflow.domains.MAX_BOUND`, issue 14 item 5): :func:`magnitude`, :func:`radius`,
+  float64 (:data:`dpflow.domains.MAX_BOUND`): :func:`magnitude`, :func:`radius`,
   :func:`positive_radius`;
 * a released handle or a public number: ``released_or_*`` (a :class:`~dpflow.handles.Ref` is kept and
   checked at plan time; a number is checked here), and :func:`optional_ref`.

@@ -3,9 +3,9 @@
 ``infer`` maps the static types of a node's inputs to the static type of its output: sensitive rows
 (:class:`RowsT`, with their public or private :class:`Size`, stability and neighbour changes), a split
 into disjoint pieces (:class:`PiecesT`), a sensitive aggregate with its l1/l2/linf sensitivities
-(:class:`StatT`, the sensitivity of a query in the sense of Dwork-Roth 2014 Def. 3.1 / Bun-Steinke 2016
-Lemma 2.10), or a released value (:class:`ReleasedT`).  :class:`Allocation` is a mechanism's certified
-share of the budget.  Data only: the rules that produce these types live with the nodes.
+(:class:`StatT`; l1 sensitivity as in Dwork-Roth 2014 Def. 3.1, l2 and linf alike), or a released
+value (:class:`ReleasedT`).  :class:`Allocation` is a mechanism's certified share of the budget.
+Data only: the rules that produce these types live with the nodes.
 
 >>> from dpflow.domains import Vectors
 >>> rows = RowsT(Vectors(d=2, l2_bound=1.0), "X", Size(True, 100, "n:X"), 1, frozenset({"replace"}))
