@@ -36,7 +36,8 @@ from dpflow import nodes as N
 from dpflow.interpreter.noise import LaplaceDerivedDraws
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import _Ctx, _Run, prepare_data
-from dpflow.nodes.base import InferContext, Inferred, Mechanism, StatT, VType
+from dpflow.nodes.base import InferContext, Mechanism
+from dpflow.nodes.types import Inferred, StatT, VType
 from dpflow.planner.certify import Certified, TypedScope, certify
 
 NORM_OF = {"GaussianMech": "l2", "LaplaceMech": "l1", "Peel": "linf"}

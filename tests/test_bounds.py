@@ -18,9 +18,10 @@ from dpflow.domains import MAX_BOUND
 from dpflow.errors import DomainError, SerializationError, UnboundedSensitivityError
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
-from dpflow.nodes.base import StatT, capped
 from dpflow.nodes.floaterr import OVERFLOW, FloatError, U, gamma
 from dpflow.nodes.regression import project_coef
+from dpflow.nodes.rules import capped
+from dpflow.nodes.types import StatT
 from dpflow.plan.serialize import decode
 from dpflow.planner.certify import certify
 from dpflow.privacy.rounding import up

@@ -26,8 +26,9 @@ from dpflow.estimators.discrete import (
     t_histogram,
 )
 from dpflow.interpreter.noise import SeededNoise
-from dpflow.nodes.base import StatT
-from dpflow.nodes.discrete import DyadicTable, _groups, ordinal_values, uniform_cdf
+from dpflow.nodes.dyadic import DyadicTable, _groups
+from dpflow.nodes.ordinal import ordinal_values, uniform_cdf
+from dpflow.nodes.types import StatT
 from dpflow.planner.certify import certify
 
 RNG = np.random.default_rng(20261122)
@@ -141,9 +142,9 @@ def test_stability_histogram_costs_and_release() -> None:
     x = np.concatenate([np.full(500, 7), np.arange(100) + 100])  # one heavy bin and 100 singletons
     keys, counts = plan.run({"X": x}, noise=SeededNoise(3)).released["h"]
     assert keys.tolist() == [7] and abs(counts[0] - 500) < 50
-    assert N.discrete.stable_mode((keys, counts)) == 7
+    assert N.stability.stable_mode((keys, counts)) == 7
     empty = plan.run({"X": np.arange(600)}, noise=SeededNoise(3)).released["h"]
-    assert N.discrete.stable_mode(empty) is None  # "not found" is a released value
+    assert N.stability.stable_mode(empty) is None  # "not found" is a released value
 
 
 def Fraction_of(s: str) -> float:

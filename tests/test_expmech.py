@@ -22,7 +22,7 @@ from dpflow import nodes as N
 from dpflow.estimators.discrete import merr
 from dpflow.interpreter.noise import LaplaceDerivedDraws, SecureNoise, SeededNoise
 from dpflow.interpreter.samplers import gumbel_of_laplace, uniform_int_of, uniform_of_laplace
-from dpflow.nodes.discrete import DyadicTable, _groups
+from dpflow.nodes.dyadic import DyadicTable, _groups
 from dpflow.nodes.expmech import report_noisy_max
 from dpflow.noise_protocol import NoiseSource
 

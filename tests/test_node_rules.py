@@ -17,14 +17,15 @@ from dpflow.domains import MAX_BOUND, Ordinal, Sym, as_vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
 from dpflow.interpreter.numpy_backend import NumpyBackend
-from dpflow.nodes.base import RowsT, Size, StatT, capped
 from dpflow.nodes.rules import (
     REPLACE_ONE,
+    capped,
     count_sensitivities,
     has_public_n,
     released_endpoint,
     released_scale,
 )
+from dpflow.nodes.types import RowsT, Size, StatT
 from dpflow.planner.certify import certify
 
 # --------------------------------------------------------------------------- public_n

@@ -62,7 +62,7 @@ def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
 
 
 def _discrete_kinds(b: dp.PlanBuilder, X: Any, Y: Any) -> dict[str, Any]:
-    """The node kinds of dpflow/nodes/discrete.py."""
+    """The node kinds of dpflow/nodes/ordinal.py, stability.py, dyadic.py and product.py."""
     J = N.DyadicExpMech()(N.DyadicCounts(N=5)(Y))
     cdf = N.AddKnots(N=5)(J, N.LaplaceMech()(N.IntervalCounts(interval=J)(Y)))
     J2 = N.DyadicExpMech(cdf=cdf)(N.DyadicCounts(N=5)(Y))

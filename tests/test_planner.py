@@ -635,7 +635,7 @@ def test_certify_reads_no_data():
 
 
 def test_mechanism_deltas_that_use_the_whole_budget_delta_still_get_a_ledger() -> None:
-    from dpflow.nodes.discrete import BinCounts, StabilityHistogram
+    from dpflow.nodes.stability import BinCounts, StabilityHistogram
 
     b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
     h = StabilityHistogram(delta=1e-6)(BinCounts(width=1.0)(b.source("X", dp.Reals(), n=100)))

@@ -15,7 +15,7 @@ import dpflow as dp
 from dpflow import nodes as N
 from dpflow.errors import DomainError
 from dpflow.estimators.product import naive_product, ppde, product_tv
-from dpflow.nodes.base import StatT
+from dpflow.nodes.types import StatT
 from dpflow.planner.certify import certify
 
 RNG = np.random.default_rng(7)

@@ -27,7 +27,7 @@ from scipy.optimize import isotonic_regression
 
 from dpflow import nodes
 from dpflow.domains import Ordinal
-from dpflow.nodes.discrete import MAX_N, knots_cdf_at, uniform_cdf
+from dpflow.nodes.ordinal import MAX_N, knots_cdf_at, uniform_cdf
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget

@@ -18,8 +18,9 @@ from dpflow.errors import UnknownSourceError
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
-from dpflow.nodes.base import Allocation, Backend, StatT
+from dpflow.nodes.base import Backend
 from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes.types import Allocation, StatT
 from dpflow.plan.graph import Plan
 from dpflow.planner import Certified, TypedScope
 from dpflow.privacy.rounding import up

@@ -8,37 +8,17 @@ post-processing and control.
 >>> mean = N.GaussianMech()(N.Mean()(N.Clip(radius=2.0)(X)))
 """
 
-from dpflow.nodes.base import (
-    NODE_KINDS,
-    Allocation,
-    Mechanism,
-    Node,
-    NodeRecord,
-    PiecesT,
-    PostProcess,
-    Query,
-    ReleasedT,
-    RowsT,
-    StatT,
-    SubPlan,
-    Transform,
-)
+from dpflow.nodes.base import NODE_KINDS, Mechanism, Node, NodeRecord, PostProcess, Query, SubPlan, Transform
 from dpflow.nodes.control import Input, Recurse, Round, State, recurse
-from dpflow.nodes.discrete import (
-    AddKnots,
-    BinCounts,
-    DyadicCounts,
-    DyadicExpMech,
-    IntervalCounts,
-    OrdinalCounts,
-    StabilityHistogram,
-    TruncatedBinaryMean,
-)
+from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
+from dpflow.nodes.ordinal import AddKnots, IntervalCounts, OrdinalCounts
 from dpflow.nodes.postprocess import Apply, Eigh, Get, NoiseScale, Pack, PSDProject, Public, noise_scale, param
+from dpflow.nodes.product import TruncatedBinaryMean
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
+from dpflow.nodes.stability import BinCounts, StabilityHistogram
 from dpflow.nodes.transforms import (
     Clip,
     Columns,
@@ -52,6 +32,7 @@ from dpflow.nodes.transforms import (
     split,
 )
 from dpflow.nodes.truncation import TruncatedMean
+from dpflow.nodes.types import Allocation, PiecesT, ReleasedT, RowsT, StatT
 
 __all__ = [
     "NODE_KINDS", "GradientStep", "Magnitudes", "ModeBinUpper", "OrderStatistics", "ProjectCoef", "Quantile",

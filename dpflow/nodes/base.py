@@ -1,4 +1,4 @@
-"""Node base classes and the static types the planner infers for node outputs.
+"""Node base classes, the contexts nodes are inferred and evaluated in, and the helpers their rules share.
 
 A node is a frozen attrs class holding only public parameters.  Each family
 (transform, query, mechanism, post-processing) knows three things about itself,
@@ -9,127 +9,27 @@ kept next to each other so a reviewer can check them together:
 * ``evaluate``: the computation on backend values (vectorised numpy);
 * for mechanisms, ``cost``: the privacy cost of a given budget share, with the
   result it rests on.
+
+The static types live in :mod:`dpflow.nodes.types`, the parameter converters in :mod:`dpflow.nodes.params`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 import attrs
 import numpy as np
 
-from dpflow.domains import MAX_BOUND, Bound, Sym, Vectors
+from dpflow.domains import Bound, Sym
 from dpflow.errors import PlanTypeError, PostProcessingError
-from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value, param
-from dpflow.nodes.floaterr import FloatError
+from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value
+from dpflow.nodes.types import Allocation, Inferred, Mode, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost
 from dpflow.references import Reference
-
-Relation = Literal["replace", "add_remove"]
-Mode = Literal["zcdp", "pure"]
-
-
-# --------------------------------------------------------------------------- static types
-
-
-@attrs.frozen
-class Size:
-    """The row count of a dataset node: public or private, known at plan time or not.
-
-    ``token`` names it in sensitivity formulas (``n:<node>``); when ``known`` is set
-    the formulas use the number instead.
-    """
-
-    public: bool
-    known: int | None
-    token: str
-
-    def sym(self) -> Sym:
-        """The count as a bound (constant when known)."""
-        return Sym.const(float(self.known)) if self.known is not None else Sym.ref(self.token)
-
-    def text(self) -> str:
-        """Readable form."""
-        if not self.public:
-            return "private"
-        return str(self.known) if self.known is not None else self.token
-
-
-@attrs.frozen
-class RowsT:
-    """Static type of a sensitive dataset.
-
-    ``stability``: how many of its rows change when one record of ``source`` changes.
-    ``changes``: how a row of it can change (``replace`` one row keeping the count,
-    ``add_remove`` one row).
-    """
-
-    domain: Vectors
-    source: str
-    size: Size
-    stability: int
-    changes: frozenset[str]
-
-    def describe(self) -> str:
-        """Readable form used in ledgers."""
-        ch = "/".join(sorted(self.changes))
-        stab = "" if self.stability == 1 else f", stability {self.stability}"
-        return f"{self.domain.describe()}, n={self.size.text()}, {ch}{stab}, source {self.source}"
-
-
-@attrs.frozen
-class PiecesT:
-    """Static type of a dataset split into disjoint pieces."""
-
-    rows: RowsT
-    count: int
-    rule: Literal["index", "value"]
-
-
-@attrs.frozen
-class StatT:
-    """Static type of a sensitive aggregate with its sensitivities (``None``: unbounded)."""
-
-    shape: tuple[int, ...]
-    source: str
-    l1: Bound
-    l2: Bound
-    linf: Bound
-    symmetric: bool = False
-    float_error: FloatError | None = None
-    """How to bound the distance between the statistic as computed in floating point and its
-    exact value (``None``: not bounded, e.g. a sum over a private number of rows).  Lattice
-    releases add twice the bound to the sensitivity (neighbours may err in opposite ways)."""
-    rank: Bound = None
-    """Order statistics only: how far one record's change can move the count of values below any
-    threshold (the utility sensitivity of a private quantile); ``None`` for every other statistic."""
-
-
-@attrs.frozen
-class ReleasedT:
-    """Static type of a released value (``shape`` ``None`` when not known statically)."""
-
-    shape: tuple[int, ...] | None = None
-    noised_by: str | None = None
-    """The path of the mechanism whose own output this is, when that mechanism has a noise multiplier
-    (:attr:`Mechanism.noise_unit`); ``None`` for every other released value.  :class:`NoiseScale
-    <dpflow.nodes.postprocess.NoiseScale>` accepts only such a value of its own scope."""
-
-
-VType = RowsT | PiecesT | StatT | ReleasedT
-
-
-@attrs.frozen
-class Inferred:
-    """What ``infer`` returns: the output type and how it was derived."""
-
-    out: VType
-    derivation: str = ""
-
 
 # --------------------------------------------------------------------------- contexts
 
@@ -185,18 +85,6 @@ class Backend(Protocol):
     def nrows(self, X: Any) -> int:
         """Number of rows (public wherever it is asked)."""
         ...
-
-
-@attrs.frozen
-class Allocation:
-    """A mechanism's share of the budget, and its certified cost."""
-
-    mode: Mode
-    share: Fraction
-    cost: Cost
-    continuous_gaussian: bool = False
-    """True when the certificate rests on the exact Gaussian-DP profile, which is proven for
-    continuous Gaussian noise: the mechanism then samples continuous noise, not the lattice form."""
 
 
 class EvalContext(Protocol):
@@ -493,105 +381,6 @@ def as_array(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
-def finite_tuple(values: Any, name: str) -> tuple[float, ...]:
-    """A public array parameter as a tuple of finite floats."""
-    arr = np.asarray(values, dtype=float).ravel()
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
-    return tuple(float(v) for v in arr)
-
-
-def finite(x: Any) -> float:
-    """Converter for a public parameter that must be a finite number."""
-    v = float(x)
-    if not math.isfinite(v):
-        raise ValueError(f"expected a finite number, got {x!r}")
-    return v
-
-
-def positive(x: Any) -> float:
-    """Converter for a public parameter that must be a finite positive number (a weight, a step, a width)."""
-    v = finite(x)
-    if not v > 0:
-        raise ValueError(f"expected a finite positive number, got {x!r}")
-    return v
-
-
-def nonnegative(x: Any) -> float:
-    """Converter for a public parameter that must be a finite non-negative number (a radius, a bound)."""
-    v = finite(x)
-    if not v >= 0:
-        raise ValueError(f"expected a finite non-negative number, got {x!r}")
-    return v
-
-
-def magnitude(x: Any) -> float:
-    """Converter for a public bound on the rows' values (a box endpoint, a centre coordinate): finite,
-    with ``|x| <= MAX_BOUND`` so that no sum over the rows can overflow (see :data:`dpflow.domains.MAX_BOUND`).
-
-    >>> magnitude(-3.0)
-    -3.0
-    """
-    v = finite(x)
-    if not abs(v) <= MAX_BOUND:
-        raise ValueError(f"a bound on the rows must be at most {MAX_BOUND:.6g} in magnitude (sums of such "
-                         f"rows could overflow float64), got {x!r}")
-    return v
-
-
-def radius(x: Any) -> float:
-    """Converter for a public radius or clipping bound: finite, non-negative and at most ``MAX_BOUND``."""
-    return magnitude(nonnegative(x))
-
-
-def positive_radius(x: Any) -> float:
-    """Converter for a public positive radius or clipping bound, at most ``MAX_BOUND``."""
-    return magnitude(positive(x))
-
-
-def capped(v: float) -> float:
-    """The declared policy for a released radius or clipping bound read at run time: a NaN or
-    non-positive value counts as 0 and a value above ``MAX_BOUND`` (inf included) as ``MAX_BOUND``.
-
-    Sensitivities are evaluated with the released value itself, which is at least the one used,
-    so the policy only ever overstates them; the cap keeps every sum over the rows finite.
-
-    >>> capped(float("nan")), capped(-1.0), capped(2.0), capped(float("inf")) == MAX_BOUND
-    (0.0, 0.0, 2.0, True)
-    """
-    return 0.0 if not v > 0 else min(float(v), MAX_BOUND)
-
-
-def _released_or(x: Any, check: Callable[[Any], float]) -> Any:
-    x = param(x)
-    return x if isinstance(x, Ref) else check(x)
-
-
-def released_or_finite(x: Any) -> Any:
-    """Converter: a released handle (kept as a :class:`Ref`) or a finite public number."""
-    return _released_or(x, finite)
-
-
-def released_or_positive(x: Any) -> Any:
-    """Converter: a released handle (kept as a :class:`Ref`) or a finite positive public number."""
-    return _released_or(x, positive)
-
-
-def released_or_nonnegative(x: Any) -> Any:
-    """Converter: a released handle (kept as a :class:`Ref`) or a finite non-negative public number."""
-    return _released_or(x, nonnegative)
-
-
-def released_or_radius(x: Any) -> Any:
-    """Converter: a released handle (kept as a :class:`Ref`) or a public radius (see :func:`radius`)."""
-    return _released_or(x, radius)
-
-
-def released_or_positive_radius(x: Any) -> Any:
-    """Converter: a released handle (kept as a :class:`Ref`) or a public positive radius."""
-    return _released_or(x, positive_radius)
-
-
 def text_of(b: Bound) -> str:
     """Readable bound, 'unbounded' for None."""
     return "unbounded" if b is None else b.text()
@@ -603,24 +392,14 @@ def is_pos_int(x: float) -> bool:
 
 
 __all__ = [
-    "Allocation",
     "Backend",
     "EvalContext",
     "InferContext",
-    "Inferred",
     "Mechanism",
-    "Mode",
     "Node",
-    "PiecesT",
     "PostProcess",
     "Query",
-    "Relation",
-    "ReleasedT",
-    "RowsT",
-    "Size",
-    "StatT",
     "Transform",
-    "VType",
 ]
 
 

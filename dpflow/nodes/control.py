@@ -14,7 +14,8 @@ import attrs
 
 from dpflow.errors import PlanTypeError
 from dpflow.handles import Released, Rows, Sensitive, Value
-from dpflow.nodes.base import EvalContext, InferContext, Inferred, Node, SubPlan, VType
+from dpflow.nodes.base import EvalContext, InferContext, Node, SubPlan
+from dpflow.nodes.types import Inferred, VType
 
 
 @attrs.frozen(kw_only=True)

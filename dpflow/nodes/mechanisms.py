@@ -18,18 +18,9 @@ import attrs
 import numpy as np
 
 from dpflow.errors import DomainError, UnboundedSensitivityError
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    Mechanism,
-    Mode,
-    StatT,
-    VType,
-    need,
-    positive,
-    text_of,
-)
+from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of
+from dpflow.nodes.params import positive
+from dpflow.nodes.types import Inferred, Mode, StatT, VType
 from dpflow.privacy import (
     Cost,
     gaussian_sigma_for_zcdp,

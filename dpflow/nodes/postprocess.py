@@ -16,16 +16,8 @@ import numpy as np
 from dpflow.errors import AccuracyWarning, PlanTypeError, SerializationError
 from dpflow.handles import Ref
 from dpflow.handles import param as handle_param
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    Node,
-    PostProcess,
-    ReleasedT,
-    VType,
-    released_type,
-)
+from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess, released_type
+from dpflow.nodes.types import Inferred, ReleasedT, VType
 
 
 def _floats(v: Any) -> tuple[float, ...]:

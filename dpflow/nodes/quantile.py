@@ -32,30 +32,13 @@ import numpy as np
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
 from dpflow.handles import Ref
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    Mode,
-    PostProcess,
-    Query,
-    ReleasedT,
-    RowsT,
-    Size,
-    StatT,
-    Transform,
-    VType,
-    finite,
-    need,
-    positive,
-    released_or_finite,
-    released_type,
-    text_of,
-)
+from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, Transform, need, released_type, text_of
 from dpflow.nodes.expmech import report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
+from dpflow.nodes.params import finite, positive, released_or_finite
 from dpflow.nodes.rules import finite_edges, has_public_n, released_endpoint
+from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, Size, StatT, VType
 from dpflow.privacy import opt_exact
 
 

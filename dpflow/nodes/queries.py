@@ -17,21 +17,10 @@ import numpy as np
 from dpflow.domains import Sym
 from dpflow.errors import DomainError
 from dpflow.handles import Ref, param
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    Query,
-    RowsT,
-    StatT,
-    VType,
-    change_bound,
-    need,
-    released_type,
-    text_of,
-)
+from dpflow.nodes.base import EvalContext, InferContext, Query, change_bound, need, released_type, text_of
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n
+from dpflow.nodes.types import Inferred, RowsT, StatT, VType
 from dpflow.references import Reference
 
 

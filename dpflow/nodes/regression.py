@@ -37,28 +37,12 @@ import numpy as np
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DataError, DomainError
 from dpflow.handles import Ref, param
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    PostProcess,
-    Query,
-    ReleasedT,
-    RowsT,
-    StatT,
-    VType,
-    capped,
-    need,
-    positive,
-    positive_radius,
-    released_or_positive,
-    released_or_positive_radius,
-    released_type,
-    text_of,
-)
+from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, need, released_type, text_of
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.rules import public_n, released_scale
+from dpflow.nodes.params import positive, positive_radius, released_or_positive, released_or_positive_radius
+from dpflow.nodes.rules import capped, public_n, released_scale
 from dpflow.nodes.transforms import clip_box
+from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
 from dpflow.references import Reference
 
 
@@ -206,7 +190,7 @@ class GradientStep(Query):
                             f"release a coefficient vector of shape ({d},)")
         beta = project_coef(beta, self.ball, self.radius, self.sparsity)
         A = self.residual_bound
-        if isinstance(A, Ref):  # declared policy for a released bound (base.capped)
+        if isinstance(A, Ref):  # declared policy for a released bound (rules.capped)
             A = capped(float(np.asarray(ctx.value(A), dtype=float).reshape(-1)[0]))
         R = max(A - self.x_bound * l1_bound(self.ball, self.radius, self.sparsity, d), 0.0)
         cx = self.x_bound

@@ -5,13 +5,14 @@
 * :func:`count_sensitivities`: l1, l2, linf of a vector of counts where a record lies in exactly one cell.
 * :func:`changes_text`: the neighbour relation as shown in a node's derivation text.
 * :func:`finite_edges`: converter for public bin edges.
+* :func:`one_dim`: the refusal of rows that are not one-dimensional (ordinal, bin and dyadic counts).
 
 Released scalars read at run time (never an exception; one declared policy per role).  A plan-time
 sensitivity formula uses the released value through ``Sym.value`` (NaN makes it infinite, a negative
 factor counts as 0), so each policy below only ever maps a value to one that is no larger in the role
 the sensitivity formula gives it:
 
-* a radius or clipping bound: :func:`dpflow.nodes.base.capped` (Clip, TruncatedMean, GradientStep,
+* a radius or clipping bound: :func:`capped` (Clip, TruncatedMean, GradientStep,
   TruncatedBinaryMean);
 * an endpoint of a clamping range: :func:`released_endpoint` (OrderStatistics);
 * a scale factor applied in post-processing: :func:`released_scale` (RidgeSolve).
@@ -26,7 +27,9 @@ import numpy as np
 
 from dpflow.domains import MAX_BOUND, Sym
 from dpflow.errors import DomainError
-from dpflow.nodes.base import InferContext, RowsT, change_bound, finite_tuple
+from dpflow.nodes.base import InferContext, change_bound
+from dpflow.nodes.params import finite_tuple
+from dpflow.nodes.types import RowsT
 
 REPLACE_ONE = frozenset({"replace"})
 
@@ -35,7 +38,7 @@ def has_public_n(rows: RowsT) -> bool:
     """True when the row count is public under every allowed change: replace-one neighbours only
     (add/remove changes n) and a count no value partition has made private.
 
-    >>> from dpflow.nodes.base import RowsT, Size
+    >>> from dpflow.nodes.types import RowsT, Size
     >>> from dpflow.domains import Vectors
     >>> has_public_n(RowsT(Vectors(d=1, l2_bound=1.0), "X", Size(True, 3, "n:X"), 1, REPLACE_ONE))
     True
@@ -68,7 +71,7 @@ def count_sensitivities(rows: RowsT) -> tuple[Sym | None, Sym | None, Sym | None
     changes one cell by one: 1 in every norm (Dwork-Roth 2014, Example 3.2 / Sec. 3.3, histogram
     queries).  Both scaled by the stability (that many records may change).
 
-    >>> from dpflow.nodes.base import RowsT, Size
+    >>> from dpflow.nodes.types import RowsT, Size
     >>> from dpflow.domains import Ordinal
     >>> rows = RowsT(Ordinal(N=3), "X", Size(True, 3, "n:X"), 1, REPLACE_ONE)
     >>> [round(b.value(), 6) for b in count_sensitivities(rows)]
@@ -85,9 +88,29 @@ def changes_text(rows: RowsT) -> str:
     return "/".join(sorted(rows.changes)) + (f" x stability {rows.stability}" if rows.stability != 1 else "")
 
 
+def one_dim(rows: RowsT, ctx: InferContext, what: str) -> None:
+    """Refuse rows that are not one-dimensional (a :class:`DomainError` naming ``what``)."""
+    if rows.domain.d != 1:
+        raise DomainError(ctx.node_id, f"{what} needs one-dimensional rows, got d={rows.domain.d}",
+                          "select one column first (Columns)")
+
+
 def finite_edges(e: Any) -> tuple[float, ...]:
     """Converter for public bin edges: a tuple of finite floats."""
     return finite_tuple(e, "edges")
+
+
+def capped(v: float) -> float:
+    """The declared policy for a released radius or clipping bound read at run time: a NaN or
+    non-positive value counts as 0 and a value above ``MAX_BOUND`` (inf included) as ``MAX_BOUND``.
+
+    Sensitivities are evaluated with the released value itself, which is at least the one used,
+    so the policy only ever overstates them; the cap keeps every sum over the rows finite.
+
+    >>> capped(float("nan")), capped(-1.0), capped(2.0), capped(float("inf")) == MAX_BOUND
+    (0.0, 0.0, 2.0, True)
+    """
+    return 0.0 if not v > 0 else min(float(v), MAX_BOUND)
 
 
 def released_endpoint(v: float) -> float:
@@ -119,5 +142,5 @@ def released_scale(v: float) -> float:
     return min(max(float(v), -MAX_BOUND), MAX_BOUND) if math.isfinite(v) else 0.0
 
 
-__all__ = ["REPLACE_ONE", "changes_text", "count_sensitivities", "finite_edges", "has_public_n", "public_n",
-           "released_endpoint", "released_scale"]
+__all__ = ["REPLACE_ONE", "capped", "changes_text", "count_sensitivities", "finite_edges", "has_public_n",
+           "one_dim", "public_n", "released_endpoint", "released_scale"]

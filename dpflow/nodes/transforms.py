@@ -17,27 +17,10 @@ import numpy as np
 from dpflow.domains import MAX_BOUND, RowDomain, Sym, Vectors, as_vectors
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    Node,
-    PiecesT,
-    Relation,
-    RowsT,
-    Size,
-    Transform,
-    VType,
-    capped,
-    finite_tuple,
-    magnitude,
-    need,
-    released_or_nonnegative,
-    released_or_positive_radius,
-    released_type,
-    text_of,
-)
-from dpflow.nodes.rules import public_n
+from dpflow.nodes.base import EvalContext, InferContext, Node, Transform, need, released_type, text_of
+from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative, released_or_positive_radius
+from dpflow.nodes.rules import capped, public_n
+from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, VType
 from dpflow.references import Reference
 
 
@@ -241,7 +224,7 @@ class Clip(Transform):
     Public radii, box endpoints and centre coordinates must be at most ``MAX_BOUND``
     (about 1.16e77) in magnitude, so that no sum of clipped rows can overflow float64;
     larger ones are refused here.  A *released* radius follows a declared policy at run
-    time (never an exception, see ``base.capped``): above ``MAX_BOUND`` (inf included) it
+    time (never an exception, see ``rules.capped``): above ``MAX_BOUND`` (inf included) it
     is used as ``MAX_BOUND``, NaN or negative as 0; the sensitivity is evaluated with the
     released radius itself, never less than the one used.  A released centre needs no
     cap: a coordinate beyond ``MAX_BOUND * 2^54`` is farther than the radius from every

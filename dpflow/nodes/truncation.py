@@ -25,22 +25,12 @@ import numpy as np
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
-from dpflow.nodes.base import (
-    EvalContext,
-    InferContext,
-    Inferred,
-    Query,
-    RowsT,
-    StatT,
-    VType,
-    capped,
-    need,
-    released_or_radius,
-    released_type,
-)
+from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_type
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.rules import public_n
+from dpflow.nodes.params import released_or_radius
+from dpflow.nodes.rules import capped, public_n
 from dpflow.nodes.transforms import clip_box
+from dpflow.nodes.types import Inferred, RowsT, StatT, VType
 
 
 @attrs.frozen(kw_only=True)

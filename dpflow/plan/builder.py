@@ -11,7 +11,7 @@ from dpflow.domains import RowDomain
 from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes import Node, NodeRecord, Public, Source, SubPlan
-from dpflow.nodes.base import Relation
+from dpflow.nodes.types import Relation
 from dpflow.plan.graph import Plan, accounting_option, check_budget
 from dpflow.privacy import Measure
 

@@ -12,7 +12,7 @@ import networkx as nx
 
 from dpflow.errors import PlanReferenceError, PlanTypeError, SerializationError
 from dpflow.nodes import NodeRecord
-from dpflow.nodes.base import Relation
+from dpflow.nodes.types import Relation
 from dpflow.plan.serialize import canonical, decode_measure, decode_record, encode_measure, encode_record
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 

@@ -9,7 +9,7 @@ import attrs
 
 from dpflow.errors import BudgetError, PlanError, PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
-from dpflow.nodes.base import Allocation, Mode
+from dpflow.nodes.types import Allocation, Mode
 from dpflow.planner.context import PlanContext
 from dpflow.planner.fold import _round_weights, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of

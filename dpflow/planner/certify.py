@@ -24,8 +24,8 @@ import attrs
 
 from dpflow._version import __version__
 from dpflow.nodes import NodeRecord
-from dpflow.nodes.base import Allocation
 from dpflow.nodes.postprocess import warning_text
+from dpflow.nodes.types import Allocation
 from dpflow.plan.graph import Plan
 from dpflow.planner.allocate import InvocationTable, _check_budget, _invocation, allocate_budget, invocation_table
 from dpflow.planner.context import PlanContext

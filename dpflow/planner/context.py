@@ -6,7 +6,7 @@ from __future__ import annotations
 import attrs
 
 from dpflow.nodes import Mechanism, NodeRecord, Source
-from dpflow.nodes.base import Allocation, Relation
+from dpflow.nodes.types import Allocation, Relation
 from dpflow.plan.graph import Plan
 from dpflow.planner.infer import TypedScope, _mechanisms
 from dpflow.planner.validate import _validated_space

@@ -10,8 +10,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, TypeVar
 
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
-from dpflow.nodes.base import PiecesT, Relation, RowsT, StatT
 from dpflow.nodes.control import Input
+from dpflow.nodes.types import PiecesT, Relation, RowsT, StatT
 from dpflow.privacy import Cost
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import attrs
 from dpflow.errors import PlanTypeError
 from dpflow.handles import Ref
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
-from dpflow.nodes.base import Inferred, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes.types import Inferred, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import topological
 from dpflow.planner.fold import _fold_steps, _Step
 

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from dpflow.nodes.base import Mode
+from dpflow.nodes.types import Mode
 from dpflow.plan.serialize import canonical
 from dpflow.privacy import Conversion, Cost
 

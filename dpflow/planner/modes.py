@@ -12,7 +12,7 @@ import attrs
 
 from dpflow.errors import PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
-from dpflow.nodes.base import Mode
+from dpflow.nodes.types import Mode
 from dpflow.planner.context import PlanContext
 from dpflow.planner.fold import fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _spaces

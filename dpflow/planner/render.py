@@ -9,7 +9,8 @@ from fractions import Fraction
 import attrs
 
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
-from dpflow.nodes.base import Allocation, Mode, PiecesT, RowsT, StatT, VType, text_of
+from dpflow.nodes.base import text_of
+from dpflow.nodes.types import Allocation, Mode, PiecesT, RowsT, StatT, VType
 from dpflow.planner.context import PlanContext
 from dpflow.planner.fold import _body_start, _fold, _round_weights
 from dpflow.planner.infer import TypedScope, _key, _spaces

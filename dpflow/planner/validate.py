@@ -10,8 +10,9 @@ import attrs
 
 from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.nodes import NodeRecord, Recurse, Source
-from dpflow.nodes.base import ReleasedT, released_type
+from dpflow.nodes.base import released_type
 from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes.types import ReleasedT
 from dpflow.plan.graph import Plan
 from dpflow.planner.infer import TypedScope, _Ctx, _infer_space, _key, _spaces
 

@@ -35,8 +35,9 @@ from dpflow.errors import PlanError
 from dpflow.handles import Ref, Released
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import _Ctx, _Run, prepare_data
-from dpflow.nodes.base import PiecesT, ReleasedT, RowsT, StatT
-from dpflow.nodes.discrete import DyadicTable, SparseCounts
+from dpflow.nodes.dyadic import DyadicTable
+from dpflow.nodes.stability import SparseCounts
+from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, StatT
 from dpflow.planner.certify import Certified, certify
 
 REL_TOL = 1e-9

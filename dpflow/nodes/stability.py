@@ -1,0 +1,189 @@
+"""The stability-based histogram over an unknown bin set: counts of the occupied bins of an unbounded
+grid (:class:`BinCounts`) released with Laplace noise above a threshold (:class:`StabilityHistogram`;
+Vadhan 2017 Prop. 3.5, Bun-Nissim-Stemmer-Vadhan 2015, OpenDP ``make_laplace_threshold``;
+sparse_discrete_heavy.md 1), and the mode of such a release (:func:`stable_mode`).
+
+Declared policies (never a data-dependent exception): bin keys are clamped to +-2**62 and NaN rows
+fall in the bin of 0.
+
+>>> import numpy as np, dpflow as dp
+>>> from dpflow import nodes as N
+>>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
+>>> h = N.StabilityHistogram(delta=1e-7)(N.BinCounts(width=1.0)(b.source("X", dp.Reals(), n=1000)))
+>>> r = b.build(h=h).run({"X": np.full((1000, 1), 3.5)}, noise=dp.SeededNoise(0)).released["h"]
+>>> stable_mode(r)
+3
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.errors import DomainError, UnboundedSensitivityError
+from dpflow.nodes.base import EvalContext, InferContext, Query, need, text_of
+from dpflow.nodes.mechanisms import EpsilonMechanism
+from dpflow.nodes.params import finite, positive
+from dpflow.nodes.rules import changes_text, count_sensitivities, one_dim
+from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, StatT, VType
+from dpflow.privacy import Cost, exact, opt_exact
+from dpflow.references import Reference
+
+_KEY_LIMIT = 2**62
+
+
+@attrs.frozen
+class SparseCounts:
+    """Counts of the occupied bins only: sorted int64 ``keys`` and their ``counts``."""
+
+    keys: np.ndarray
+    counts: np.ndarray
+
+
+@attrs.frozen(kw_only=True)
+class BinCounts(Query):
+    """Counts over the unbounded grid of bins ``floor((x - shift) / width)`` of one-dimensional rows;
+    only occupied bins are materialised (the bin set is never enumerated).
+
+    Bin keys are clamped to +-2**62 and NaN rows fall in the bin of 0 (declared policies).  A record
+    lies in one bin: replace-one l1 2, linf 1; add/remove 1.  ``shift`` may be a public random offset
+    (a randomly shifted grid, sparse_discrete_heavy.md 1.4).  Release it with
+    :class:`StabilityHistogram`.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
+    >>> c = BinCounts(width=0.5)(b.source("X", dp.Reals(), n=10))
+    """
+
+    kind: ClassVar[str] = "BinCounts"
+    reference: ClassVar[Reference] = Reference("stability histogram: one record is in one bin",
+                                               "sparse_discrete_heavy.md", "1")
+    width: float = attrs.field(converter=positive)
+    shift: float = attrs.field(default=0.0, converter=finite)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        one_dim(rows, ctx, "BinCounts")
+        l1, l2, linf = count_sensitivities(rows)
+        return Inferred(StatT((), rows.source, l1, l2, linf),
+                        f"BinCounts, width {self.width:.6g}, shift {self.shift:.6g}, {changes_text(rows)}: "
+                        f"l1 {text_of(l1)}, linf {text_of(linf)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        a = np.asarray(ins[0])
+        v = a.reshape(-1) if a.ndim <= 1 else a[:, 0]
+        if v.dtype.kind in "iu" and self.width == 1.0 and self.shift == 0.0:
+            keys = np.clip(v.astype(np.int64), -_KEY_LIMIT, _KEY_LIMIT)
+        else:
+            with np.errstate(all="ignore"):
+                z = np.floor((np.nan_to_num(v.astype(float), nan=0.0) - self.shift) / self.width)
+                z = np.nan_to_num(np.clip(z, -float(_KEY_LIMIT), float(_KEY_LIMIT)), nan=0.0)
+            keys = z.astype(np.int64)
+        uk, counts = np.unique(keys, return_counts=True)
+        return SparseCounts(uk, counts.astype(float))
+
+
+def _opt_delta(x: Any) -> Fraction:
+    d = exact(x)
+    if not 0 < d < 1:
+        raise ValueError(f"delta must be in (0, 1), got {x!r}")
+    return d
+
+
+@attrs.frozen(kw_only=True)
+class StabilityHistogram(EpsilonMechanism):
+    """The stability-based histogram: Laplace noise on the occupied bins only, released when above a
+    threshold; (epsilon, delta)-DP with ``delta`` a fixed public parameter.
+
+    Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's
+    survey Prop. 3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold
+    ``1 + ln(1/(2 delta))/eps`` (OpenDP ``make_laplace_threshold``).  The input must be a count
+    statistic of stability 1 (linf 1).  Output: ``(keys, noisy_counts)`` of the released bins; an
+    empty release is the private "not found".  Costed as delta-approximate eps^2/2-zCDP (Bun-Steinke
+    2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose delta covers ``delta``.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
+    >>> h = StabilityHistogram(delta=1e-7)(BinCounts(width=1.0)(b.source("X", dp.Reals(), n=10)))
+    """
+
+    kind: ClassVar[str] = "StabilityHistogram"
+    pure_capable: ClassVar[bool] = False
+    gaussian_profile: ClassVar[bool] = False
+    reference: ClassVar[Reference] = Reference(
+        "stability histogram: Vadhan 2017 Prop. 3.5 / Bun-Nissim-Stemmer-Vadhan 2015 (replace-one), OpenDP "
+        "make_laplace_threshold (add/remove); cost as approximate zCDP by "
+        "Bun-Steinke 2016 Prop. 1.13", "sparse_discrete_heavy.md", "1.1-1.2"
+    )
+    delta: Fraction = attrs.field(converter=_opt_delta)
+    weight: float = attrs.field(default=1.0, converter=positive)
+    epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        need(ins, StatT, ctx, "a count statistic (BinCounts)")
+        return Inferred(ReleasedT(None), "")
+
+    def _l1(self, stat: StatT) -> float:
+        assert stat.l1 is not None
+        return stat.l1.coef
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        if stat.l1 is None or stat.linf is None:
+            raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity", "feed it BinCounts")
+        if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and stat.l1.coef in (1.0, 2.0)):
+            raise DomainError(ctx.node_id, f"the thresholds need counts of stability 1 (l1 1 or 2, linf 1); got "
+                              f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
+                              "apply BinCounts directly to the rows (no stability > 1 transform)")
+        return f"l1 = {stat.l1.text()}, linf = 1"
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        if mode == "pure":
+            raise self.pure_refusal(self.kind)
+        return Cost.approx_dp(self.eps(share, mode), self.delta)
+
+    def scale_threshold(self, l1: float, eps: float) -> tuple[float, float]:
+        """Laplace scale and release threshold (rounded against the user)."""
+        d = float(self.delta)
+        if l1 == 2.0:
+            return math.nextafter(2.0 / eps, math.inf), math.nextafter(1.0 + 2.0 * math.log(2.0 / d) / eps, math.inf)
+        return math.nextafter(1.0 / eps, math.inf), math.nextafter(1.0 + math.log(1.0 / (2.0 * d)) / eps, math.inf)
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        if mode == "pure":
+            return ""
+        eps = float(self.eps(share, mode))
+        b, t = self.scale_threshold(self._l1(stat), eps)
+        return f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        alloc = ctx.allocation()
+        b, t = self.scale_threshold(self._l1(ctx.stat()), float(self.eps(alloc.share, alloc.mode)))
+        ctx.record("scale", b)
+        ctx.record("threshold", t)
+        sc: SparseCounts = ins[0]
+        noisy = sc.counts + ctx.noise.laplace(b, sc.counts.shape)
+        keep = noisy > t
+        return sc.keys[keep], noisy[keep]
+
+
+def stable_mode(released: Any) -> int | None:
+    """The key of the largest released count of a :class:`StabilityHistogram`, or ``None``
+    ("not found", a released outcome).
+
+    >>> stable_mode((np.array([3, 7]), np.array([10.0, 12.0])))
+    7
+    """
+    keys, counts = released
+    if len(keys) == 0:
+        return None
+    return int(keys[int(np.argmax(counts))])
+
+
+__all__ = [
+    "BinCounts", "SparseCounts", "StabilityHistogram", "stable_mode",
+]

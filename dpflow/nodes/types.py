@@ -1,0 +1,137 @@
+"""The static types the planner infers for node outputs, and the budget allocation it hands a mechanism.
+
+``infer`` maps the static types of a node's inputs to the static type of its output: sensitive rows
+(:class:`RowsT`, with their public or private :class:`Size`, stability and neighbour changes), a split
+into disjoint pieces (:class:`PiecesT`), a sensitive aggregate with its l1/l2/linf sensitivities
+(:class:`StatT`; l1 sensitivity as in Dwork-Roth 2014 Def. 3.1, l2 and linf alike), or a released
+value (:class:`ReleasedT`).  :class:`Allocation` is a mechanism's certified share of the budget.
+Data only: the rules that produce these types live with the nodes.
+
+>>> from dpflow.domains import Vectors
+>>> rows = RowsT(Vectors(d=2, l2_bound=1.0), "X", Size(True, 100, "n:X"), 1, frozenset({"replace"}))
+>>> rows.describe()
+'Vectors(d=2, l2<=1), n=100, replace, source X'
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Literal
+
+import attrs
+
+from dpflow.domains import Bound, Sym, Vectors
+from dpflow.nodes.floaterr import FloatError
+from dpflow.privacy import Cost
+
+Relation = Literal["replace", "add_remove"]
+Mode = Literal["zcdp", "pure"]
+
+
+@attrs.frozen
+class Size:
+    """The row count of a dataset node: public or private, known at plan time or not.
+
+    ``token`` names it in sensitivity formulas (``n:<node>``); when ``known`` is set
+    the formulas use the number instead.
+    """
+
+    public: bool
+    known: int | None
+    token: str
+
+    def sym(self) -> Sym:
+        """The count as a bound (constant when known)."""
+        return Sym.const(float(self.known)) if self.known is not None else Sym.ref(self.token)
+
+    def text(self) -> str:
+        """Readable form."""
+        if not self.public:
+            return "private"
+        return str(self.known) if self.known is not None else self.token
+
+
+@attrs.frozen
+class RowsT:
+    """Static type of a sensitive dataset.
+
+    ``stability``: how many of its rows change when one record of ``source`` changes.
+    ``changes``: how a row of it can change (``replace`` one row keeping the count,
+    ``add_remove`` one row).
+    """
+
+    domain: Vectors
+    source: str
+    size: Size
+    stability: int
+    changes: frozenset[str]
+
+    def describe(self) -> str:
+        """Readable form used in ledgers."""
+        ch = "/".join(sorted(self.changes))
+        stab = "" if self.stability == 1 else f", stability {self.stability}"
+        return f"{self.domain.describe()}, n={self.size.text()}, {ch}{stab}, source {self.source}"
+
+
+@attrs.frozen
+class PiecesT:
+    """Static type of a dataset split into disjoint pieces."""
+
+    rows: RowsT
+    count: int
+    rule: Literal["index", "value"]
+
+
+@attrs.frozen
+class StatT:
+    """Static type of a sensitive aggregate with its sensitivities (``None``: unbounded)."""
+
+    shape: tuple[int, ...]
+    source: str
+    l1: Bound
+    l2: Bound
+    linf: Bound
+    symmetric: bool = False
+    float_error: FloatError | None = None
+    """How to bound the distance between the statistic as computed in floating point and its
+    exact value (``None``: not bounded, e.g. a sum over a private number of rows).  Lattice
+    releases add twice the bound to the sensitivity (neighbours may err in opposite ways)."""
+    rank: Bound = None
+    """Order statistics only: how far one record's change can move the count of values below any
+    threshold (the utility sensitivity of a private quantile); ``None`` for every other statistic."""
+
+
+@attrs.frozen
+class ReleasedT:
+    """Static type of a released value (``shape`` ``None`` when not known statically)."""
+
+    shape: tuple[int, ...] | None = None
+    noised_by: str | None = None
+    """The path of the mechanism whose own output this is, when that mechanism has a noise multiplier
+    (:attr:`Mechanism.noise_unit`); ``None`` for every other released value.  :class:`NoiseScale
+    <dpflow.nodes.postprocess.NoiseScale>` accepts only such a value of its own scope."""
+
+
+VType = RowsT | PiecesT | StatT | ReleasedT
+
+
+@attrs.frozen
+class Inferred:
+    """What ``infer`` returns: the output type and how it was derived."""
+
+    out: VType
+    derivation: str = ""
+
+
+@attrs.frozen
+class Allocation:
+    """A mechanism's share of the budget, and its certified cost."""
+
+    mode: Mode
+    share: Fraction
+    cost: Cost
+    continuous_gaussian: bool = False
+    """True when the certificate rests on the exact Gaussian-DP profile, which is proven for
+    continuous Gaussian noise: the mechanism then samples continuous noise, not the lattice form."""
+
+__all__ = ["Allocation", "Inferred", "Mode", "PiecesT", "Relation", "ReleasedT", "RowsT", "Size", "StatT", "VType"]
