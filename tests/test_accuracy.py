@@ -26,10 +26,12 @@ from dpflow.planner.accuracy import (
     discrete_laplace_quantile,
     gaussian_half_width,
     laplace_half_width,
+    realised_rows,
 )
 from dpflow.planner.certify import certify
 from dpflow.planner.ledger import Ledger
 from dpflow.privacy.rounding import up
+from dpflow.report.report import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHAS = (0.01, 0.05, 0.2, 0.5)
@@ -129,6 +131,17 @@ def test_rows_use_the_certified_scale_and_the_run_records_the_same() -> None:
         assert row.exact_half_width >= row.half_width  # widened sensitivity, rounding and the bound
 
 
+def test_forced_continuous_gaussian_has_no_lattice_row() -> None:
+    """An all-Gaussian plan under an (epsilon, delta) budget is certified by the exact Gaussian-DP profile,
+    which forces continuous noise on every source: no lattice half-width."""
+    ledger = _two_mechs(dp.ApproxDP(1.0, 1e-6)).check()
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1.0, 1e-6))
+    X = b.source("X", dp.Vectors(d=4), n=100)
+    (g,) = b.build(g=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).check().accuracy(0.05)
+    assert g.exact_half_width is None and g.note == "continuous noise on every source"
+    assert all(r.exact_half_width is not None for r in ledger.accuracy(0.05))  # with a Laplace: lattice
+
+
 def test_half_widths_scale_with_alpha_as_the_quantiles_do() -> None:
     ledger = _two_mechs().check()
     g1, l1 = ledger.accuracy(0.05)
@@ -156,6 +169,22 @@ def test_symbolic_sensitivity_gives_the_half_width_per_unit() -> None:
     radius = float(ex.released["r"])
     realised = ex.facts[g.node][0]["sigma"]
     assert realised == pytest.approx(unit * 2 * max(radius, 0.0) / 1000, rel=1e-9)
+    (after,) = realised_rows(cert.ledger.noise_calibrations, ex.facts, 0.05)
+    assert after.node == g.node and after.half_width == gaussian_half_width(realised, 0.05)
+    report = Report(cert.ledger, ex).to_markdown()
+    assert "Realised noise intervals" in report and f"+/- {after.half_width:.6g} (realised)" in report
+    # exact sources: the realised lattice release, (k + 1/2) steps at the recorded scale
+    ex = execute(cert, {"X": rows}, dp.SeededNoise(0, exact=True), NumpyBackend())
+    (after,) = realised_rows(cert.ledger.noise_calibrations, ex.facts, 0.05)
+    sigma, step = ex.facts[g.node][0]["sigma"], ex.facts[g.node][1]["lattice"]["step"]
+    assert after.half_width == up((discrete_gaussian_quantile(sigma / step, 0.05) + 0.5) * step)
+
+
+def test_realised_rows_take_the_largest_round() -> None:
+    c = NoiseCalibration("m", "LaplaceMech", "laplace", scale=1.0, per_unit=True, sensitivity="r")
+    (row,) = realised_rows([c], {"m": [{"scale": 1.0}, {"scale": 3.0}, {"scale": 2.0}]}, 0.1)
+    assert row.half_width == laplace_half_width(3.0, 0.1) and "3 invocations, the largest" in row.note
+    assert realised_rows([NoiseCalibration("q", "Quantile", "none")], {"q": [{"scale": 1.0}]}) == ()
 
 
 def test_peel_and_loops_get_one_row_per_round_weight() -> None:

@@ -296,7 +296,8 @@ def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, share: 
         family == "gaussian" and continuous_gaussian)
     base = NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), not sym.is_const, entries=entries,
                             lattice=lattice)
-    note = "" if node.kind != "Peel" else "noise of each released coordinate (the selection is not bounded here)"
+    note = ("noise of each released coordinate (the selection is not bounded here)" if node.kind == "Peel"
+            else "" if lattice else "continuous noise on every source")
     if not sym.is_const:
         return attrs.evolve(base, scale=node.noise_multiplier(share, mode), note=(
             note or ("exact sources: on the lattice, after data" if lattice else "")))
@@ -344,3 +345,35 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
 
     walk(space)
     return tuple(out)
+
+
+def realised_rows(calibrations: Sequence[NoiseCalibration], facts: dict[str, list[dict[str, Any]]],
+                  alpha: float = 0.05) -> tuple[Accuracy, ...]:
+    """After a run: the accuracy at the noise scales the run recorded (``report.json``'s ``noise_scales``),
+    the largest over a node's invocations (rounds); the half-width is the lattice one when the run released
+    on the lattice, else the continuous one.  Rows only for additive-noise mechanisms the run recorded.
+
+    >>> c = NoiseCalibration("m", "GaussianMech", "gaussian", sensitivity="r", per_unit=True, scale=2.0)
+    >>> round(realised_rows([c], {"m": [{"sigma": 0.5}]})[0].half_width, 4)
+    0.98
+    """
+    a = _check_alpha(alpha)
+    rows = []
+    for c in {c.node: c for c in calibrations if c.family != "none"}.values():
+        invocations: list[NoiseCalibration] = []
+        for fact in facts.get(c.node, []):
+            if "lattice" in fact and invocations:
+                last = invocations[-1]
+                invocations[-1] = attrs.evolve(last, lattice_step=float(fact["lattice"]["step"]),
+                                               lattice_scale=last.scale)
+            elif "sigma" in fact or "scale" in fact:
+                scale = float(fact["sigma"] if "sigma" in fact else fact["scale"])
+                invocations.append(attrs.evolve(c, per_unit=False, scale=scale, lattice_step=None, lattice_scale=None))
+        if not invocations:
+            continue
+        widths = [lat if lat is not None else cont for cont, lat in (_half_widths(i, a) for i in invocations)]
+        worst = max((math.inf if w is None else w for w in widths), default=math.inf)
+        text = f"{len(invocations)} invocation{'s' if len(invocations) > 1 else ''}, the largest"
+        rows.append(Accuracy(c.node, c.kind, _NOISE_TEXT[c.family], a, worst, None, False, "", "", c.entries,
+                             f"realised: {text}" if len(invocations) > 1 else "realised"))
+    return tuple(rows)

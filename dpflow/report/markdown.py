@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows
+from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows, realised_rows
 
 
 def _cell(x: Any) -> str:
@@ -85,5 +85,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += [f"| {k} | {_cell(_short(v))} |" for k, v in sorted(report["released"].items())]
     out += ["", "## Guarantee", ""] + render_ledger(report["ledger"])
     out += ["", "## Run", "", f"- noise: {run['noise']}", f"- backend: {run['backend']}",
-            f"- status: {run['release_status']}", ""]
+            f"- status: {run['release_status']}"]
+    calibrations = [NoiseCalibration.from_data(c) for c in report["ledger"]["noise_calibrations"]]
+    realised = realised_rows(calibrations, run["noise_scales"])
+    if realised:
+        out += ["", "Realised noise intervals (95%, per coordinate, at the scales this run recorded):", ""]
+        out += [f"- {r.node}: {r.noise}, +/- {r.half_width:.6g} ({r.note})" for r in realised]
+    out += [""]
     return "\n".join(out) + "\n"
