@@ -4,7 +4,7 @@ Exit status: 0 on success, 2 when the planner refuses a plan (the message names
 the node and the fix) or an argument is invalid, 1 on any other error.
 
     dpflow demo [--out DIR] [--seed N]
-    dpflow check PLAN.py
+    dpflow check PLAN.py [--alpha A]
     dpflow run PLAN.py --data NAME=path.npy|.csv [--data ...] --report DIR [--seed N]
     dpflow privacy convert --rho R --delta D [--all]
     dpflow budget open|show|verify DATASET [--store PATH] [--rho R | --epsilon E]
@@ -67,6 +67,9 @@ def _noise(seed: int | None) -> NoiseSource:
 def _cmd_check(args: argparse.Namespace) -> int:
     ledger = load_plan(args.plan).check()
     print(ledger.summary())
+    accuracy = ledger.accuracy_summary(args.alpha)
+    if accuracy:
+        print(accuracy)
     return 0
 
 
@@ -138,6 +141,14 @@ def _delta_arg(text: str) -> float:
     return v
 
 
+def _alpha_arg(text: str) -> float:
+    """``--alpha``: 0 < alpha < 1 (an argparse type: a bad value is a usage error, exit status 2)."""
+    v = _number(text)
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"alpha must be strictly between 0 and 1, got {text}")
+    return v
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.all:
         rho = exact(args.rho)
@@ -194,6 +205,8 @@ def parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="certify a plan file (a Python file defining `plan`)")
     check.add_argument("plan")
+    check.add_argument("--alpha", type=_alpha_arg, default=0.05,
+                       help="accuracy lines give per-coordinate (1 - alpha) noise intervals (default 0.05)")
     check.set_defaults(fn=_cmd_check)
 
     runp = sub.add_parser("run", help="certify and run a plan file on data")

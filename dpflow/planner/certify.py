@@ -27,6 +27,7 @@ from dpflow.nodes import NodeRecord
 from dpflow.nodes.postprocess import warning_text
 from dpflow.nodes.types import Allocation
 from dpflow.plan.graph import Plan
+from dpflow.planner.accuracy import noise_calibrations
 from dpflow.planner.allocate import InvocationTable, _check_budget, _invocation, allocate_budget, invocation_table
 from dpflow.planner.context import PlanContext
 from dpflow.planner.fold import fold_cost
@@ -116,7 +117,9 @@ class _Planner:
                               + ([_NO_PLD_TEXT] if pld_missing else [])),
             warnings=tuple(warnings),
         )
-        return Certified(ctx.plan, ctx.space, allocations, ledger, invocation_table(ctx, allocations))
+        invocations = invocation_table(ctx, allocations)
+        ledger = attrs.evolve(ledger, noise_calibrations=noise_calibrations(ctx.space, invocations))
+        return Certified(ctx.plan, ctx.space, allocations, ledger, invocations)
 
 
 def certify(plan: Plan) -> Certified:

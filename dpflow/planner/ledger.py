@@ -22,12 +22,14 @@ import attrs
 
 from dpflow.nodes.types import Mode
 from dpflow.plan.serialize import canonical
+from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, accuracy_rows
 from dpflow.privacy import Conversion, Cost
 
 LEDGER_SCHEMA = "dpflow.ledger"
-LEDGER_SCHEMA_VERSION = 2
-"""Version 2: typed cost events per mechanism entry and exact composed costs per source (version 1,
-``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
+LEDGER_SCHEMA_VERSION = 3
+"""Version 3: the noise calibration of every mechanism invocation (``noise_calibrations``, for
+:meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and exact composed costs per
+source (version 1, ``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
 
 Accounting = Literal["auto", "basic"]
 
@@ -299,6 +301,7 @@ class Ledger:
     totals: tuple[SourceTotal, ...]
     composition: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    noise_calibrations: tuple[NoiseCalibration, ...] = ()
     schema: str = LEDGER_SCHEMA
     schema_version: int = LEDGER_SCHEMA_VERSION
 
@@ -310,7 +313,8 @@ class Ledger:
         """The ledger as JSON data."""
         data = {f.name: getattr(self, f.name) for f in attrs.fields(Ledger)}
         return data | {"entries": [e.to_data() for e in self.entries], "totals": [t.to_data() for t in self.totals],
-                       "composition": list(self.composition), "warnings": list(self.warnings)}
+                       "composition": list(self.composition), "warnings": list(self.warnings),
+                       "noise_calibrations": [c.to_data() for c in self.noise_calibrations]}
 
     def to_json(self, indent: int | None = None) -> str:
         """Canonical JSON (or indented, for reading)."""
@@ -326,11 +330,14 @@ class Ledger:
         if schema != LEDGER_SCHEMA or version != LEDGER_SCHEMA_VERSION:
             found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
             raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
-                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text and cannot be "
-                             "read: certify the plan again (Plan.from_json(...).check()) to get a current ledger")
+                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text and a version 2 "
+                             "ledger has no noise calibrations, so neither can be read: certify the plan again "
+                             "(Plan.from_json(...).check()) to get a current ledger")
         ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
                            "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),
-                           "composition": tuple(d["composition"]), "warnings": tuple(d["warnings"])})
+                           "composition": tuple(d["composition"]), "warnings": tuple(d["warnings"]),
+                           "noise_calibrations": tuple(NoiseCalibration.from_data(c)
+                                                       for c in d["noise_calibrations"])})
         if ledger.to_data() != d:
             raise ValueError("the ledger's rendered text (cost, measure, budget_used) disagrees with its typed "
                              "values: the document was edited; use the ledger as the planner wrote it")
@@ -351,3 +358,21 @@ class Ledger:
             )
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+    def accuracy(self, alpha: float = 0.05) -> tuple[Accuracy, ...]:
+        """For every mechanism invocation, the half-width of a (1 - alpha) interval of its noise, per
+        coordinate, before any data is read (rules and their exactness: :mod:`dpflow.planner.accuracy`).
+
+        >>> import dpflow as dp
+        >>> from dpflow import nodes as N
+        >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+        >>> h = N.LaplaceMech()(N.Histogram(edges=[0, 1, 2])(b.source("X", dp.Ordinal(N=2), n=10)))
+        >>> row = b.build(h=h).check().accuracy(0.05)[0]
+        >>> row.noise, round(row.half_width, 4)
+        ('Laplace b = 2', 5.9915)
+        """
+        return accuracy_rows(self.noise_calibrations, alpha)
+
+    def accuracy_summary(self, alpha: float = 0.05) -> str:
+        """:meth:`accuracy` as readable lines (what ``dpflow check`` prints after :meth:`summary`)."""
+        return "\n".join(accuracy_lines(self.noise_calibrations, alpha))

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows, realised_rows
+
 
 def _cell(x: Any) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
@@ -45,8 +47,31 @@ def render_ledger(ledger: dict[str, Any]) -> list[str]:
                                       ("node", "kind", "sensitivity", "derivation", "noise", "cost", "rule",
                                        "reference")) + " |")
     out += ["", "### Composition", ""] + [f"- {c}" for c in ledger["composition"]]
+    out += render_accuracy(ledger)
     if ledger["warnings"]:
         out += ["", "### Warnings", ""] + [f"- {w}" for w in ledger["warnings"]]
+    return out
+
+
+def render_accuracy(ledger: dict[str, Any], alpha: float = 0.05) -> list[str]:
+    """Markdown lines for the accuracy section: every release's per-coordinate (1 - alpha) noise interval
+    (:meth:`dpflow.planner.Ledger.accuracy`)."""
+    rows = accuracy_rows([NoiseCalibration.from_data(c) for c in ledger["noise_calibrations"]], alpha)
+    if not rows:
+        return []
+    out = ["", f"### Accuracy ({100 * (1 - alpha):.6g}% intervals of the noise, per coordinate)", "",
+           "Before data: the release is within +/- the half-width of its statistic (as computed) with probability "
+           f"at least {1 - alpha:.6g}, per coordinate; for all m coordinates at once use alpha / m. Continuous noise "
+           "sources add the continuous noise; exact sources (the release default) the discrete noise on a "
+           "2^-k lattice. The noise only: clipping bias is not included.", "",
+           "| node | rounds | noise | half-width | exact sources | note |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        unit = f" x ({r.sensitivity})" if r.per_unit else ""
+        cont = "-" if r.half_width is None else f"{r.half_width:.6g}{unit}"
+        ex = "-" if r.exact_half_width is None else f"{r.exact_half_width:.6g}{unit}"
+        note = r.note + ("; " if r.note and r.per_unit else "") + (
+            f"depends on {r.sensitivity}: known after data" if r.per_unit else "")
+        out.append("| " + " | ".join(_cell(x) for x in (r.node, r.rounds or "-", r.noise, cont, ex, note)) + " |")
     return out
 
 
@@ -60,5 +85,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += [f"| {k} | {_cell(_short(v))} |" for k, v in sorted(report["released"].items())]
     out += ["", "## Guarantee", ""] + render_ledger(report["ledger"])
     out += ["", "## Run", "", f"- noise: {run['noise']}", f"- backend: {run['backend']}",
-            f"- status: {run['release_status']}", ""]
+            f"- status: {run['release_status']}"]
+    calibrations = [NoiseCalibration.from_data(c) for c in report["ledger"]["noise_calibrations"]]
+    realised = realised_rows(calibrations, run["noise_scales"])
+    if realised:
+        out += ["", "Realised noise intervals (95%, per coordinate, at the scales this run recorded):", ""]
+        out += [f"- {r.node}: {r.noise}, +/- {r.half_width:.6g} ({r.note})" for r in realised]
+    out += [""]
     return "\n".join(out) + "\n"

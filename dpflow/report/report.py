@@ -16,8 +16,9 @@ from dpflow.planner.ledger import Ledger
 from dpflow.report.markdown import render_markdown
 
 REPORT_SCHEMA = "dpflow.report"
-REPORT_SCHEMA_VERSION = 2
-"""Version 2 embeds a version 2 ledger (typed cost events and exact totals; docs/report_schema.md)."""
+REPORT_SCHEMA_VERSION = 3
+"""Version 3 embeds a version 3 ledger (noise calibrations for the accuracy section); version 2 embedded a
+version 2 ledger (typed cost events and exact totals; docs/report_schema.md)."""
 REPORT_FILES = ("report.json", "report.md")
 NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are reproducible from the seed, "
                    "not private")
