@@ -263,3 +263,31 @@ def test_empirical_coverage_matches_one_minus_alpha(exact: bool) -> None:
     se = math.sqrt(alpha * (1 - alpha) / total)
     for node, count in inside.items():
         assert abs(count / total - (1 - alpha)) <= 4 * se, (node, count / total)
+
+
+def test_accuracy_rows_and_runs_read_the_same_capabilities() -> None:
+    """The family and the lattice choice come from the mechanism (``noise_family``, ``takes_lattice``), not
+    from kind names: a Laplace mechanism that declines the lattice is ledgered and drawn as continuous."""
+    import attrs as _attrs
+
+    from dpflow.nodes.types import Allocation, StatT
+
+    assert (N.GaussianMech.noise_family, N.LaplaceMech.noise_family, N.Peel.noise_family) == (
+        "gaussian", "laplace", "laplace")
+    assert N.Quantile.noise_family is None and N.Peel.accuracy_note
+
+    @_attrs.frozen(kw_only=True)
+    class ContinuousLaplace(N.LaplaceMech):
+        def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
+            return False
+
+    b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    mean = N.Mean()(N.Clip(radius=1.0)(X))
+    plan = b.build(a=N.LaplaceMech()(mean), c=ContinuousLaplace()(mean))
+    rows = {r.node: r for r in plan.check().accuracy(0.05)}
+    assert len(rows) == 2
+    lat, cont = (rows[k] for k in sorted(rows))
+    assert lat.exact_half_width is not None and cont.exact_half_width is None
+    facts = plan.run({"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0, exact=True)).report.execution.facts
+    assert sum("lattice" in f for fs in facts.values() for f in fs) == 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 import numpy as np
@@ -281,6 +281,19 @@ class Mechanism(Node):
     """Capability: the sensitivity (``"l2"``, ``"l1"``, ``"linf"``) that :meth:`noise_scale` scales, for a
     mechanism that adds noise of a scale calibrated to that sensitivity; ``None`` for mechanisms without
     one (the exponential-mechanism family), which :class:`NoiseScale` refuses."""
+
+    noise_family: ClassVar[Literal["gaussian", "laplace"] | None] = None
+    """Capability: the distribution of the additive noise on each released coordinate (``None`` for a
+    selection: the exponential-mechanism family, the stability histogram)."""
+
+    accuracy_note: ClassVar[str] = ""
+    """What an accuracy interval of the released coordinates leaves out (Peel: its selection step)."""
+
+    def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
+        """Whether an exact noise source releases this invocation on the 2^-k lattice (exact discrete
+        noise); otherwise the noise is continuous on every source.  The one statement of that choice: the
+        mechanism's ``evaluate`` and the ledger's accuracy rows both ask it."""
+        return False
 
     def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
         """The noise scale the mechanism uses for a ``noise_unit`` sensitivity at budget ``share``: the one

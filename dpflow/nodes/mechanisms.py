@@ -12,7 +12,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import attrs
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of
 from dpflow.nodes.params import positive
-from dpflow.nodes.types import Inferred, Mode, StatT, VType
+from dpflow.nodes.types import Allocation, Inferred, Mode, StatT, VType
 from dpflow.privacy import (
     Cost,
     gaussian_sigma_for_zcdp,
@@ -201,6 +201,7 @@ class GaussianMech(Mechanism):
     pure_capable: ClassVar[bool] = False
     gaussian_profile: ClassVar[bool] = True
     noise_unit: ClassVar[str | None] = "l2"
+    noise_family: ClassVar[Literal["gaussian", "laplace"] | None] = "gaussian"
     reference: ClassVar[str] = "Bun-Steinke 2016 Prop. 1.6 (Gaussian mechanism is Delta^2/(2 sigma^2)-zCDP)"
     weight: float = attrs.field(default=1.0, converter=positive)
     rho: Fraction | None = attrs.field(default=None, converter=opt_exact)
@@ -208,6 +209,11 @@ class GaussianMech(Mechanism):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat = _need_stat(ins, ctx)
         return Inferred(self.released(stat.shape, ctx), "")
+
+    def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
+        """On the lattice when the statistic has a float-error bound, unless the certificate rests on the
+        exact Gaussian-DP profile (proven for continuous noise only)."""
+        return stat.float_error is not None and not alloc.continuous_gaussian
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.l2 is None:
@@ -249,7 +255,7 @@ class GaussianMech(Mechanism):
         delta = ctx.bound(stat.l2)
         if not math.isfinite(delta):
             return _infinite_noise(value, ctx, "sigma")
-        if _exact(ctx) and not alloc.continuous_gaussian and stat.float_error is not None:
+        if _exact(ctx) and self.takes_lattice(stat, alloc):
             return _lattice_noised(
                 value, delta, stat, ctx, False, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "sigma",
                 lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)))
@@ -278,6 +284,7 @@ class LaplaceMech(EpsilonMechanism):
     pure_capable: ClassVar[bool] = True
     gaussian_profile: ClassVar[bool] = False
     noise_unit: ClassVar[str | None] = "l1"
+    noise_family: ClassVar[Literal["gaussian", "laplace"] | None] = "laplace"
     reference: ClassVar[str] = "Dwork-McSherry-Nissim-Smith 2006 (Laplace mechanism is Delta_1/b-DP)"
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
@@ -285,6 +292,10 @@ class LaplaceMech(EpsilonMechanism):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         stat = _need_stat(ins, ctx)
         return Inferred(self.released(stat.shape, ctx), "")
+
+    def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
+        """On the lattice when the statistic has a float-error bound (discrete Laplace is pure DP)."""
+        return stat.float_error is not None
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.l1 is None:
@@ -317,7 +328,7 @@ class LaplaceMech(EpsilonMechanism):
         delta = ctx.bound(stat.l1)
         if not math.isfinite(delta):
             return _infinite_noise(value, ctx, "scale")
-        if _exact(ctx) and stat.float_error is not None:
+        if _exact(ctx) and self.takes_lattice(stat, alloc):
             return _lattice_noised(
                 value, delta, stat, ctx, True, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "scale",
                 lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
@@ -349,6 +360,8 @@ class Peel(Mechanism):
     pure_capable: ClassVar[bool] = True
     gaussian_profile: ClassVar[bool] = False
     noise_unit: ClassVar[str | None] = "linf"
+    noise_family: ClassVar[Literal["gaussian", "laplace"] | None] = "laplace"
+    accuracy_note: ClassVar[str] = "noise of each released coordinate (the selection is not bounded here)"
     reference: ClassVar[str] = (
         "Cai-Wang-Zhang 2021 Alg. 3.2; report-noisy-max with Laplace(2 Delta/eps) is eps-DP (Dwork-Roth 2014 "
         "Sec. 3.3); composition: basic (pure) or Bun-Steinke 2016 Prop. 1.4 + Lemma 1.7 (zCDP)"

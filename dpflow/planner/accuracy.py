@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import numpy as np
 
-from dpflow.nodes.base import Mechanism, StatT
+from dpflow.nodes.base import Mechanism
+from dpflow.nodes.types import Allocation, StatT
 from dpflow.privacy.rounding import up
 
 if TYPE_CHECKING:
@@ -56,10 +57,6 @@ if TYPE_CHECKING:
     from dpflow.planner.infer import TypedScope
 
 Family = Literal["gaussian", "laplace", "none"]
-
-_FAMILY: dict[str, Family] = {"GaussianMech": "gaussian", "LaplaceMech": "laplace", "Peel": "laplace"}
-"""The additive noise of each mechanism kind with a calibrated scale; any other kind (the exponential
-mechanisms, the stability histogram) gets no interval."""
 
 _NOT_ADDITIVE = "not an additive-noise release (a selection or thresholded release): no interval"
 
@@ -283,21 +280,20 @@ def _lattice_probe(node: Mechanism, stat: StatT, delta: float, share: Fraction, 
     return (None, None) if scale is None else (None, float(scale))
 
 
-def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, share: Fraction, mode: Any,
-              continuous_gaussian: bool) -> NoiseCalibration:
-    """The :class:`NoiseCalibration` of one invocation of ``node`` on ``stat`` at ``share``."""
-    family = _FAMILY.get(node.kind, "none")
+def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: Allocation) -> NoiseCalibration:
+    """The :class:`NoiseCalibration` of one invocation of ``node`` on ``stat`` at its allocation (read from
+    the mechanism's capabilities: ``noise_family``, ``noise_unit``, ``takes_lattice``, ``accuracy_note``)."""
+    share, mode = alloc.share, alloc.mode
+    family: Family = node.noise_family or "none"
     if family == "none" or node.noise_unit is None:
         return NoiseCalibration(node_path, node.kind, "none", rounds, note=_NOT_ADDITIVE)
     sym = getattr(stat, node.noise_unit)
     assert sym is not None  # check_input refused an unbounded sensitivity
     entries = int(np.prod(stat.shape)) if not stat.symmetric else stat.shape[0] * (stat.shape[0] + 1) // 2
-    lattice = node.kind != "Peel" and stat.float_error is not None and not (
-        family == "gaussian" and continuous_gaussian)
+    lattice = node.takes_lattice(stat, alloc)
     base = NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), not sym.is_const, entries=entries,
                             lattice=lattice)
-    note = ("noise of each released coordinate (the selection is not bounded here)" if node.kind == "Peel"
-            else "" if lattice else "continuous noise on every source")
+    note = node.accuracy_note or ("" if lattice else "continuous noise on every source")
     if not sym.is_const:
         return attrs.evolve(base, scale=node.noise_multiplier(share, mode), note=(
             note or ("exact sources: on the lattice, after data" if lattice else "")))
@@ -339,7 +335,7 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
                 for (node, classes), alloc in invocations.table.items():
                     if node == path:
                         out.append(calibrate(path, _rounds_text(path, classes, invocations.rounds), rec.node,
-                                             stat, alloc.share, alloc.mode, alloc.continuous_gaussian))
+                                             stat, alloc))
             elif rec.id in sp.bodies:
                 walk(sp.bodies[rec.id])
 
