@@ -312,10 +312,11 @@ def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fracti
 
     The search brackets the answer upward from ``start`` (extrapolating ln f as linear in ln x, slope 1/2 at
     first, with 2% overshoot), then narrows the bracket by secant steps on ln f over grid indices (each probe
-    rounded toward the side opposite the latest point, so the bracket closes from both sides), falling back to
-    regula falsi when the secant leaves the bracket and to bisection when three steps did not halve it: about
-    ten evaluations for a smooth ``f``, at most ``max_evals``, after which the largest point verified so far
-    is returned (still valid, possibly below the largest).  ``f`` may return ``inf``.
+    rounded toward the side opposite the latest point, so the bracket closes from both sides, and kept inside
+    the bracket), bisecting when the secant leaves the bracket upward (a jump of ``f``), when it cannot be
+    drawn (an infinite value) or when three steps did not halve the bracket: about ten evaluations for a
+    smooth ``f``, at most ``max_evals``, after which the largest point verified so far is returned (still
+    valid, possibly below the largest).  ``f`` may return ``inf``.
 
     >>> x = largest_on_grid(lambda x: float(x) ** 0.5, 2.0, Fraction(1, 3))
     >>> x, largest_on_grid(lambda x: float(x) ** 0.5, 2.0, Fraction(5)) is None
@@ -356,9 +357,11 @@ def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fracti
         x = math.nan
         if math.isfinite(g0) and math.isfinite(g1) and g0 != g1:
             x = j1 - g1 * (j1 - j0) / (g1 - g0)  # secant through the two latest points
-        if not a < x < b and math.isfinite(ga) and math.isfinite(gb):
+            if x >= b:  # it leaves the bracket upward (flat points beside a jump): bisect
+                x = math.nan
+        elif math.isfinite(ga) and math.isfinite(gb):
             x = a + (b - a) * -ga / (gb - ga)  # regula falsi on the bracket
-        if not a < x < b or 2 * (b - a) > widths[-3]:  # no estimate, or three steps without halving
+        if not math.isfinite(x) or 2 * (b - a) > widths[-3]:  # no estimate, or three steps without halving
             x = a + (b - a) / 2
         c = min(max(math.ceil(x) if g1 <= 0 else math.floor(x), a + 1), b - 1)  # aim past the latest point's side
         gc = g(c)
