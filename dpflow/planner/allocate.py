@@ -63,15 +63,12 @@ class InvocationTable:
         return self.table[node, classes]
 
 
-def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, Allocation], list[str]]:
-    """Every mechanism's allocation per unit round weight, keyed by node path, and the warnings for
-    sources no mechanism reads: on each source the fixed shares first (refused above the budget), then
-    the remaining budget by weight."""
-    mode, total = choice.accounting.mode, choice.total
-    allocations: dict[str, Allocation] = {}
-    shares: dict[str, Fraction] = {}
-    warnings: list[str] = []
+SourceFolds = dict[str, tuple[Fraction, Fraction]]
+"""Per source name: the fold of its fixed shares and the fold of its weights (round weights applied)."""
 
+
+def source_folds(ctx: PlanContext, mode: Mode) -> SourceFolds:
+    """The fixed shares and the weights of every source in ``mode`` units, folded as the costs are."""
     def fixed_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
         f = _mech(rec).fixed_share(mode)
         return f if f is not None else Fraction(0)
@@ -80,16 +77,29 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, All
         m = _mech(rec)
         return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
+    return {_source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
+                                fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True))
+            for src in ctx.sources}
+
+
+def allocate_budget(ctx: PlanContext, choice: ModeChoice,
+                    folds: SourceFolds | None = None) -> tuple[dict[str, Allocation], list[str]]:
+    """Every mechanism's allocation per unit round weight, keyed by node path, and the warnings for
+    sources no mechanism reads: on each source the fixed shares first (refused above the budget), then
+    the remaining budget by weight.  ``folds`` (:func:`source_folds` in the choice's unit) may be passed
+    when several totals are tried."""
+    mode, total = choice.accounting.mode, choice.total
+    allocations: dict[str, Allocation] = {}
+    shares: dict[str, Fraction] = {}
+    warnings: list[str] = []
     per_source: dict[str, tuple[Fraction, Fraction]] = {}
-    for src in ctx.sources:
-        fixed = fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False)
-        weights = fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True)
-        name = _source_name(src)
+    for name, (fixed, weights) in (source_folds(ctx, mode) if folds is None else folds).items():
         if fixed > total:
             _refuse_budget(ctx, name, mode, total, fixed)
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
+    costs: dict[tuple[Mechanism, Fraction], Cost] = {}  # equal mechanisms at equal shares: cost each once
     for sp, rec, node in ctx.mechs:
         f = node.fixed_share(mode)
         if f is None:
@@ -103,10 +113,12 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, All
         if ctx.basic:
             allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
             continue
-        try:
-            cost = node.cost(f, mode)
-        except PlanError as e:
-            raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
+        cost = costs.get((node, f))
+        if cost is None:
+            try:
+                cost = costs[node, f] = node.cost(f, mode)
+            except PlanError as e:
+                raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
         allocations[_key(sp, rec.id)] = Allocation(
             mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
     return allocations, warnings
@@ -230,9 +242,11 @@ def pld_total(ctx: PlanContext, start: Fraction) -> Fraction | None:
     if all(m.fixed_share("zcdp") is not None for _, _, m in ctx.mechs):
         return None
 
+    folds = source_folds(ctx, Accounting.PLD.mode)
+
     def epsilon_at(total: Fraction) -> float:
         try:
-            allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""))
+            allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
         except PlanError:
             return math.inf  # refused at this total: the zCDP allocation raises it again
         if any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian

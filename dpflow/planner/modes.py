@@ -138,13 +138,17 @@ def _noise_variance(ctx: PlanContext, mode: Mode, total: Fraction) -> Fraction:
     Recurse counts (pure shares shrink like 1/T, zCDP variances only like T).
     """
     var = Fraction(0)
+    inverse: dict[tuple[Mechanism, Fraction], Fraction] = {}  # equal mechanisms at equal shares: cost each once
     for src in ctx.sources:
         weights = fold_frac(ctx.space, ctx.relation, src.id, lambda sp, r: Fraction(_mech(r).weight), per_round=True)
         if weights > 0:
             unit = total / weights
 
             def leaf(sp: TypedScope, r: NodeRecord, unit: Fraction = unit) -> Fraction:
-                return 1 / _mech(r).cost(unit * Fraction(_mech(r).weight), mode).rho
+                m, share = _mech(r), unit * Fraction(_mech(r).weight)
+                if (m, share) not in inverse:
+                    inverse[m, share] = 1 / m.cost(share, mode).rho
+                return inverse[m, share]
 
             var += fold_frac(ctx.space, ctx.relation, src.id, leaf, per_round=False)
     return var
