@@ -79,9 +79,10 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
     Gaussian-DP profile (GDP mode; the PLD is not searched: a pessimistic Gaussian PLD bounds the exact
     profile from above, and its Gaussian events compose to at least the profile's mu^2, so its total
     could never be larger).  Otherwise the candidates are pure mode (every mechanism pure-capable, no
-    fixed pure share), zCDP mode (rho by CKS) and PLD mode (the total ``pld_total`` finds, when every
-    source's cost has a PLD), and the one with the least total noise variance
-    (:func:`_noise_variance`) wins, ties going to the earlier.
+    fixed pure share) and zCDP mode (rho by CKS) or, when the total ``pld_total`` finds is larger (every
+    source's cost has a PLD), PLD mode in its place (the same rho split with a larger total: less noise
+    for every mechanism); the one with the least total noise variance (:func:`_noise_variance`) wins,
+    ties going to pure mode.
     """
     budget = ctx.plan.budget
     if ctx.basic:
@@ -108,11 +109,11 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
         choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,
                                      "pure mode: basic composition meets the budget with delta to spare"))
     pld = pld_total(ctx, rho)
-    if pld is not None:
-        choices.append(ModeChoice(Accounting.PLD, pld, _pld_text(pld, eps, delta)))
+    if pld is not None and pld > rho:  # the same rho split with a larger total: less noise for every mechanism
+        choices[-1] = ModeChoice(Accounting.PLD, pld, _pld_text(pld, eps, delta))
     if len(choices) == 1:
         return choices[0]
-    # the least total noise variance; ties keep the simpler accounting (pure, then zCDP, then PLD)
+    # the least total noise variance; ties keep the simpler accounting (pure first)
     return min(choices, key=lambda c: _noise_variance(ctx, c.accounting.mode, c.total))
 
 
