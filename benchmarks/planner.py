@@ -1,9 +1,10 @@
 """Planner speed: certify plans of 100, 1,000 and 10,000 nodes, no data read.
 
-Two shapes: a *wide* composition (one source, many clipped means each released with
-its own Gaussian mechanism, alternating with index splits) and a *deep* Recurse (a
+Three shapes: a *wide* composition (one source, many clipped means each released with
+its own Gaussian mechanism, alternating with index splits), a *deep* Recurse (a
 loop whose body is a long chain of preconditioning, clipping, a query and a
-mechanism).  Target (issue 2): the 10,000-node plan is certified in under a second.
+mechanism), and a *wide mixed* plan (Gaussian and Laplace releases) under an
+``ApproxDP`` budget, allocated in PLD mode.  Target (issue 2): the 10,000-node plan is certified in under a second.
 
     python benchmarks/planner.py [--repeat 3]
 """
@@ -16,6 +17,9 @@ import time
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.privacy.pld import _epsilon
+
+pld_epsilon_cache_clear = _epsilon.cache_clear
 
 
 def wide_plan(nodes: int) -> dp.Plan:
@@ -29,6 +33,22 @@ def wide_plan(nodes: int) -> dp.Plan:
             a, c = N.split(X, N.SplitByIndex(pieces=2))
             outs[f"m{k}a"] = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0 + k)(a)))
             outs[f"m{k}c"] = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0 + k)(c)))
+        else:
+            outs[f"m{k}"] = N.GaussianMech(weight=1 + k % 3)(N.Mean()(N.Clip(radius=1.0 + k)(X)))
+        k += 1
+    return b.build(**outs)
+
+
+def mixed_plan(nodes: int) -> dp.Plan:
+    """The wide shape under ApproxDP(1, 1e-6) with a Laplace release in every 4th group: the planner
+    searches the PLD-mode total (issue 16), one allocation and fold per step of the search."""
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1.0, 1e-6), name=f"mixed_{nodes}")
+    X = b.source("X", dp.Vectors(d=10), n=100_000)
+    outs = {}
+    k = 0
+    while len(b._records) < nodes - 4:
+        if k % 4 == 3:
+            outs[f"m{k}"] = N.LaplaceMech()(N.Sum()(N.Clip(box=(-1.0, 1.0))(X)))
         else:
             outs[f"m{k}"] = N.GaussianMech(weight=1 + k % 3)(N.Mean()(N.Clip(radius=1.0 + k)(X)))
         k += 1
@@ -55,6 +75,7 @@ def deep_plan(nodes: int, times: int = 10) -> dp.Plan:
 def timed(plan: dp.Plan, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
+        pld_epsilon_cache_clear()  # every run computes its PLD figures afresh
         t0 = time.perf_counter()
         dp.certify(plan)
         best = min(best, time.perf_counter() - t0)
@@ -80,7 +101,8 @@ def main() -> None:
     print(f"| shape | nodes | mechanisms | certify (s, best of {args.repeat}) |")
     print("|---|---|---|---|")
     for size in (100, 1_000, 10_000):
-        for name, make in (("wide", wide_plan), ("deep Recurse", deep_plan)):
+        for name, make in (("wide", wide_plan), ("deep Recurse", deep_plan),
+                           ("wide mixed, ApproxDP (PLD mode)", mixed_plan)):
             plan = make(size)
             n_mech = sum(1 for _ in dp.certify(plan).allocations)
             print(f"| {name} | {count_nodes(plan)} | {n_mech} | {timed(plan, args.repeat):.3f} |")

@@ -30,6 +30,24 @@ Changes recorded so far:
   (``gaussian_sigma_for_zcdp(1, rho_k)``, rounded up by about 1e-12) instead of ``1/sqrt(2 rho_k)``, so
   the released values of ``gaussian_mean_coinpress/zcdp``, ``gaussian_mean_coinpress/approx`` and
   ``gaussian_gaussian/approx`` changed by float rounding only (at most 1.2e-15 relative).
+* issue 16 (allocation through the PLD): an ``ApproxDP`` budget on a plan that is not all-Gaussian now
+  also considers PLD mode (rho shares as in zCDP mode, of the largest total whose composed cost meets
+  the budget by its tightest valid conversion, the PLD among them; Gaussians forced to continuous
+  noise), chosen when it has the least noise variance.  Exactly six ``*/approx`` ledgers changed (total
+  rho before -> after; all-Gaussian plans keep the exact Gaussian-DP path and are unchanged):
+
+  - ``truncated_mean/approx``, ``noisy_gd/approx``, ``sufficient_statistics/approx`` (Gaussian +
+    Laplace + Quantile): zCDP mode rho 0.024356 (CKS) -> PLD mode rho 0.0283507 (PLD epsilon 1.0;
+    every noise std x 0.927); their Gaussians now draw continuous noise;
+  - ``truncated_mean_upper/approx`` (Gaussian + Quantile): rho 0.024356 -> 0.0286154 (x 0.923);
+  - ``niht/approx`` (Laplace + Quantile + Peel rounds, pure-capable): zCDP mode rho 0.024356 -> PLD mode
+    rho 0.0314471 (PLD epsilon 0.99913; x 0.880);
+  - ``sparse_mean/approx`` (Quantile + Laplace + Peel): pure mode (epsilon 1 shared by weight) -> PLD
+    mode rho 0.0990105, where basic pure composition gives exactly epsilon 1 (delta 0) and the rho split
+    (epsilon_i ~ sqrt(w_i)) has less total noise variance than the epsilon split.
+
+  Their released values changed accordingly (``niht``, ``noisy_gd``, ``sparse_mean``, ``truncated_mean``
+  under ``approx``).
 """
 
 from __future__ import annotations

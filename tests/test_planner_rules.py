@@ -110,8 +110,8 @@ def test_the_exact_gdp_route_reads_the_gaussian_profile_capability():
 
 
 def test_accounting_modes_are_typed():
-    assert [a.mode for a in Accounting] == ["pure", "zcdp", "zcdp", "pure"]
-    assert [a.continuous_gaussian for a in Accounting] == [False, False, True, True]
+    assert [a.mode for a in Accounting] == ["pure", "zcdp", "zcdp", "pure", "zcdp"]
+    assert [a.continuous_gaussian for a in Accounting] == [False, False, True, True, True]
 
 
 def _loop_plan(weights: list[float]) -> tuple[dp.Plan, str]:

@@ -146,7 +146,10 @@ def test_cks_epsilon_is_an_upper_bound_of_the_exact_minimum(rho: float, delta: f
         ctx.prec = 50
         exact = _cks_eps_exact(rho, delta)
         got = Decimal(zcdp_to_approx_dp(rho, delta))
-        assert exact <= got <= exact * (1 + Decimal("1e-9")) + Decimal("1e-15")
+        # Sound (never below the exact minimum) and tight to 1e-9 relative, or 1e-12 absolute where epsilon
+        # is tiny: there the formula's O(1) terms cancel to ~1e-4, so the float error is ~1e-12 absolute
+        # (hypothesis found rho=0.0137, delta=0.1: 9e-13 above the exact 3.05e-4).
+        assert exact <= got <= exact * (1 + Decimal("1e-9")) + Decimal("1e-12")
 
 
 @settings(max_examples=60, deadline=None)

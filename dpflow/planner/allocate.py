@@ -1,8 +1,12 @@
 """Budget allocation: every mechanism's share (fixed costs first, the rest by weight, exactly), the
-per-invocation allocation table (round weights applied here only), and the budget checks."""
+per-invocation allocation table (round weights applied here only), the per-source cost folds, the
+search for the largest total an (epsilon, delta) budget allows through the privacy loss distribution,
+and the budget checks."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import attrs
@@ -11,10 +15,20 @@ from dpflow.errors import BudgetError, PlanError, PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
 from dpflow.nodes.types import Allocation, Mode
 from dpflow.planner.context import PlanContext
-from dpflow.planner.fold import _round_weights, fold_frac
+from dpflow.planner.fold import _round_weights, fold_cost, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
 from dpflow.planner.modes import Accounting, ModeChoice
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Cost, PureDP, gdp_mu_for_approx_dp, zcdp_rho_for_approx_dp
+from dpflow.privacy import (
+    ZCDP,
+    ApproxDP,
+    ApproxZCDP,
+    Cost,
+    PureDP,
+    gdp_mu_for_approx_dp,
+    to_float_down,
+    zcdp_rho_for_approx_dp,
+)
+from dpflow.privacy.calibration import largest_on_grid
 
 
 @attrs.frozen
@@ -49,15 +63,12 @@ class InvocationTable:
         return self.table[node, classes]
 
 
-def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, Allocation], list[str]]:
-    """Every mechanism's allocation per unit round weight, keyed by node path, and the warnings for
-    sources no mechanism reads: on each source the fixed shares first (refused above the budget), then
-    the remaining budget by weight."""
-    mode, total = choice.accounting.mode, choice.total
-    allocations: dict[str, Allocation] = {}
-    shares: dict[str, Fraction] = {}
-    warnings: list[str] = []
+SourceFolds = dict[str, tuple[Fraction, Fraction]]
+"""Per source name: the fold of its fixed shares and the fold of its weights (round weights applied)."""
 
+
+def source_folds(ctx: PlanContext, mode: Mode) -> SourceFolds:
+    """The fixed shares and the weights of every source in ``mode`` units, folded as the costs are."""
     def fixed_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
         f = _mech(rec).fixed_share(mode)
         return f if f is not None else Fraction(0)
@@ -66,16 +77,29 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, All
         m = _mech(rec)
         return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
+    return {_source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
+                                fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True))
+            for src in ctx.sources}
+
+
+def allocate_budget(ctx: PlanContext, choice: ModeChoice,
+                    folds: SourceFolds | None = None) -> tuple[dict[str, Allocation], list[str]]:
+    """Every mechanism's allocation per unit round weight, keyed by node path, and the warnings for
+    sources no mechanism reads: on each source the fixed shares first (refused above the budget), then
+    the remaining budget by weight.  ``folds`` (:func:`source_folds` in the choice's unit) may be passed
+    when several totals are tried."""
+    mode, total = choice.accounting.mode, choice.total
+    allocations: dict[str, Allocation] = {}
+    shares: dict[str, Fraction] = {}
+    warnings: list[str] = []
     per_source: dict[str, tuple[Fraction, Fraction]] = {}
-    for src in ctx.sources:
-        fixed = fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False)
-        weights = fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True)
-        name = _source_name(src)
+    for name, (fixed, weights) in (source_folds(ctx, mode) if folds is None else folds).items():
         if fixed > total:
             _refuse_budget(ctx, name, mode, total, fixed)
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
+    costs: dict[tuple[Mechanism, Fraction], Cost] = {}  # equal mechanisms at equal shares: cost each once
     for sp, rec, node in ctx.mechs:
         f = node.fixed_share(mode)
         if f is None:
@@ -89,10 +113,12 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice) -> tuple[dict[str, All
         if ctx.basic:
             allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
             continue
-        try:
-            cost = node.cost(f, mode)
-        except PlanError as e:
-            raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
+        cost = costs.get((node, f))
+        if cost is None:
+            try:
+                cost = costs[node, f] = node.cost(f, mode)
+            except PlanError as e:
+                raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
         allocations[_key(sp, rec.id)] = Allocation(
             mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
     return allocations, warnings
@@ -163,6 +189,81 @@ def _invocations(ctx: PlanContext, space: TypedScope, allocations: dict[str, All
                 _invocations(ctx, space.bodies[rec.id], allocations, (*classes, i), mult * w, rounds, table)
 
 
+_Leaf = Callable[[TypedScope, NodeRecord, Fraction], Cost]
+
+
+def cost_leaf(ctx: PlanContext, allocations: dict[str, Allocation]) -> _Leaf:
+    """The leaf of the per-source cost folds: a mechanism's certified cost at round weight ``mult``."""
+    def leaf(sp: TypedScope, rec: NodeRecord, mult: Fraction) -> Cost:
+        return _invocation(ctx, allocations[_key(sp, rec.id)], _mech(rec), mult).cost
+
+    return leaf
+
+
+def source_cost(ctx: PlanContext, src: NodeRecord, leaf: _Leaf) -> Cost:
+    """The composed per-record cost on source ``src``: the fold of the ledger's totals (and of the PLD search)."""
+    return fold_cost(ctx.space, ctx.relation, src.id, leaf)
+
+
+def approx_dp_target(budget: ApproxDP) -> tuple[float, float]:
+    """The (epsilon, delta) an (epsilon, delta) budget is checked at, both rounded down to floats (against the
+    user): shared by the budget check and the PLD search, so that they agree."""
+    return to_float_down(budget.epsilon), to_float_down(budget.delta)
+
+
+def approx_dp_epsilon(cost: Cost, delta: float) -> float:
+    """The epsilon at ``delta`` (> ``cost.delta0``) a cost is checked by: its tightest valid conversion
+    (:meth:`~dpflow.privacy.Cost.epsilon_at`).  The one statement of the (epsilon, delta) budget check."""
+    return min(c.epsilon for c in cost.epsilon_at(delta))
+
+
+def pld_total(ctx: PlanContext, start: Fraction) -> Fraction | None:
+    """The largest total rho (PLD mode: shared as in zCDP mode, :class:`~dpflow.planner.modes.Accounting`)
+    for which every source's composed cost meets the plan's (epsilon, delta) budget by its tightest valid
+    conversion, the privacy loss distribution among them; ``None`` when that total is below ``start`` (the
+    zCDP total, CKS) or the PLD does not apply.
+
+    For a total R the allocation, the per-source folds and the epsilon are exactly the planner's
+    (:func:`allocate_budget`, :func:`source_cost`, :func:`approx_dp_epsilon` at :func:`approx_dp_target`),
+    so the ledger's budget check at the chosen R passes by construction.  R is the largest point of a fixed
+    grid of 21 significant bits (:func:`~dpflow.privacy.calibration.largest_on_grid`: rounded down and
+    verified, and a larger epsilon never gives a smaller R).  The PLD does not apply (epsilon infinite) when
+    a source's cost has none (a generic zCDP event, too many distinct events, group privacy), when the
+    mechanisms' own delta0 reaches delta, when a mechanism whose cost holds a Gaussian PLD event lacks the
+    Gaussian-profile capability (it would not be forced to continuous noise, for which alone that event is
+    proven), when every mechanism has a fixed cost (R would change no noise), or when the allocation at R
+    is refused (fixed costs above R: the zCDP allocation then refuses the plan).
+
+    Sources: Meiser & Mohammadi 2018; Koskela et al. 2020; Doroshenko et al. 2022 (``dpflow.privacy.pld``).
+    """
+    budget = ctx.plan.budget
+    assert isinstance(budget, ApproxDP)
+    eps, delta = approx_dp_target(budget)
+    if all(m.fixed_share("zcdp") is not None for _, _, m in ctx.mechs):
+        return None
+
+    folds = source_folds(ctx, Accounting.PLD.mode)
+
+    def epsilon_at(total: Fraction) -> float:
+        try:
+            allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
+        except PlanError:
+            return math.inf  # refused at this total: the zCDP allocation raises it again
+        if any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
+               for a in allocations.values()):
+            return math.inf
+        leaf = cost_leaf(ctx, allocations)
+        worst = 0.0
+        for src in ctx.sources:
+            cost = source_cost(ctx, src, leaf)
+            if cost.pld is None or cost.delta0 >= Fraction(delta):
+                return math.inf
+            worst = max(worst, approx_dp_epsilon(cost, delta))
+        return worst
+
+    return largest_on_grid(epsilon_at, eps, start)
+
+
 def _refuse_budget(ctx: PlanContext, source: str, mode: Mode, total: Fraction, fixed: Fraction) -> None:
     unit = "rho" if mode == "zcdp" else "epsilon"
     rows = []
@@ -197,8 +298,8 @@ def _check_budget(ctx: PlanContext, source: str, cost: Cost, mode: Mode) -> None
         if b.delta == 0:
             ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
         else:
-            best = min(c.epsilon for c in cost.epsilon_at(float(b.delta)))
-            ok = best <= float(b.epsilon)
+            eps, delta = approx_dp_target(b)
+            ok = approx_dp_epsilon(cost, delta) <= eps
     if not ok:
         raise BudgetError(source, f"the composed cost {cost.total_measure().describe()} exceeds the budget "
                           f"{b.describe()}", "lower the fixed costs or raise the budget")

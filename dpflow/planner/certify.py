@@ -18,20 +18,24 @@ realised cost is at most its share (noise scales are rounded up).
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import attrs
 
 from dpflow._version import __version__
-from dpflow.nodes import NodeRecord
 from dpflow.nodes.postprocess import warning_text
 from dpflow.nodes.types import Allocation
 from dpflow.plan.graph import Plan
 from dpflow.planner.accuracy import noise_calibrations
-from dpflow.planner.allocate import InvocationTable, _check_budget, _invocation, allocate_budget, invocation_table
+from dpflow.planner.allocate import (
+    InvocationTable,
+    _check_budget,
+    allocate_budget,
+    cost_leaf,
+    invocation_table,
+    pld_total,
+    source_cost,
+)
 from dpflow.planner.context import PlanContext
-from dpflow.planner.fold import fold_cost
-from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _spaces
+from dpflow.planner.infer import TypedScope, _source_name, _spaces
 from dpflow.planner.ledger import Ledger
 from dpflow.planner.modes import Accounting, ModeChoice, _gdp_valid, _refuse_impure, mode_and_total
 from dpflow.planner.render import (
@@ -43,7 +47,6 @@ from dpflow.planner.render import (
     _report_delta,
     _source_total,
 )
-from dpflow.privacy import Cost
 
 __all__ = ["Accounting", "Certified", "InvocationTable", "ModeChoice", "TypedScope", "certify"]
 
@@ -74,7 +77,7 @@ class _Planner:
 
     def mode_and_total(self) -> ModeChoice:
         """The accounting mode and the total shared by weight (:func:`~dpflow.planner.modes.mode_and_total`)."""
-        return mode_and_total(self.ctx)
+        return mode_and_total(self.ctx, pld_total)
 
     def certify(self) -> Certified:
         ctx = self.ctx
@@ -86,16 +89,14 @@ class _Planner:
         warnings.extend(dict.fromkeys(w for sp in _spaces(ctx.space) for rec in sp.order
                                       if (w := warning_text(rec.node))))
 
-        def cost_leaf(sp: TypedScope, rec: NodeRecord, mult: Fraction) -> Cost:
-            return _invocation(ctx, allocations[_key(sp, rec.id)], _mech(rec), mult).cost
-
+        leaf = cost_leaf(ctx, allocations)
         totals = []
         report_delta = _report_delta(ctx)
         gdp_valid = _gdp_valid(choice.accounting, ctx.mechs)
         gdp_dropped = pld_missing = False
         for src in ctx.sources:
             name = _source_name(src)
-            cost = fold_cost(ctx.space, ctx.relation, src.id, cost_leaf)
+            cost = source_cost(ctx, src, leaf)
             gdp_dropped |= not gdp_valid and bool(cost.gdp_mu2)
             if not gdp_valid:  # a run may draw the discrete Gaussian: no GDP profile, no Gaussian PLD
                 cost = cost.without_continuous_gaussian()
@@ -111,7 +112,7 @@ class _Planner:
             allocation=alloc_text,
             report_delta=report_delta,
             entries=tuple(_entries(ctx, ctx.space, allocations, mode)),
-            totals=tuple(attrs.evolve(t, composition=_composition_tree(ctx.space, src.id, cost_leaf))
+            totals=tuple(attrs.evolve(t, composition=_composition_tree(ctx.space, src.id, leaf))
                          for t, src in zip(totals, ctx.sources, strict=True)),
             composition=tuple(_composition_notes(ctx) + ([_NO_GDP_TEXT] if gdp_dropped else [])
                               + ([_NO_PLD_TEXT] if pld_missing else [])),

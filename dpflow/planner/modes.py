@@ -1,11 +1,12 @@
-"""Accounting modes: how a plan is accounted (pure, zCDP, exact Gaussian-DP, basic), chosen from
-the budget and the mechanisms' capabilities, and whether the exact Gaussian-DP conversion holds."""
+"""Accounting modes: how a plan is accounted (pure, zCDP, exact Gaussian-DP, privacy loss distribution,
+basic), chosen from the budget and the mechanisms' capabilities, and whether the exact Gaussian-DP
+conversion holds."""
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
@@ -37,6 +38,10 @@ class Accounting(enum.Enum):
     Gaussian mechanism must sample continuous noise."""
     BASIC = "basic"
     """Per-mechanism (epsilon, delta) shares, basic composition (``accounting="basic"``)."""
+    PLD = "zcdp-by-PLD"
+    """rho shares as in zCDP mode, of the largest total whose composed privacy loss distribution meets the
+    (epsilon, delta) budget on every source (:func:`~dpflow.planner.allocate.pld_total`): every Gaussian
+    mechanism must sample continuous noise (the Gaussian PLD is proven for continuous noise only)."""
 
     @property
     def mode(self) -> Mode:
@@ -46,8 +51,9 @@ class Accounting(enum.Enum):
     @property
     def continuous_gaussian(self) -> bool:
         """Whether the certificate rests on the exact Gaussian-DP profile of the Gaussian mechanisms
-        (proven for continuous noise only): GDP mode, and basic mode (each Gaussian calibrated by it)."""
-        return self in (Accounting.GDP, Accounting.BASIC)
+        (proven for continuous noise only): GDP mode, basic mode (each Gaussian calibrated by it) and PLD
+        mode (the Gaussian PLD is that profile's privacy loss)."""
+        return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)
 
 
 @attrs.frozen
@@ -60,9 +66,24 @@ class ModeChoice:
     text: str
 
 
-def mode_and_total(ctx: PlanContext) -> ModeChoice:
+PldTotal = Callable[[PlanContext, Fraction], Fraction | None]
+"""The search for the PLD-mode total from the zCDP one (:func:`~dpflow.planner.allocate.pld_total`, which
+allocates and folds, so it lives in a later module and is handed in)."""
+
+
+def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
     """Choose the accounting from the budget and the mechanisms' capabilities (``pure_capable``,
-    ``gaussian_profile``); a pure choice is then checked by :func:`_refuse_impure`."""
+    ``gaussian_profile``); a pure choice is then checked by :func:`_refuse_impure`.
+
+    Under an ``ApproxDP(epsilon, delta)`` budget, delta > 0: an all-Gaussian plan is certified by the exact
+    Gaussian-DP profile (GDP mode; the PLD is not searched: a pessimistic Gaussian PLD bounds the exact
+    profile from above, and its Gaussian events compose to at least the profile's mu^2, so its total
+    could never be larger).  Otherwise the candidates are pure mode (every mechanism pure-capable, no
+    fixed pure share) and zCDP mode (rho by CKS) or, when the total ``pld_total`` finds is larger (every
+    source's cost has a PLD), PLD mode in its place (the same rho split with a larger total: less noise
+    for every mechanism); the one with the least total noise variance (:func:`_noise_variance`) wins,
+    ties going to pure mode.
+    """
     budget = ctx.plan.budget
     if ctx.basic:
         return _basic_mode(ctx)
@@ -82,12 +103,25 @@ def mode_and_total(ctx: PlanContext) -> ModeChoice:
         return ModeChoice(Accounting.GDP, rho, (f"{_GDP_TEXT} mu={mu:.6g} meets ({eps:.6g}, {delta:.3g}); "
                                                 f"rho=mu^2/2={float(rho):.6g} shared by weight"))
     rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
-    text = f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
+    choices = [ModeChoice(Accounting.ZCDP, rho,
+                          f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight")]
     if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
-        if _noise_variance(ctx, "pure", budget.epsilon) <= _noise_variance(ctx, "zcdp", rho):
-            return ModeChoice(Accounting.PURE, budget.epsilon,
-                              "pure mode: basic composition meets the budget with delta to spare")
-    return ModeChoice(Accounting.ZCDP, rho, text)
+        choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,
+                                     "pure mode: basic composition meets the budget with delta to spare"))
+    pld = pld_total(ctx, rho)
+    if pld is not None and pld > rho:  # the same rho split with a larger total: less noise for every mechanism
+        choices[-1] = ModeChoice(Accounting.PLD, pld, _pld_text(pld, eps, delta))
+    if len(choices) == 1:
+        return choices[0]
+    # the least total noise variance; ties keep the simpler accounting (pure first)
+    return min(choices, key=lambda c: _noise_variance(ctx, c.accounting.mode, c.total))
+
+
+def _pld_text(rho: Fraction, eps: float, delta: float) -> str:
+    return (f"PLD mode: rho={float(rho):.6g} shared by weight (as in zCDP mode), the largest total whose composed "
+            f"cost meets ({eps:.6g}, {delta:.3g}) on every source by its tightest valid conversion, the privacy "
+            "loss distribution among them (pessimistic dp_accounting numerics; search rounded down); every "
+            "Gaussian mechanism draws continuous noise (the Gaussian PLD is proven for continuous noise only)")
 
 
 def _refuse_impure(ctx: PlanContext) -> None:
@@ -105,13 +139,17 @@ def _noise_variance(ctx: PlanContext, mode: Mode, total: Fraction) -> Fraction:
     Recurse counts (pure shares shrink like 1/T, zCDP variances only like T).
     """
     var = Fraction(0)
+    inverse: dict[tuple[Mechanism, Fraction], Fraction] = {}  # equal mechanisms at equal shares: cost each once
     for src in ctx.sources:
         weights = fold_frac(ctx.space, ctx.relation, src.id, lambda sp, r: Fraction(_mech(r).weight), per_round=True)
         if weights > 0:
             unit = total / weights
 
             def leaf(sp: TypedScope, r: NodeRecord, unit: Fraction = unit) -> Fraction:
-                return 1 / _mech(r).cost(unit * Fraction(_mech(r).weight), mode).rho
+                m, share = _mech(r), unit * Fraction(_mech(r).weight)
+                if (m, share) not in inverse:
+                    inverse[m, share] = 1 / m.cost(share, mode).rho
+                return inverse[m, share]
 
             var += fold_frac(ctx.space, ctx.relation, src.id, leaf, per_round=False)
     return var

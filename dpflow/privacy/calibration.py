@@ -26,6 +26,7 @@ __all__ = [
     "gaussian_sigma_for_zcdp",
     "gdp_mu_for_approx_dp",
     "laplace_scale",
+    "largest_on_grid",
     "pure_dp_of_laplace",
     "pure_eps_for_approx_dp_advanced",
     "pure_eps_for_zcdp",
@@ -277,6 +278,101 @@ def zcdp_rho_for_approx_dp(epsilon: Real, delta: Real) -> Fraction:
     lo, hi = _bracket(ok)
     rho = _largest_valid(ok, lo, hi)
     return Fraction(_nudge_until(ok, rho, lambda x: max(0.0, down(x))))
+
+
+#: Significant bits of the grid that :func:`largest_on_grid` searches: consecutive grid points differ by a
+#: factor of at most 1 + 2^-20 (about 1e-6).
+GRID_BITS = 21
+_H = 1 << (GRID_BITS - 1)
+
+
+def _grid_floor(x: Fraction) -> int:
+    """The index of the largest grid point <= ``x`` (x > 0): point ``q H + r`` is (H + r) / H * 2^q, 0 <= r < H."""
+    q = x.numerator.bit_length() - x.denominator.bit_length()  # 2^(q-1) < x < 2^(q+1)
+    if x < Fraction(2) ** q:
+        q -= 1
+    return q * _H + math.floor(x / Fraction(2) ** q * _H) - _H
+
+
+def _grid_value(j: int) -> Fraction:
+    """The grid point of index ``j`` (exact)."""
+    q, r = divmod(j, _H)
+    return Fraction(_H + r, _H) * Fraction(2) ** q
+
+
+def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fraction,
+                    max_evals: int = 32) -> Fraction | None:
+    """The largest point x >= ``start`` of a fixed grid with ``f(x) <= target``, for a non-decreasing ``f``;
+    ``None`` when ``f`` at the grid point just below ``start`` already exceeds ``target``.
+
+    The grid is the positive rationals with :data:`GRID_BITS` significant bits (x = m 2^e with 2^20 <= m <
+    2^21), the same for every call: for a non-decreasing ``f`` the answer is the largest grid point with
+    ``f(x) <= target`` whatever the search path, so a larger ``target`` never gives a smaller answer.  The
+    answer is always a point where ``f`` was evaluated and found ``<= target`` (rounded down, verified).
+
+    The search brackets the answer upward from ``start`` (extrapolating ln f as linear in ln x, slope 1/2 at
+    first, with 2% overshoot), then narrows the bracket by secant steps on ln f over grid indices (each probe
+    rounded toward the side opposite the latest point, so the bracket closes from both sides, and kept inside
+    the bracket), bisecting when the secant leaves the bracket upward (a jump of ``f``), when it cannot be
+    drawn (an infinite value) or when three steps did not halve the bracket: about ten evaluations for a
+    smooth ``f``, at most ``max_evals``, after which the largest point verified so far is returned (still
+    valid, possibly below the largest).  ``f`` may return ``inf``.
+
+    >>> x = largest_on_grid(lambda x: float(x) ** 0.5, 2.0, Fraction(1, 3))
+    >>> x, largest_on_grid(lambda x: float(x) ** 0.5, 2.0, Fraction(5)) is None
+    (Fraction(4, 1), True)
+    """
+    if not start > 0:
+        raise ValueError(f"start must be positive, got {start!r}")
+    log_t = math.log(target) if target > 0 else -math.inf
+
+    def g(j: int) -> float:  # ln f - ln target: <= 0 exactly where f(x) <= target
+        v = f(_grid_value(j))
+        if not v <= target:
+            return math.inf if math.isinf(v) else max(math.log(v) - log_t, 0.0) or math.ulp(0.0)
+        return math.log(v) - log_t if v > 0 else -math.inf
+
+    a, evals = _grid_floor(start), 1
+    ga = g(a)
+    if ga > 0:
+        return None
+    slope = 0.5  # ln f against ln x: 1/2 for a Gaussian's epsilon at small rho
+    while True:  # bracket: extrapolate upward until f exceeds the target
+        if evals >= max_evals:
+            return _grid_value(a)
+        octaves = (-ga / slope / math.log(2.0) if math.isfinite(ga) else 1.0) + 0.03
+        c = a + max(1, math.ceil(min(octaves, 2.0) * _H))
+        gc = g(c)
+        evals += 1
+        if gc > 0:
+            b, gb = c, gc
+            break
+        if math.isfinite(ga) and math.isfinite(gc) and gc > ga:
+            slope = min(max((gc - ga) / ((c - a) / _H * math.log(2.0)), 0.05), 2.0)
+        a, ga = c, gc
+    last = [(a, ga), (b, gb)]  # the two latest evaluations, the latest last
+    widths = [2 * (b - a)] * 3
+    while b - a > 1 and evals < max_evals:
+        (j0, g0), (j1, g1) = last
+        x = math.nan
+        if math.isfinite(g0) and math.isfinite(g1) and g0 != g1:
+            x = j1 - g1 * (j1 - j0) / (g1 - g0)  # secant through the two latest points
+            if x >= b:  # it leaves the bracket upward (flat points beside a jump): bisect
+                x = math.nan
+        elif math.isfinite(ga) and math.isfinite(gb):
+            x = a + (b - a) * -ga / (gb - ga)  # regula falsi on the bracket
+        if not math.isfinite(x) or 2 * (b - a) > widths[-3]:  # no estimate, or three steps without halving
+            x = a + (b - a) / 2
+        c = min(max(math.ceil(x) if g1 <= 0 else math.floor(x), a + 1), b - 1)  # aim past the latest point's side
+        gc = g(c)
+        evals += 1
+        widths.append(b - a)
+        if gc <= 0:
+            a, ga = c, gc
+        else:
+            b, gb = c, gc
+        last = [last[1], (c, gc)]
+    return _grid_value(a)
 
 
 def pure_eps_for_approx_dp_advanced(epsilon: Real, delta: Real, k: int) -> float:
