@@ -20,7 +20,7 @@ from dpflow.handles import Ref, Rows, Sensitive, param
 from dpflow.nodes.base import EvalContext, InferContext, Node, Transform, need, released_type, text_of
 from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative, released_or_positive_radius
 from dpflow.nodes.rules import capped, public_n
-from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, VType
+from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
 from dpflow.references import Reference
 
 
@@ -471,7 +471,7 @@ class SplitByIndex(Node):
         if rows.size.known is not None and rows.size.known < self.pieces:
             raise DomainError(ctx.node_id, f"{rows.size.known} rows cannot fill {self.pieces} pieces",
                               "use fewer pieces")
-        return Inferred(PiecesT(rows, self.pieces, "index"), f"{self.pieces} contiguous blocks by index")
+        return Inferred(PiecesT(rows, self.pieces, SplitRule.INDEX), f"{self.pieces} contiguous blocks by index")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return list(np.array_split(np.asarray(ins[0]), self.pieces))
@@ -500,7 +500,7 @@ class PartitionByBall(Node):
             raise DomainError(ctx.node_id, f"center has {len(self.center)} entries, rows have d={rows.domain.d}",
                               "pass a centre of the rows' dimension")
         _check_ref(self.radius, ctx, "radius", ())
-        return Inferred(PiecesT(rows, 2, "value"), f"inside / outside the ball ({_center_name(self.center)})")
+        return Inferred(PiecesT(rows, 2, SplitRule.VALUE), f"inside / outside the ball ({_center_name(self.center)})")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = np.asarray(ins[0], dtype=float)
@@ -527,7 +527,7 @@ class Piece(Node):
             raise PlanTypeError(ctx.node_id, f"piece {self.index} of {pieces.count}", "use a valid index")
         rows = pieces.rows
         token = f"n:{ctx.node_id}"
-        if pieces.rule == "index":
+        if pieces.rule is SplitRule.INDEX:
             known = None
             if rows.size.known is not None:
                 q, rem = divmod(rows.size.known, pieces.count)

@@ -15,6 +15,7 @@ Data only: the rules that produce these types live with the nodes.
 
 from __future__ import annotations
 
+import enum
 from fractions import Fraction
 from typing import Literal
 
@@ -73,13 +74,26 @@ class RowsT:
         return f"{self.domain.describe()}, n={self.size.text()}, {ch}{stab}, source {self.source}"
 
 
+class SplitRule(enum.StrEnum):
+    """How a split assigns records to pieces, which decides its parallel-composition rule.
+
+    ``INDEX``: by position (a record stays in its block under either relation: the max over pieces).
+    ``VALUE``: by a predicate on released parameters (a replaced record can leave one piece and enter
+    another: the two largest pieces add under replace-one, the max under add/remove).  A ``str`` enum, so
+    the ledger JSON keeps writing ``"index"`` / ``"value"``.
+    """
+
+    INDEX = "index"
+    VALUE = "value"
+
+
 @attrs.frozen
 class PiecesT:
     """Static type of a dataset split into disjoint pieces."""
 
     rows: RowsT
     count: int
-    rule: Literal["index", "value"]
+    rule: SplitRule
 
 
 @attrs.frozen

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
 from dpflow.nodes.control import Input
-from dpflow.nodes.types import PiecesT, Relation, RowsT, StatT
+from dpflow.nodes.types import PiecesT, Relation, RowsT, SplitRule, StatT
 from dpflow.privacy import Cost
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class StepKind(enum.Enum):
     SEQ = "seq"
 
 
-_Step = tuple[StepKind, NodeRecord, list[str], list[list[str]], str]
+_Step = tuple[StepKind, NodeRecord, list[str], list[list[str]], SplitRule | None]
 
 
 def _fold_steps(space: TypedScope) -> list[_Step]:
@@ -41,9 +41,9 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
         kids = [k.id for k in space.children.get(rec.id, [])]
         t = space.types[rec.id]
         if isinstance(rec.node, Mechanism):
-            steps.append((StepKind.MECH, rec, kids, [], ""))
+            steps.append((StepKind.MECH, rec, kids, [], None))
         elif isinstance(rec.node, Recurse):
-            steps.append((StepKind.RECURSE, rec, kids, [], ""))
+            steps.append((StepKind.RECURSE, rec, kids, [], None))
         elif isinstance(t, PiecesT):
             groups: dict[int, list[str]] = defaultdict(list)
             for k in space.children.get(rec.id, []):
@@ -51,13 +51,13 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
                 groups[k.node.index].append(k.id)
             steps.append((StepKind.PIECES, rec, kids, list(groups.values()), t.rule))
         elif isinstance(t, (RowsT, StatT)):
-            steps.append((StepKind.SEQ, rec, kids, [], ""))
+            steps.append((StepKind.SEQ, rec, kids, [], None))
     return steps
 
 
 def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
           rec_fn: Callable[[TypedScope, NodeRecord], T], seq: Callable[[Sequence[T]], T],
-          par: Callable[[Sequence[T], str], T]) -> T:
+          par: Callable[[Sequence[T], SplitRule], T]) -> T:
     """Fold the per-record cost structure below ``start`` (children before parents)."""
     acc: dict[str, T] = {}
     for tag, rec, kids, groups, rule in space.steps:
@@ -68,6 +68,7 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
         elif tag is StepKind.RECURSE:
             acc[rec.id] = rec_fn(space, rec)
         else:
+            assert rule is not None  # PIECES steps carry their split's rule
             acc[rec.id] = par([seq([acc[k] for k in g]) for g in groups], rule)
     return acc[start]
 
@@ -84,11 +85,11 @@ def _round_weights(node: Recurse) -> Counter[Fraction]:
     return Counter(Fraction(node.weight_of_round(k)) for k in range(node.times))
 
 
-def _par_frac(relation: Relation, xs: Sequence[Fraction], rule: str) -> Fraction:
+def _par_frac(relation: Relation, xs: Sequence[Fraction], rule: SplitRule) -> Fraction:
     if not xs:
         return Fraction(0)
     s = sorted(xs, reverse=True)
-    if rule == "value" and relation == "replace":
+    if rule is SplitRule.VALUE and relation == "replace":
         return sum(s[:2], Fraction(0))
     return s[0]
 
@@ -105,7 +106,7 @@ def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[
         mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
         return inner * mult
 
-    def par(xs: Sequence[Fraction], rule: str) -> Fraction:
+    def par(xs: Sequence[Fraction], rule: SplitRule) -> Fraction:
         return _par_frac(relation, xs, rule)
 
     return _fold(space, start, leaf, rec_fn, _sum_frac, par)
@@ -123,10 +124,10 @@ def fold_cost(space: TypedScope, relation: Relation, start: str,
             total = total.then(fold_cost(body, relation, _body_start(body), leaf, mult * w).scaled(count))
         return total
 
-    def par(xs: Sequence[Cost], rule: str) -> Cost:
+    def par(xs: Sequence[Cost], rule: SplitRule) -> Cost:
         if not xs:
             return _ZERO
-        return Cost.parallel(xs, "add_remove" if rule == "index" else relation)
+        return Cost.parallel(xs, "add_remove" if rule is SplitRule.INDEX else relation)
 
 
     return _fold(space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, Cost.sequential, par)

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from dpflow.nodes.types import Mode
+from dpflow.nodes.types import Mode, SplitRule
 from dpflow.plan.serialize import canonical
 from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, accuracy_rows
 from dpflow.privacy import Conversion, Cost
@@ -128,7 +128,7 @@ class Parallel:
     True
     """
 
-    rule: str
+    rule: SplitRule = attrs.field(converter=SplitRule)
     parts: tuple[Composition, ...]
 
 

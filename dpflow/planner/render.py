@@ -10,7 +10,7 @@ import attrs
 
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
 from dpflow.nodes.base import text_of
-from dpflow.nodes.types import Allocation, Mode, PiecesT, RowsT, StatT, VType
+from dpflow.nodes.types import Allocation, Mode, PiecesT, RowsT, SplitRule, StatT, VType
 from dpflow.planner.context import PlanContext
 from dpflow.planner.fold import _body_start, _fold, _round_weights
 from dpflow.planner.infer import TypedScope, _key, _spaces
@@ -75,7 +75,7 @@ def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
             split_id = parents[cur]
             pt = space.types[split_id]
             assert isinstance(pt, PiecesT)
-            how = ("max over index blocks" if pt.rule == "index"
+            how = ("max over index blocks" if pt.rule is SplitRule.INDEX
                    else ("two largest pieces add (replace-one)" if ctx.relation == "replace" else "max"))
             parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
         cur = parents[cur]
@@ -125,8 +125,8 @@ def _composition_notes(ctx: PlanContext) -> list[str]:
         for rec in sp.order:
             t = sp.types[rec.id]
             if isinstance(t, PiecesT):
-                has_index |= t.rule == "index"
-                has_value |= t.rule == "value"
+                has_index |= t.rule is SplitRule.INDEX
+                has_value |= t.rule is SplitRule.VALUE
             has_rec |= isinstance(rec.node, Recurse)
     if has_index:
         notes.append(f"index splits: a record stays in its block, so pieces take the max ({REF_PAR})")
@@ -170,7 +170,7 @@ def _composition_tree(space: TypedScope, start: str, leaf: Callable[[TypedScope,
         return seq([Rounds(_key(sp, rec.id), w, count, _composition_tree(body, _body_start(body), leaf, mult * w))
                     for w, count in sorted(_round_weights(node).items())])
 
-    def par(parts: Sequence[Composition], rule: str) -> Composition:
+    def par(parts: Sequence[Composition], rule: SplitRule) -> Composition:
         kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
         return Parallel(rule, kept) if kept else _NOTHING
 
@@ -181,7 +181,7 @@ def _describe(t: VType) -> str:
     if isinstance(t, RowsT):
         return t.describe()
     if isinstance(t, PiecesT):
-        return f"{t.count} pieces by {t.rule} of ({t.rows.describe()})"
+        return f"{t.count} pieces by {t.rule.value} of ({t.rows.describe()})"
     if isinstance(t, StatT):
         return f"statistic {t.shape} of source {t.source}"
     return "released" + ("" if t.shape is None else f" {t.shape}")
