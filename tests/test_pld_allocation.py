@@ -287,3 +287,12 @@ def test_largest_on_grid_finds_the_largest_point_and_is_monotone() -> None:
     evals: list[Fraction] = []
     found = largest_on_grid(lambda x: evals.append(x) or float(x) ** 0.5, 2.0, Fraction(1, 3))
     assert found == 4 and len(evals) <= 12 and all(float(x) ** 0.5 <= 2.0 or x > found for x in evals)
+
+
+def test_a_pure_plan_meets_a_decimal_approx_budget_exactly() -> None:
+    """A decimal epsilon that is not a binary float (issue 12: budgets mean the decimal) is met exactly by pure
+    composition; the float conversions' target is rounded down below it, so the check must accept the exact
+    pure epsilon (hypothesis found w = (1, 2), eps = 1.4861837950823062, delta = 2^-23 refused)."""
+    plan = _pure_plan(dp.ApproxDP(1.4861837950823062, 1.192092896e-07), (1.0, 2.0), 1)
+    (t,) = certify(plan).ledger.totals
+    assert t.pure_eps is not None and t.pure_eps <= Fraction("1.4861837950823062")

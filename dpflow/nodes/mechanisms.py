@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, Literal
 
@@ -63,13 +63,48 @@ def _noised_entries(value: np.ndarray, symmetric: bool) -> np.ndarray:
     return value[np.triu_indices(value.shape[0])] if symmetric else value.ravel()
 
 
-def _slack(stat: StatT, ctx: EvalContext, entries: int) -> tuple[float, float]:
-    """Twice the (l2, l1) floating-point error bound of the statistic (inf when unbounded)."""
+def float_slack(stat: StatT, values: Mapping[str, float], entries: int) -> tuple[float, float]:
+    """Twice the (l2, l1) floating-point error bound of the statistic at the public ``values`` of its
+    references (inf when unbounded): what a lattice release adds to the sensitivity."""
     fe = stat.float_error
     if fe is None:
         return math.inf, math.inf
-    l2, l1 = fe.bound(ctx.public_values(fe.refs()), entries)
+    l2, l1 = fe.bound(dict(values), entries)
     return 2.0 * l2, 2.0 * l1
+
+
+def _slack(stat: StatT, ctx: EvalContext, entries: int) -> tuple[float, float]:
+    fe = stat.float_error
+    return float_slack(stat, ctx.public_values(fe.refs()) if fe is not None else {}, entries)
+
+
+@attrs.frozen
+class LatticeCalibration:
+    """The lattice release of one invocation: the step, the widened sensitivity and the noise scale."""
+
+    step: float
+    sensitivity: float
+    scale: float
+
+
+def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
+                        scale_of: Callable[[float], float]) -> LatticeCalibration | None:
+    """The lattice release of a statistic of sensitivity ``delta`` with float slack ``slack`` and
+    ``entries`` noised entries: step from the unwidened scale, sensitivity widened by the slack and the
+    lattice rounding (step * sqrt(m) in l2, step * m in l1), scale at the widened sensitivity.  ``None``
+    when no lattice release is made (the unwidened scale is 0 or not finite).  The one statement of the
+    widening: the release and the ledger's accuracy rows both use it.
+
+    >>> c = lattice_calibration(1.0, 0.0, 1, True, lambda d: 2 * d)
+    >>> c.step == 2.0 ** -39 and 1.0 + c.step <= c.sensitivity < 1.0 + 2 * c.step and c.scale == 2 * c.sensitivity
+    True
+    """
+    scale0 = scale_of(delta + slack)
+    if scale0 == 0.0 or not math.isfinite(scale0):
+        return None
+    step = _lattice_step(scale0)
+    widened = up(delta + slack + step * (entries if l1 else math.sqrt(entries)))
+    return LatticeCalibration(step, widened, scale_of(widened))
 
 
 def _exact_path_text(stat: StatT, sampler: str) -> str:
@@ -121,18 +156,15 @@ def _lattice_noised(
     slack = slack_l1 if l1 else slack_l2
     if not math.isfinite(delta + slack):
         return _infinite_noise(value, ctx, key)
-    scale0 = scale_of(delta + slack)
-    if scale0 == 0.0:
-        ctx.record(key, 0.0)
-        return value  # sensitivity 0: the statistic does not depend on the data
-    if not math.isfinite(scale0):
+    cal = lattice_calibration(delta, slack, m, l1, scale_of)
+    if cal is None:
+        if scale_of(delta + slack) == 0.0:
+            ctx.record(key, 0.0)
+            return value  # sensitivity 0: the statistic does not depend on the data
         return _infinite_noise(value, ctx, key)
-    step = _lattice_step(scale0)
-    widened = up(delta + slack + step * (m if l1 else math.sqrt(m)))
-    scale = scale_of(widened)
-    ctx.record(key, scale)
-    ctx.record("lattice", {"step": step, "sensitivity": widened, "float_slack": slack})
-    return _lattice_release(value, step, draw(Fraction(scale) / Fraction(step), m), stat.symmetric)
+    ctx.record(key, cal.scale)
+    ctx.record("lattice", {"step": cal.step, "sensitivity": cal.sensitivity, "float_slack": slack})
+    return _lattice_release(value, cal.step, draw(Fraction(cal.scale) / Fraction(cal.step), m), stat.symmetric)
 
 
 def _infinite_noise(value: np.ndarray, ctx: EvalContext, key: str) -> np.ndarray:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from fractions import Fraction
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -49,6 +48,7 @@ import attrs
 import numpy as np
 
 from dpflow.nodes.base import Mechanism
+from dpflow.nodes.mechanisms import float_slack, lattice_calibration
 from dpflow.nodes.types import Allocation, StatT
 from dpflow.privacy.rounding import up
 
@@ -241,45 +241,6 @@ def accuracy_lines(calibrations: Sequence[NoiseCalibration], alpha: float = 0.05
 # --------------------------------------------------------------------------- calibration (planner side)
 
 
-class _Stop(Exception):
-    """Raised by the probe's draw: the lattice calibration has been recorded, nothing is sampled."""
-
-
-class _Probe:
-    """The evaluation context the lattice calibration is run in before data: public values are the
-    plan's constants only, and :meth:`record` keeps what the run would record."""
-
-    def __init__(self) -> None:
-        self.facts: dict[str, Any] = {}
-
-    def public_values(self, names: Sequence[str]) -> dict[str, float]:
-        assert not names, "probed only when the bound needs no run-time value"
-        return {}
-
-    def record(self, key: str, value: Any) -> None:
-        self.facts[key] = value
-
-
-def _lattice_probe(node: Mechanism, stat: StatT, delta: float, share: Fraction, mode: Any,
-                   l1: bool) -> tuple[float | None, float | None]:
-    """(step, scale) of the lattice release at constant sensitivity ``delta``: the mechanism module's own
-    lattice calibration (``_lattice_noised``), stopped before any noise is drawn."""
-    from dpflow.nodes.mechanisms import _lattice_noised  # the one statement of the lattice widening
-
-    probe = _Probe()
-
-    def draw(ratio: Fraction, m: int) -> np.ndarray:
-        raise _Stop
-
-    try:
-        _lattice_noised(np.zeros(stat.shape), delta, stat, probe, l1,  # type: ignore[arg-type]
-                        lambda d: node.noise_scale(d, share, mode), "scale", draw)
-    except _Stop:
-        return float(probe.facts["lattice"]["step"]), float(probe.facts["scale"])
-    scale = probe.facts.get("scale")
-    return (None, None) if scale is None else (None, float(scale))
-
-
 def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: Allocation) -> NoiseCalibration:
     """The :class:`NoiseCalibration` of one invocation of ``node`` on ``stat`` at its allocation (read from
     the mechanism's capabilities: ``noise_family``, ``noise_unit``, ``takes_lattice``, ``accuracy_note``)."""
@@ -306,7 +267,11 @@ def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: 
         if fe.refs():
             note = note or "exact sources: the lattice release's float-error bound is known after data"
         else:
-            step, lat_scale = _lattice_probe(node, stat, delta, share, mode, family == "laplace")
+            l1 = family == "laplace"
+            s2, s1 = float_slack(stat, {}, entries)
+            cal = lattice_calibration(delta, s1 if l1 else s2, entries, l1, lambda d: node.noise_scale(d, share, mode))
+            if cal is not None:
+                step, lat_scale = cal.step, cal.scale
     return attrs.evolve(base, scale=scale, lattice_step=step, lattice_scale=lat_scale, note=note)
 
 

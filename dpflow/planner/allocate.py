@@ -295,8 +295,9 @@ def _check_budget(ctx: PlanContext, source: str, cost: Cost, mode: Mode) -> None
     elif isinstance(b, ApproxZCDP):
         ok = cost.rho <= b.rho and cost.delta0 <= b.delta
     else:
-        if b.delta == 0:
-            ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon
+        pure_ok = cost.pure_eps is not None and cost.pure_eps <= b.epsilon  # exact: valid at every delta
+        if b.delta == 0 or pure_ok:
+            ok = pure_ok
         else:
             eps, delta = approx_dp_target(b)
             ok = approx_dp_epsilon(cost, delta) <= eps
