@@ -34,12 +34,11 @@ from dpflow.estimators import gaussian as G
 from dpflow.planner import Accounting, ModeChoice
 from dpflow.planner.allocate import allocate_budget
 from dpflow.planner.context import PlanContext
-from dpflow.planner.ledger import Charge, Composition, Parallel, Rounds, Sequential
+from dpflow.planner.ledger import recompose
 from dpflow.planner.modes import _noise_variance
 from dpflow.privacy import (
     PLD_RULE,
     ApproxPLD,
-    Cost,
     GaussianPLD,
     PldEvents,
     PurePLD,
@@ -81,19 +80,6 @@ PLANS: dict[str, Callable[[], dp.Plan]] = {
 }
 
 
-def compose(c: Composition, relation: str) -> Cost:
-    """The cost of a ledger composition tree, by its documented meaning (sequential adds, parallel pieces)."""
-    if isinstance(c, Charge):
-        return c.cost
-    if isinstance(c, Sequential):
-        return Cost.sequential([compose(p, relation) for p in c.parts])
-    if isinstance(c, Parallel):
-        rel = "add_remove" if c.rule == "index" or relation == "add_remove" else "replace"
-        return Cost.parallel([compose(p, relation) for p in c.parts], rel)  # type: ignore[arg-type]
-    assert isinstance(c, Rounds)
-    return compose(c.body, relation).scaled(c.count)
-
-
 def rdp_epsilon(events: PldEvents) -> float:
     """dp_accounting's RDP accountant (REPLACE_ONE: binary randomized response for a pure epsilon)."""
     acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=privacy_accountant.NeighboringRelation.REPLACE_ONE)
@@ -128,7 +114,7 @@ def row(name: str, make: Callable[[], dp.Plan]) -> str:
     ledger = make().check()
     total = ledger.totals[0]
     assert total.composition is not None
-    cost = compose(total.composition, ledger.neighbors)
+    cost = recompose(total.composition, ledger.neighbors)
     pld_epsilon_cache_clear()
     t0 = time.perf_counter()
     convs = {c.rule: c.epsilon for c in cost.epsilon_at(DELTA)}

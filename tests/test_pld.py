@@ -102,12 +102,12 @@ def _optimistic_epsilon(events: PldEvents, delta: float) -> float:
 def _walk(ledger: Ledger) -> list[Cost]:
     """Each source's composed cost as a continuous-noise run would have it (the planner's fold of the
     ledger's composition tree, before the lattice drop)."""
-    from test_typed_ledger import compose
+    from dpflow.planner.ledger import recompose
 
     out = []
     for t in ledger.totals:
         assert t.composition is not None
-        out.append(compose(t.composition, ledger.neighbors))
+        out.append(recompose(t.composition, ledger.neighbors))
     return out
 
 

@@ -28,6 +28,7 @@ from dpflow.planner.ledger import (
     Sequential,
     cost_from_data,
     cost_to_data,
+    recompose,
 )
 from dpflow.privacy import Cost
 from dpflow.report.report import REPORT_SCHEMA_VERSION
@@ -238,19 +239,6 @@ def test_report_json_has_a_schema_version() -> None:
 
 # --------------------------------------------------------------------------- composition trees
 
-def compose(c: Composition, relation: str) -> Cost:
-    """An accountant written from the tree's documented meaning alone (not the planner's fold)."""
-    if isinstance(c, Charge):
-        return c.cost
-    if isinstance(c, Sequential):
-        return Cost.sequential([compose(p, relation) for p in c.parts])
-    if isinstance(c, Parallel):
-        rel = "add_remove" if c.rule == "index" or relation == "add_remove" else "replace"
-        return Cost.parallel([compose(p, relation) for p in c.parts], rel)  # type: ignore[arg-type]
-    assert isinstance(c, Rounds)
-    return compose(c.body, relation).scaled(c.count)
-
-
 def charges(c: Composition) -> list[Charge]:
     if isinstance(c, Charge):
         return [c]
@@ -295,7 +283,7 @@ def test_every_total_is_its_composition_tree_re_walked(name: str) -> None:
     assert ledger.totals
     for t in ledger.totals:
         assert t.composition is not None
-        walked = compose(t.composition, ledger.neighbors)
+        walked = recompose(t.composition, ledger.neighbors)
         assert walked == attrs.evolve(t.cost, gdp_mu2=walked.gdp_mu2, pld=walked.pld)
         assert t.cost.gdp_mu2 in (None, walked.gdp_mu2)
         assert t.cost.pld in (None, walked.pld)  # dropped where a run may draw the discrete Gaussian

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from dpflow.nodes.types import Mode, SplitRule
+from dpflow.nodes.types import Mode, Relation, SplitRule
 from dpflow.plan.serialize import canonical
 from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, accuracy_rows
 from dpflow.privacy import Conversion, Cost
@@ -171,6 +171,26 @@ def composition_from_data(d: dict[str, Any]) -> Composition:
     if "parallel" in d:
         return Parallel(d["parallel"], tuple(composition_from_data(p) for p in d["parts"]))
     return Rounds(d["rounds"], Fraction(d["weight"]), d["count"], composition_from_data(d["body"]))
+
+
+def recompose(c: Composition, relation: Relation) -> Cost:
+    """The cost of a composition tree by its documented meaning alone: a sequence adds, a split's parts
+    compose in parallel (index blocks: the max under either relation; value pieces: the relation's rule),
+    ``count`` rounds are a ``count``-fold composition.  Any accountant can re-walk a ledger this way; the
+    test suite checks it gives every source total the planner's fold computed.
+
+    >>> t = Sequential((Charge("a", Cost.pure(1)), Rounds("r", Fraction(1), 2, Charge("r/b", Cost.pure(1)))))
+    >>> recompose(t, "replace").pure_eps
+    Fraction(3, 1)
+    """
+    if isinstance(c, Charge):
+        return c.cost
+    if isinstance(c, Sequential):
+        return Cost.sequential([recompose(p, relation) for p in c.parts])
+    if isinstance(c, Parallel):
+        rel: Relation = "add_remove" if c.rule is SplitRule.INDEX else relation
+        return Cost.parallel([recompose(p, relation) for p in c.parts], rel)
+    return recompose(c.body, relation).scaled(c.count)
 
 
 @attrs.frozen
