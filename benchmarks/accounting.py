@@ -222,7 +222,7 @@ NOTES = """Reading the table:
   mechanisms keep CKS there; all-Gaussian ApproxDP plans use the exact GDP profile, which is tighter than
   the PLD (the PLD pays its discretisation and delta reserve).  Pure plans get the PLD.
 * "CKS / PLD" is how much the zCDP route over-states epsilon for the same noise; "PLD / dp_acc. PLD"
-  checks dpflow against dp_accounting's own PLD on the same events (the cross-check in tests/test_pld.py).
+  checks dpflow against dp_accounting's own PLD on the same events (the cross-check in tests/privacy/test_pld.py).
 * dp_accounting's RDP accountant takes each pure event as binary randomized response (REPLACE_ONE).
 * The second table: under an ApproxDP budget a plan that is not all-Gaussian is allocated in PLD mode
   when that has the least noise variance: rho shared by weight as in zCDP mode, with the largest total

@@ -171,7 +171,7 @@ def test_every_source_citation_resolves() -> None:
     assert bad == []
 
 
-OTHERS = sorted([*(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").glob("*.py"), *(REPO / "tests").glob("*.py"),
+OTHERS = sorted([*(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").glob("*.py"), *(REPO / "tests").rglob("*.py"),
                  REPO / "README.md"])
 
 

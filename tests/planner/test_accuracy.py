@@ -33,7 +33,7 @@ from dpflow.planner.ledger import Ledger
 from dpflow.privacy.rounding import up
 from dpflow.report.report import Report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALPHAS = (0.01, 0.05, 0.2, 0.5)
 
 

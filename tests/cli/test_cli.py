@@ -10,7 +10,7 @@ import pytest
 
 from dpflow.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_demo_writes_report_and_prints_estimates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

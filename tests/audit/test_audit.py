@@ -322,7 +322,7 @@ def read_back(plan: dp.Plan) -> dp.Plan:
 
 
 def _example_plan() -> dp.Plan:
-    plan = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "clipped_mean_plan.py"))["plan"]
+    plan = runpy.run_path(str(Path(__file__).resolve().parents[2] / "examples" / "clipped_mean_plan.py"))["plan"]
     assert isinstance(plan, dp.Plan)
     return plan
 

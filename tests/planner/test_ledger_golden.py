@@ -4,10 +4,10 @@ Every estimator in :mod:`dpflow.estimators`, with small public parameters, is ce
 zCDP, an (epsilon, delta) and a pure-DP budget; the test pins, per plan, the ledger totals (rho,
 pure epsilon, delta0, every (epsilon, delta) conversion), the allocation mode and every mechanism's
 mode and share, and, for refused budgets, the refusal's class.  The values are stored in
-``tests/ledger_golden.json``; a refactoring of the planner must reproduce them exactly.
+``tests/planner/ledger_golden.json``; a refactoring of the planner must reproduce them exactly.
 
 Regenerate (only for a documented behaviour change) with ``DPFLOW_REGEN_GOLDEN=1 pytest
-tests/test_ledger_golden.py``.
+tests/planner/test_ledger_golden.py``.
 
 Changes recorded so far:
 
@@ -53,6 +53,7 @@ Changes recorded so far:
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -139,7 +140,7 @@ def test_estimator_ledgers_match_the_golden_file() -> None:
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     want = json.loads(GOLDEN.read_text())
     assert sorted(got) == sorted(want)
-    diff = [k for k in want if got[k] != want[k]]
+    diff = [k for k in want if got.get(k) != want[k]]
     assert not diff, f"ledgers changed for {diff}: first {diff[0]}: {got[diff[0]]} != {want[diff[0]]}"
 
 
@@ -177,6 +178,15 @@ def released(name: str, bname: str) -> dict[str, Any]:
     return {k: [repr(float(x)) for x in np.ravel(np.asarray(v, dtype=float))] for k, v in sorted(ex.released.items())}
 
 
+def _close(got: dict[str, list[str]], want: dict[str, list[str]]) -> bool:
+    """Equal up to 1e-9 relative: linear algebra (eigh, Cholesky) differs in the last bits between BLAS builds."""
+    return sorted(got) == sorted(want) and all(
+        len(got[k]) == len(want[k])
+        and all(math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-300) or a == b for a, b in zip(got[k], want[k]))
+        for k in want
+    )
+
+
 def test_seeded_released_values_match_the_golden_file() -> None:
     """Released values under SeededNoise (plans with round-weighted loops, pure and zCDP mechanisms)."""
     got = {f"{n}/{b}": released(n, b) for n in RUNS for b in ("zcdp", "approx")}
@@ -184,5 +194,5 @@ def test_seeded_released_values_match_the_golden_file() -> None:
     if os.environ.get("DPFLOW_REGEN_GOLDEN") == "1":
         path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     want = json.loads(path.read_text())
-    diff = [k for k in want if got[k] != want[k]]
+    diff = [k for k in want if not _close(got.get(k, {}), want[k])]
     assert sorted(got) == sorted(want) and not diff, f"released values changed for {diff}"
