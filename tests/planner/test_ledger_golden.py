@@ -182,7 +182,9 @@ def _close(got: dict[str, list[str]], want: dict[str, list[str]]) -> bool:
     """Equal up to 1e-9 relative: linear algebra (eigh, Cholesky) differs in the last bits between BLAS builds."""
     return sorted(got) == sorted(want) and all(
         len(got[k]) == len(want[k])
-        and all(math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-300) or a == b for a, b in zip(got[k], want[k]))
+        and all(
+            a == b or math.isclose(float(a), float(b), rel_tol=1e-9) for a, b in zip(got[k], want[k], strict=True)
+        )
         for k in want
     )
 
