@@ -87,3 +87,28 @@ def test_demo_default_output_never_overwrites_and_still_runs_twice(tmp_path, mon
     out = capsys.readouterr().out
     assert "dpflow-demo-report-2" in out
     assert main(["demo", "--seed", "1", "--out", "dpflow-demo-report"]) == 1  # an explicit --out is never overwritten
+
+
+@pytest.mark.parametrize("delta", ["1", "1.0", "2", "0", "-1e-6", "nan", "inf", "x"])
+def test_privacy_convert_refuses_an_invalid_delta_with_status_2(delta: str, capsys: pytest.CaptureFixture[str]
+                                                               ) -> None:
+    for extra in ([], ["--all"]):
+        with pytest.raises(SystemExit) as err:
+            main(["privacy", "convert", "--rho", "0.5", f"--delta={delta}", *extra])
+        assert err.value.code == 2
+        msg = capsys.readouterr().err
+        assert "argument --delta" in msg and ("not a number" in msg or "strictly between 0 and 1" in msg)
+
+
+@pytest.mark.parametrize("rho", ["-1", "nan", "inf"])
+def test_privacy_convert_refuses_an_invalid_rho_with_status_2(rho: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["privacy", "convert", f"--rho={rho}", "--delta", "1e-6"])
+    assert err.value.code == 2 and "rho must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_privacy_convert_accepts_deltas_just_inside_the_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["privacy", "convert", "--rho", "0", "--delta", "0.999999"]) == 0
+    assert main(["privacy", "convert", "--rho", "0.5", "--delta", "5e-324"]) == 0
+    out = capsys.readouterr().out.split()
+    assert float(out[0]) == 0.0 and float(out[1]) > 30

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 import dpflow as dp
-from dpflow.estimators import chi_radius, clipped_mean, naive_pce
+from dpflow import estimators as E
+from dpflow.estimators import chi_radius, clipped_mean, discrete, gaussian, naive_pce, product, truncation
 from dpflow.privacy import analytic_gaussian_sigma
 
 
@@ -71,3 +73,24 @@ def test_naive_pce_known_mean_uses_all_rows() -> None:
     mech = next(e for e in ledger.entries if e.kind == "GaussianMech")
     T = chi_radius(2, 0.1 / 1000) ** 2
     assert f"{math.sqrt(2) * T / 1000:.6g}" in mech.sensitivity
+
+
+ESTIMATOR_CALLS = {
+    "clipped_mean": lambda b: E.clipped_mean(d=2, n=100, budget=b, radius=1.0),
+    "naive_pce": lambda b: E.naive_pce(d=2, n=100, budget=b, kappa=2.0),
+    "gaussian.mean": lambda b: gaussian.mean(d=2, n=100, budget=b, R=1.0),
+    "gaussian.fit": lambda b: gaussian.fit(np.zeros((100, 2)), budget=b, mean_bound=1.0, cov_bound=2.0),
+    "laplace_histogram": lambda b: discrete.laplace_histogram(8, 100, b),
+    "merr": lambda b: discrete.merr(N=64, n=100, budget=b),
+    "sparse_mean": lambda b: E.sparse_mean(d=5, n=100, s=2, budget=b, radius=1.0),
+    "naive_product": lambda b: product.naive_product(d=5, n=100, budget=b),
+    "LinearRegression": lambda b: E.LinearRegression(budget=b).fit(np.zeros((100, 2)), np.zeros(100)),
+    "truncated_mean": lambda b: truncation.truncated_mean(d=2, n=100, budget=b, radius=1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATOR_CALLS))
+def test_every_estimator_refuses_a_bare_number_budget_naming_the_fix(name: str) -> None:
+    with pytest.raises(dp.PlanTypeError, match=r"not a privacy measure") as e:
+        ESTIMATOR_CALLS[name](0.5)
+    assert "dp.ZCDP(0.5)" in e.value.fix

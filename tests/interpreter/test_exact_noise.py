@@ -140,3 +140,27 @@ def test_secure_noise_is_the_default_and_says_so() -> None:
     data = res.report.to_data()["run"]
     assert data["seeded"] is False and "exact discrete" in data["noise"]
     assert "lattice" in res.report.execution.facts["gaussian_mech_3"][1]
+
+
+class _Spy(dp.SeededNoise):
+    def __init__(self) -> None:
+        super().__init__(0, exact=True)
+        self.continuous = 0
+
+    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
+        self.continuous += 1
+        return super().normal(sigma, shape)
+
+
+def test_gradient_step_and_truncated_means_take_the_lattice_path() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    Z = b.source("Z", dp.Vectors(d=4), n=100)
+    step = N.GradientStep(beta=b.public([0.0] * 3), eta=0.5, x_bound=1.0, residual_bound=3.0, radius=2.0)(Z)
+    binary = N.TruncatedBinaryMean(tau=2)(N.Clip(box=(0.0, 1.0))(Z))
+    coords = N.TruncatedMean(bound=2.0)(Z)
+    plan = b.build(g=N.GaussianMech()(step), t=N.GaussianMech()(binary), m=N.GaussianMech()(coords))
+    spy = _Spy()
+    res = plan.run({"Z": np.random.default_rng(0).normal(size=(100, 4))}, noise=spy)
+    assert spy.continuous == 0
+    lattices = [f for facts in res.report.execution.facts.values() for f in facts if "lattice" in f]
+    assert len(lattices) == 3

@@ -194,3 +194,34 @@ def test_execution_records_noise_source_and_backend():
     assert ex.backend == "numpy"
     assert set(ex.released) == {"mean", "count"}
     assert all(len(v) == 1 for v in ex.facts.values())
+
+
+NOISES = {"seeded": lambda: dp.SeededNoise(1), "exact": lambda: dp.SeededNoise(1, exact=True)}
+
+
+def _released_radius_plan(mech: Any, budget: Any, radius: float, neighbors: str = "replace") -> dp.Plan:
+    b = dp.PlanBuilder(budget=budget, neighbors=neighbors)
+    X = b.source("X", dp.Vectors(d=2), n=10 if neighbors == "replace" else None)
+    r = N.Apply(fn=lambda v: v * radius, shape=())(b.public(1.0))
+    query = N.Mean() if neighbors == "replace" else N.Sum()
+    return b.build(m=mech(query(N.Clip(radius=r)(X))))
+
+
+@pytest.mark.parametrize("neighbors", ["replace", "add_remove"])
+@pytest.mark.parametrize("noise", sorted(NOISES))
+@pytest.mark.parametrize("radius", [math.inf, math.nan])
+@pytest.mark.parametrize("mech,budget,key", [(N.GaussianMech, dp.ZCDP(0.5), "sigma"),
+                                             (N.GaussianMech, dp.ApproxDP(1.0, 1e-6), "sigma"),
+                                             (N.LaplaceMech, dp.PureDP(1.0), "scale")])
+def test_an_infinite_released_bound_releases_infinite_noise(mech: Any, budget: Any, key: str, radius: float,
+                                                            noise: str, neighbors: str) -> None:
+    """Sym.value: a released factor that is not finite makes the bound infinite, and the mechanism then
+    releases noise of infinite scale (NaN entries whatever the data), never an exception."""
+    plan = _released_radius_plan(mech(), budget, radius, neighbors)
+    with np.errstate(all="ignore"):
+        res = plan.run({"X": np.ones((10, 2))}, noise=NOISES[noise]())
+    assert np.isnan(res.released["m"]).all() and res.released["m"].shape == (2,)
+    (fact,) = next(iter(res.report.execution.facts.values()))
+    assert fact == {key: math.inf}
+    finite = _released_radius_plan(mech(), budget, 1.0, neighbors).run({"X": np.ones((10, 2))}, noise=NOISES[noise]())
+    assert np.isfinite(finite.released["m"]).all()

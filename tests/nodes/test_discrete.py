@@ -374,3 +374,11 @@ def test_k_piece_histogram_keeps_mass_and_pieces() -> None:
         Q, G = k_piece_histogram((P, F), k)
         assert len(Q) - 1 <= k + 1 and int(Q[0]) == -1 and int(Q[-1]) == 199
         assert G[-1] == pytest.approx(1.0) and np.all(np.diff(G) >= 0)
+
+
+def test_merr_scores_are_refused_on_a_value_piece() -> None:
+    b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+    X = b.source("X", dp.Ordinal(N=16), n=100)
+    inside, _ = N.split(X, N.PartitionByBall(center=[0.0], radius=8.0))
+    with pytest.raises(dp.DomainError, match="row count"):
+        b.build(j=N.DyadicExpMech()(N.DyadicCounts(N=16)(inside))).check()

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_inputs import REFUSED_UNDER_ADD_REMOVE
+from test_empty_data import REFUSED_UNDER_ADD_REMOVE
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -180,3 +180,8 @@ def test_truncated_binary_mean_reads_a_bad_released_radius_by_the_policy(v: floa
     sums = X.sum(axis=1)
     want = (X * (np.argsort(np.argsort(sums)) < kept + 1)[:, None]).sum(axis=0) / 4
     assert np.array_equal(out, want), (out, want)
+
+
+def test_released_bounds_follow_the_cap_policy() -> None:
+    assert capped(math.inf) == MAX_BOUND and capped(1e300) == MAX_BOUND and capped(MAX_BOUND) == MAX_BOUND
+    assert capped(math.nan) == 0.0 and capped(-1.0) == 0.0 and capped(0.0) == 0.0 and capped(3.5) == 3.5

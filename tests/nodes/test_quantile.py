@@ -167,3 +167,15 @@ def test_truncated_mean_data_driven_vs_oracle() -> None:
     assert oracle <= R <= 1.6 * oracle       # median |N(1,1)| / 0.6745 > 1: a bit above the oracle
     sigma = 2 * R * math.sqrt(d) / n / math.sqrt(2 * rho * 0.9)      # the Gaussian's 90% share
     assert np.abs(res.released["mean"] - X.mean(axis=0)).max() <= 5 * sigma
+
+
+def test_order_statistics_over_a_private_count_have_no_vector_sensitivity() -> None:
+    # with n private the sorted vector's length reveals n: only the rank utility may be used
+    b = dp.PlanBuilder(budget=dp.PureDP(1.0), neighbors="add_remove")
+    X = b.source("X", dp.Reals())
+    stats = N.OrderStatistics(lower=0.0, upper=1.0)(X)
+    with pytest.raises(dp.UnboundedSensitivityError):
+        b.build(o=N.LaplaceMech()(stats)).check()
+    b2 = dp.PlanBuilder(budget=dp.PureDP(1.0), neighbors="add_remove")
+    X2 = b2.source("X", dp.Reals())
+    assert b2.build(q=N.Quantile(q=0.5)(N.OrderStatistics(lower=0.0, upper=1.0)(X2))).check()

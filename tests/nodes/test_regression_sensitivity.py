@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import run_zero
+from conftest import ZeroNoise, run_zero
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.interpreter.run import execute
 from dpflow.nodes.regression import l1_bound, project_coef, project_l1
 from dpflow.planner.certify import Certified, certify
 
@@ -158,3 +160,27 @@ def test_ssp_second_moment_of_rows_with_released_radius() -> None:
         D2[rng.integers(n)] = _adversarial_row(rng, d, r, kind % 5)
         diff = np.asarray(run_zero(cert, {"Z": D})["out"]) - np.asarray(run_zero(cert, {"Z": D2})["out"])
         assert np.linalg.norm(diff) <= stat.l2.value({rr.id: r}) * (1 + TOL)
+
+
+def test_a_huge_released_residual_bound_cannot_overflow_the_gradient() -> None:
+    # before: A = 1e298 let the residual reach 1e298, and the sum of x * r overflowed on some data only
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    Z = b.source("Z", dp.Vectors(d=3), n=4)
+    step = N.GradientStep(beta=b.public([0.0, 0.0]), eta=1.0, x_bound=1e10, residual_bound=b.public(1e298),
+                          radius=1.0)(Z)
+    cert = certify(b.build(beta=N.GaussianMech()(step)))
+    outs = []
+    for y in (1e300, 0.0):
+        Zd = np.ones((4, 3)) * 1e10
+        Zd[:, 2] = y
+        outs.append(execute(cert, {"Z": Zd}, ZeroNoise(), NumpyBackend()).released["beta"])
+    assert all(np.all(np.isfinite(o)) for o in outs)
+
+
+def test_a_huge_released_truncation_bound_cannot_overflow_the_mean() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=1), n=2)
+    cert = certify(b.build(m=N.GaussianMech()(N.TruncatedMean(bound=b.public(1e308))(X))))
+    for rows in ([[1e308], [1e308]], [[1e308], [0.0]]):
+        m = execute(cert, {"X": np.array(rows)}, ZeroNoise(), NumpyBackend()).released["m"]
+        assert np.all(np.isfinite(m))

@@ -11,6 +11,8 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.errors import SerializationError
+from dpflow.plan.serialize import decode
 from dpflow.planner.certify import certify
 from dpflow.planner.ledger import Ledger
 
@@ -253,3 +255,26 @@ def test_report_json_round_trips_through_text():
     assert data["ledger"] == json.loads(res.report.ledger.to_json())
     assert set(data["released"]) == {"mean", "cov", "hist"}
     assert data["run"]["seeded"] is True
+
+
+def _peel_plan_json() -> str:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=5, l2_bound=dp.Sym.const(1.0)), n=100)
+    return b.build(top=N.Peel(s=2)(N.Mean()(X))).to_json()
+
+
+@pytest.mark.parametrize("coef", ["-1.0", "-0.5", "NaN", "Infinity", "1e400", "true", "\"1\""])
+def test_json_bounds_are_validated_when_decoded(coef: str) -> None:
+    text = _peel_plan_json()
+    assert '{"$sym":[1.0,[]]}' in text
+    assert dp.Plan.from_json(text).hash == dp.Plan.from_json(text).hash
+    with pytest.raises(SerializationError):
+        dp.Plan.from_json(text.replace('{"$sym":[1.0,[]]}', '{"$sym":[' + coef + ',[]]}'))
+
+
+@pytest.mark.parametrize("factor", [["radius", 0.5], ["radius", True], [3, 1], ["radius", "1"]])
+def test_json_bound_factors_are_not_coerced(factor: list[Any]) -> None:
+    # before: int(0.5) == 0 silently dropped the released factor from the bound
+    with pytest.raises((ValueError, SerializationError)):
+        decode(json.loads(json.dumps({"$sym": [2.0, [factor]]})))
+    assert decode({"$sym": [2.0, [["radius", 1]]]}) == dp.Sym(2.0, (("radius", 1),))

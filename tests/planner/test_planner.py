@@ -13,6 +13,7 @@ from conftest import ZeroNoise
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.errors import BudgetError
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
 from dpflow.planner.certify import certify
@@ -645,3 +646,16 @@ def test_mechanism_deltas_that_use_the_whole_budget_delta_still_get_a_ledger() -
     (total,) = ledger.totals
     assert total.delta0 == Fraction(1e-6)
     assert all(c.delta > 1e-6 for c in total.conversions if c.rule.startswith("zCDP"))
+
+
+def test_fixed_costs_that_use_the_whole_budget_name_the_starved_weighted_mechanism() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    C = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100))
+    plan = b.build(a=N.GaussianMech(rho=0.5)(N.Sum()(C)), c=N.GaussianMech()(N.Sum()(C)))
+    with pytest.raises(BudgetError, match=r"^gaussian_mech_5: the fixed-cost mechanisms on source X use the whole "
+                                          r"budget.*Fix: lower the fixed costs"):
+        plan.check()
+    # a fixed cost just below the budget leaves a positive share: accepted
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    C = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100))
+    b.build(a=N.GaussianMech(rho="0.4999")(N.Sum()(C)), c=N.GaussianMech()(N.Sum()(C))).check()

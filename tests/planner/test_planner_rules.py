@@ -8,7 +8,7 @@ interpreter only reads it, and the typed scopes are a public artifact.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -177,3 +177,50 @@ def test_the_accounting_option_is_validated_once_where_the_plan_is_made():
     with pytest.raises(SerializationError, match="accounting must be"):
         dp.Plan.from_json(text)
     assert dp.Plan.from_json(plan.to_json()).hash == plan.hash  # JSON format unchanged
+
+
+def _gaussian_plan(budget: Any, **kw: Any) -> dp.Plan:
+    b = dp.PlanBuilder(budget=budget, **kw)
+    C = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100))
+    return b.build(a=N.GaussianMech()(N.Mean()(C)), c=N.GaussianMech(weight=2)(N.Sum()(C)))
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP(0.5), dp.ApproxZCDP(0.5, 1e-6)], ids=lambda b: b.describe())
+def test_a_zcdp_all_gaussian_plan_under_secure_noise_never_headlines_exact_gaussian_dp(budget: Any) -> None:
+    res = _gaussian_plan(budget).run({"X": np.zeros((100, 2))}, noise=dp.SecureNoise())
+    facts = res.report.execution.facts
+    assert all("lattice" in {k for f in facts[m] for k in f} for m in ("gaussian_mech_3", "gaussian_mech_5"))
+    for ledger in (res.report.ledger, _gaussian_plan(budget).check()):
+        (total,) = ledger.totals
+        assert total.gdp_mu is None
+        assert [c.rule for c in total.conversions if "Gaussian-DP" in c.rule] == []
+        assert total.tightest().rule == "zCDP -> (eps,delta) by CKS"
+        assert "exact Gaussian-DP" not in ledger.summary()
+        assert any(note.startswith("no exact Gaussian-DP conversion") for note in ledger.composition)
+        text = res.report.to_json()
+        assert '"exact Gaussian-DP"' not in text
+
+
+def test_the_cks_headline_of_a_zcdp_gaussian_plan_is_the_golden_value() -> None:
+    total = _gaussian_plan(dp.ZCDP(0.5)).check().totals[0]
+    assert total.tightest().epsilon == pytest.approx(5.221534, abs=1e-6)  # docs/privacy.md golden value
+    assert total.tightest().delta == 1e-6
+
+
+@pytest.mark.parametrize("accounting", ["auto", "basic"])
+def test_plans_that_force_continuous_noise_keep_the_exact_gaussian_dp_conversion(accounting: str) -> None:
+    ledger = _gaussian_plan(dp.ApproxDP(1.0, 1e-6), accounting=accounting).check()
+    (total,) = ledger.totals
+    assert total.gdp_mu is not None
+    assert any(c.rule == "exact Gaussian-DP" for c in total.conversions)
+    assert not any(note.startswith("no exact Gaussian-DP") for note in ledger.composition)
+    if accounting == "auto":
+        assert total.tightest().rule == "exact Gaussian-DP" and total.tightest().epsilon <= 1.0
+
+
+def test_the_no_gdp_note_appears_only_when_a_gdp_accounting_was_dropped() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    C = N.Clip(box=(-1.0, 1.0))(b.source("X", dp.Vectors(d=2), n=100))
+    mixed = b.build(a=N.GaussianMech()(N.Mean()(C)), c=N.LaplaceMech()(N.Sum()(C))).check()
+    assert mixed.totals[0].gdp_mu is None  # not all Gaussian: never a GDP accounting
+    assert not any(note.startswith("no exact Gaussian-DP") for note in mixed.composition)
