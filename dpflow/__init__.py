@@ -15,7 +15,17 @@
 from dpflow import estimators, nodes
 from dpflow._version import __version__
 from dpflow.api import Result, run
-from dpflow.domains import BooleanCube, Ordinal, Reals, Sym, SymmetricMatrices, Vectors
+from dpflow.domains import (
+    BooleanCube,
+    Ordinal,
+    Reals,
+    ReleasedNorm,
+    ReleasedScalar,
+    RowCount,
+    Sym,
+    SymmetricMatrices,
+    Vectors,
+)
 from dpflow.errors import (
     BudgetError,
     DataError,
@@ -39,7 +49,8 @@ from dpflow.report import Report
 __all__ = [
     "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "DataError", "DomainError", "DpflowError",
     "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
-    "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "Report", "Result", "SecureNoise",
+    "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "ReleasedNorm", "ReleasedScalar", "Report",
+    "Result", "RowCount", "SecureNoise",
     "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",
     "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run",
 ]

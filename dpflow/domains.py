@@ -49,31 +49,88 @@ def _bound_coef(_: object, attribute: attrs.Attribute[float], value: float) -> N
         raise ValueError(f"a bound must be finite and non-negative, got {value!r}")
 
 
-def _bound_factors(_: object, attribute: attrs.Attribute[tuple[tuple[str, int], ...]],
-                   value: tuple[tuple[str, int], ...]) -> None:
+@attrs.frozen
+class RowCount:
+    """The public number of rows of the dataset node ``node``: the interpreter counts the rows that node holds.
+
+    >>> RowCount("clip_2").text()
+    'n:clip_2'
+    """
+
+    node: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+    def text(self) -> str:
+        """How formulas print it."""
+        return f"n:{self.node}"
+
+
+@attrs.frozen
+class ReleasedScalar:
+    """The released (or public) scalar that node ``node`` outputs.
+
+    >>> ReleasedScalar("radius_4").text()
+    'radius_4'
+    """
+
+    node: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+    def text(self) -> str:
+        """How formulas print it."""
+        return self.node
+
+
+@attrs.frozen
+class ReleasedNorm:
+    """The l2 norm, rounded up, of the released (or public) vector that node ``node`` outputs.
+
+    >>> ReleasedNorm("centre_3").text()
+    'norm:centre_3'
+    """
+
+    node: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+    def text(self) -> str:
+        """How formulas print it."""
+        return f"norm:{self.node}"
+
+
+SymRef = RowCount | ReleasedScalar | ReleasedNorm
+"""A run-time public value a bound depends on: typed, so that no planning or run-time decision parses a name."""
+
+
+
+def _ref_key(factor: tuple[SymRef, int]) -> str:
+    """Factors are kept in the order of their printed form (a canonical order only, never a decision)."""
+    return factor[0].text()
+
+
+def _bound_factors(_: object, attribute: attrs.Attribute[tuple[tuple[SymRef, int], ...]],
+                   value: tuple[tuple[SymRef, int], ...]) -> None:
     for f in value:
-        if not (isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str)
+        if not (isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], (RowCount, ReleasedScalar, ReleasedNorm))
                 and isinstance(f[1], int) and not isinstance(f[1], bool)):
-            raise ValueError(f"a bound's factors must be (name, integer power) pairs, got {f!r}")
+            raise ValueError(f"a bound's factors must be (RowCount | ReleasedScalar | ReleasedNorm, integer power) "
+                             f"pairs, got {f!r}")
 
 
 @attrs.frozen
 class Sym:
     """A non-negative scalar ``coef * prod(value(ref) ** power)``.
 
-    ``refs`` name run-time public values: ``"n:<node>"`` is the public row count of a
-    dataset node, any other name is a released scalar of the plan.
+    Each ref is a typed run-time public value (:data:`SymRef`): the public row count of a dataset
+    node (:class:`RowCount`), a released scalar (:class:`ReleasedScalar`) or the norm of a released
+    vector (:class:`ReleasedNorm`).  The planner checks that each names a node of the right type.
 
-    >>> r = Sym.ref("radius", 1)
-    >>> (r * 2.0 / Sym.ref("n:X", 1)).text()
+    >>> r = Sym.ref(ReleasedScalar("radius"), 1)
+    >>> (r * 2.0 / Sym.ref(RowCount("X"), 1)).text()
     '2*radius/n:X'
-    >>> 3.0 <= (r * 2.0).value({"radius": 1.5}) < 3.0 + 1e-9
+    >>> 3.0 <= (r * 2.0).value({ReleasedScalar("radius"): 1.5}) < 3.0 + 1e-9
     True
     """
 
     coef: float = attrs.field(converter=float, validator=_bound_coef)
     """Finite and non-negative: a negative bound would turn into a zero noise scale."""
-    factors: tuple[tuple[str, int], ...] = attrs.field(default=(), validator=_bound_factors)
+    factors: tuple[tuple[SymRef, int], ...] = attrs.field(default=(), validator=_bound_factors)
 
     @staticmethod
     def const(x: float) -> Sym:
@@ -81,15 +138,15 @@ class Sym:
         return Sym(float(x))
 
     @staticmethod
-    def ref(name: str, power: int = 1) -> Sym:
-        """The run-time public value called ``name`` raised to ``power``."""
-        return Sym(1.0, ((name, power),))
+    def ref(ref: SymRef, power: int = 1) -> Sym:
+        """The run-time public value ``ref`` raised to ``power``."""
+        return Sym(1.0, ((ref, power),))
 
     def _combine(self, other: Sym, sign: int) -> Sym:
-        powers: dict[str, int] = dict(self.factors)
-        for name, p in other.factors:
-            powers[name] = powers.get(name, 0) + sign * p
-        facs = tuple(sorted((k, v) for k, v in powers.items() if v != 0))
+        powers: dict[SymRef, int] = dict(self.factors)
+        for ref, p in other.factors:
+            powers[ref] = powers.get(ref, 0) + sign * p
+        facs = tuple(sorted(((k, v) for k, v in powers.items() if v != 0), key=_ref_key))
         coef = self.coef * other.coef if sign > 0 else self.coef / other.coef
         return Sym(coef, facs)
 
@@ -110,11 +167,11 @@ class Sym:
         """True when the bound has no run-time factor."""
         return not self.factors
 
-    def refs(self) -> tuple[str, ...]:
-        """Names of the run-time values the bound depends on."""
-        return tuple(name for name, _ in self.factors)
+    def refs(self) -> tuple[SymRef, ...]:
+        """The run-time values the bound depends on."""
+        return tuple(ref for ref, _ in self.factors)
 
-    def value(self, env: Mapping[str, float] | None = None) -> float:
+    def value(self, env: Mapping[SymRef, float] | None = None) -> float:
         """Evaluate, rounding up so that a sensitivity is never under-stated.
 
         A released factor that is not finite makes the bound infinite (the
@@ -122,10 +179,10 @@ class Sym:
         a negative one counts as zero.
         """
         out = self.coef
-        for name, p in self.factors:
-            if env is None or name not in env:
-                raise KeyError(f"bound {self.text()} needs the run-time value {name!r}")
-            v = float(env[name])
+        for ref, p in self.factors:
+            if env is None or ref not in env:
+                raise KeyError(f"bound {self.text()} needs the run-time value {ref.text()!r}")
+            v = float(env[ref])
             if math.isnan(v):
                 return math.inf
             v = max(v, 0.0)
@@ -136,8 +193,8 @@ class Sym:
 
     def text(self) -> str:
         """A readable formula such as ``2*radius/n:X``."""
-        num = [name if p == 1 else f"{name}^{p}" for name, p in self.factors if p > 0]
-        den = [name if p == -1 else f"{name}^{-p}" for name, p in self.factors if p < 0]
+        num = [r.text() if p == 1 else f"{r.text()}^{p}" for r, p in self.factors if p > 0]
+        den = [r.text() if p == -1 else f"{r.text()}^{-p}" for r, p in self.factors if p < 0]
         head = _fmt(self.coef)
         if num:
             head = "*".join(num) if self.coef == 1.0 else head + "*" + "*".join(num)

@@ -64,5 +64,6 @@ def run_zero(cert: Certified, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def bound_value(bound: Sym, env: Mapping[str, float] | None = None) -> float:
-    """A declared sensitivity as a number (``env`` holds the run-time names it refers to)."""
-    return bound.coef if bound.is_const else bound.value(env)
+    """A declared sensitivity as a number; ``env`` holds, by node id, the run-time values its typed refs name
+    (a dataset node's row count, a released scalar, a released vector's norm)."""
+    return bound.coef if bound.is_const else bound.value({r: (env or {})[r.node] for r in bound.refs()})

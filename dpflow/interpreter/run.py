@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym
+from dpflow.domains import ReleasedNorm, RowCount, Sym, SymRef
 from dpflow.errors import UnknownSourceError
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
@@ -56,15 +56,16 @@ class _Ctx:
     def bound(self, sym: Sym) -> float:
         return sym.value(self.public_values(sym.refs()))
 
-    def public_values(self, names: Sequence[str]) -> dict[str, float]:
-        vals: dict[str, float] = {}
-        for name in names:
-            if name.startswith("n:"):
-                vals[name] = float(self.backend.nrows(self.env[name[2:]]))
-            elif name.startswith("norm:"):  # the l2 norm of a released vector, rounded up
-                vals[name] = up(float(np.linalg.norm(np.asarray(self.env[name[5:]], dtype=float))))
+    def public_values(self, refs: Sequence[SymRef]) -> dict[SymRef, float]:
+        vals: dict[SymRef, float] = {}
+        for ref in refs:
+            value = self.env[ref.node]
+            if isinstance(ref, RowCount):
+                vals[ref] = float(self.backend.nrows(value))
+            elif isinstance(ref, ReleasedNorm):  # rounded up
+                vals[ref] = up(float(np.linalg.norm(np.asarray(value, dtype=float))))
             else:
-                vals[name] = float(np.asarray(self.env[name], dtype=float))
+                vals[ref] = float(np.asarray(value, dtype=float))
         return vals
 
     def allocation(self) -> Allocation:

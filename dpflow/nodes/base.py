@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, Protocol
 import attrs
 import numpy as np
 
-from dpflow.domains import Bound, Sym
+from dpflow.domains import Bound, RowCount, Sym, SymRef
 from dpflow.errors import PlanTypeError, PostProcessingError
 from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value
 from dpflow.nodes.types import Allocation, Inferred, Mode, Relation, ReleasedT, RowsT, StatT, VType
@@ -49,6 +49,10 @@ class InferContext(Protocol):
 
     def type_of(self, ref: Ref) -> VType:
         """The static type of a referenced node."""
+        ...
+
+    def row_count(self) -> RowCount:
+        """The typed run-time row count of the rows this node outputs (resolved in the node's own scope)."""
         ...
 
 
@@ -113,8 +117,8 @@ class EvalContext(Protocol):
         """Evaluate a bound with the run-time released values and public sizes."""
         ...
 
-    def public_values(self, names: Sequence[str]) -> dict[str, float]:
-        """Run-time public values by name: ``n:<node>`` sizes, ``norm:<node>`` norms, released scalars."""
+    def public_values(self, refs: Sequence[SymRef]) -> dict[SymRef, float]:
+        """The run-time public values of typed refs: row counts, norms of released vectors, released scalars."""
         ...
 
     def allocation(self) -> Allocation:

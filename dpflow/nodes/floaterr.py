@@ -13,11 +13,12 @@ declared bounds, and the norm of a released centre.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Literal
 
 import attrs
 
-from dpflow.domains import Sym, Vectors
+from dpflow.domains import ReleasedNorm, Sym, SymRef, Vectors
 from dpflow.privacy.rounding import up
 
 U = 2.0**-53
@@ -62,7 +63,7 @@ class FloatError:
     offset: float = 0.0
     """``step`` only: a public bound on the l2 norm of the vector the scaled mean is subtracted from."""
 
-    def row_norm(self, value: dict[str, float], widen: bool = True) -> float:
+    def row_norm(self, value: Mapping[SymRef, float], widen: bool = True) -> float:
         """A bound on the l2 norm of one computed row: the declared bound, widened (unless
         ``widen`` is false) by the relative error of the norm computed inside ``Clip``
         ((d + 2) u, Higham Lemma 3.1)."""
@@ -73,11 +74,11 @@ class FloatError:
             bounds.append(max(abs(dom.box[0]), abs(dom.box[1])) * math.sqrt(dom.d))
         if dom.l2_bound is not None:
             r = dom.l2_bound.value(value) * slack
-            c = 0.0 if dom.center is None else value[f"norm:{dom.center}"]
+            c = 0.0 if dom.center is None else value[ReleasedNorm(dom.center)]
             bounds.append(r + c)
         return min(bounds) if bounds else math.inf
 
-    def centred_norm(self, value: dict[str, float], widen: bool = True) -> float:
+    def centred_norm(self, value: Mapping[SymRef, float], widen: bool = True) -> float:
         """A bound on the norm of ``x - c`` for the gram's centre c, as computed (declared if not ``widen``)."""
         dom = self.domain
         if self.gram_center is None:
@@ -87,24 +88,24 @@ class FloatError:
         if not widen:
             return dom.l2_bound.value(value)
         r = dom.l2_bound.value(value) * (1.0 + gamma(dom.d + 2))
-        return r + U * (r + value[f"norm:{self.gram_center}"]) * 2.0
+        return r + U * (r + value[ReleasedNorm(self.gram_center)]) * 2.0
 
-    def refs(self) -> tuple[str, ...]:
+    def refs(self) -> tuple[SymRef, ...]:
         """Run-time names the bound needs (see :meth:`bound`); none for exact counts, whose number of
         rows may be private."""
         if self.kind == "exact":
             return ()
-        names: list[str] = []
+        names: list[SymRef] = []
         if self.n is not None:
             names += self.n.refs()
         if self.domain.l2_bound is not None:
             names += self.domain.l2_bound.refs()
         for c in (self.domain.center, self.gram_center):
             if c is not None:
-                names.append(f"norm:{c}")
+                names.append(ReleasedNorm(c))
         return tuple(names)
 
-    def bound(self, value: dict[str, float], entries: int) -> tuple[float, float]:
+    def bound(self, value: Mapping[SymRef, float], entries: int) -> tuple[float, float]:
         """(l2, l1) bounds on ``computed - exact`` given the run-time values of :meth:`refs`.
 
         >>> fe = FloatError("mean", Vectors(d=2, l2_bound=Sym.const(1.0)), Sym.const(100.0))

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
+from dpflow.domains import SymRef
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of
 from dpflow.nodes.params import positive
@@ -63,13 +64,13 @@ def _noised_entries(value: np.ndarray, symmetric: bool) -> np.ndarray:
     return value[np.triu_indices(value.shape[0])] if symmetric else value.ravel()
 
 
-def float_slack(stat: StatT, values: Mapping[str, float], entries: int) -> tuple[float, float]:
+def float_slack(stat: StatT, values: Mapping[SymRef, float], entries: int) -> tuple[float, float]:
     """Twice the (l2, l1) floating-point error bound of the statistic at the public ``values`` of its
     references (inf when unbounded): what a lattice release adds to the sensitivity."""
     fe = stat.float_error
     if fe is None:
         return math.inf, math.inf
-    l2, l1 = fe.bound(dict(values), entries)
+    l2, l1 = fe.bound(values, entries)
     return 2.0 * l2, 2.0 * l1
 
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym, Vectors
+from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_type
@@ -91,7 +91,7 @@ class TruncatedBinaryMean(Query):
             if t.shape is not None and t.shape != ():
                 raise DomainError(ctx.node_id, f"radius refers to {self.radius.id} of shape {t.shape}",
                                   "pass a released scalar")
-            r = Sym.ref(self.radius.id)
+            r = Sym.ref(ReleasedScalar(self.radius.id))
             l2r = r * float(rows.stability) / n
             fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(dom.d))), rows.size.sym())
             return Inferred(StatT((dom.d,), rows.source, r.pow(2) * float(rows.stability) / n, l2r,

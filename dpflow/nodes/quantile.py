@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym, Vectors
+from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, Transform, need, released_type, text_of
@@ -72,7 +72,7 @@ class Magnitudes(Transform):
         nb = dom.norm_linf()
         out = Vectors(d=1, box=None if nb is None or not nb.is_const else (0.0, nb.coef))
         known = None if rows.size.known is None else rows.size.known * dom.d
-        size = Size(public=rows.size.public, known=known, token=f"n:{ctx.node_id}")
+        size = Size(public=rows.size.public, known=known, ref=ctx.row_count())
         return Inferred(attrs.evolve(rows, domain=out, size=size, stability=rows.stability * dom.d),
                         f"|x_ij| pooled over d={dom.d} coordinates: stability x {dom.d}")
 
@@ -90,7 +90,7 @@ def _range_syms(lower: float | Ref, upper: float | Ref) -> Sym | None:
     if not isinstance(lower, Ref) and not isinstance(upper, Ref):
         return Sym.const(max(upper - lower, 0.0))
     if isinstance(upper, Ref) and not isinstance(lower, Ref) and lower == 0.0:
-        return Sym.ref(upper.id)
+        return Sym.ref(ReleasedScalar(upper.id))
     return None
 
 

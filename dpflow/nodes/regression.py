@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym, Vectors
+from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DataError, DomainError
 from dpflow.handles import Ref, param
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, need, released_type, text_of
@@ -166,7 +166,7 @@ class GradientStep(Query):
                 raise DomainError(ctx.node_id, "residual_bound must be a released scalar", "release a scalar")
         n = public_n(rows, ctx, "GradientStep (divides by n)")
         K = l1_bound(self.ball, self.radius, self.sparsity, d)
-        A = Sym.ref(self.residual_bound.id) if isinstance(self.residual_bound, Ref) else Sym.const(
+        A = Sym.ref(ReleasedScalar(self.residual_bound.id)) if isinstance(self.residual_bound, Ref) else Sym.const(
             self.residual_bound)
         unit = A * (2.0 * self.eta * self.x_bound * rows.stability) / n
         linf, l2, l1 = unit, unit * math.sqrt(d), unit * float(d)

@@ -39,8 +39,8 @@ def has_public_n(rows: RowsT) -> bool:
     (add/remove changes n) and a count no value partition has made private.
 
     >>> from dpflow.nodes.types import RowsT, Size
-    >>> from dpflow.domains import Vectors
-    >>> has_public_n(RowsT(Vectors(d=1, l2_bound=1.0), "X", Size(True, 3, "n:X"), 1, REPLACE_ONE))
+    >>> from dpflow.domains import RowCount, Vectors
+    >>> has_public_n(RowsT(Vectors(d=1, l2_bound=1.0), "X", Size(True, 3, RowCount("X")), 1, REPLACE_ONE))
     True
     """
     return rows.size.public and rows.changes == REPLACE_ONE
@@ -72,8 +72,8 @@ def count_sensitivities(rows: RowsT) -> tuple[Sym | None, Sym | None, Sym | None
     queries).  Both scaled by the stability (that many records may change).
 
     >>> from dpflow.nodes.types import RowsT, Size
-    >>> from dpflow.domains import Ordinal
-    >>> rows = RowsT(Ordinal(N=3), "X", Size(True, 3, "n:X"), 1, REPLACE_ONE)
+    >>> from dpflow.domains import Ordinal, RowCount
+    >>> rows = RowsT(Ordinal(N=3), "X", Size(True, 3, RowCount("X")), 1, REPLACE_ONE)
     >>> [round(b.value(), 6) for b in count_sensitivities(rows)]
     [2.0, 1.414214, 1.0]
     """

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import MAX_BOUND, RowDomain, Sym, Vectors, as_vectors
+from dpflow.domains import MAX_BOUND, ReleasedScalar, RowDomain, Sym, Vectors, as_vectors
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
 from dpflow.nodes.base import EvalContext, InferContext, Node, Transform, need, released_type, text_of
@@ -145,7 +145,7 @@ class Source(Node):
             raise DomainError(ctx.node_id, "a source with both an l2 bound and a box needs 0 inside the box",
                               "declare one of the two bounds, or Clip after the source")
         public = ctx.relation == "replace"
-        size = Size(public=public, known=self.n if public else None, token=f"n:{ctx.node_id}")
+        size = Size(public=public, known=self.n if public else None, ref=ctx.row_count())
         rows = RowsT(as_vectors(self.domain), self.name, size, 1, frozenset({ctx.relation}))
         return Inferred(rows, f"source {self.name}: {self.domain.describe()}, n={size.text()}")
 
@@ -262,7 +262,7 @@ class Clip(Transform):
         center = dom.center
         box = dom.box
         if self.radius is not None:
-            l2 = Sym.ref(self.radius.id) if isinstance(self.radius, Ref) else Sym.const(self.radius)
+            l2 = Sym.ref(ReleasedScalar(self.radius.id)) if isinstance(self.radius, Ref) else Sym.const(self.radius)
             center = _center_name(self.center)
             origin_in_box = box is not None and box[0] <= 0.0 <= box[1]
             if not (center is None and origin_in_box):
@@ -441,7 +441,7 @@ class PairDifferences(Transform):
         known = None if rows.size.known is None else rows.size.known // 2
         if known == 0:
             raise DomainError(ctx.node_id, "fewer than two rows to pair", "use a source with n >= 2")
-        size = Size(public=True, known=known, token=f"n:{ctx.node_id}")
+        size = Size(public=True, known=known, ref=ctx.row_count())
         return Inferred(attrs.evolve(rows, domain=out, size=size),
                         f"pairs of {dom.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
 
@@ -526,15 +526,15 @@ class Piece(Node):
         if not 0 <= self.index < pieces.count:
             raise PlanTypeError(ctx.node_id, f"piece {self.index} of {pieces.count}", "use a valid index")
         rows = pieces.rows
-        token = f"n:{ctx.node_id}"
+        count = ctx.row_count()
         if pieces.rule is SplitRule.INDEX:
             known = None
             if rows.size.known is not None:
                 q, rem = divmod(rows.size.known, pieces.count)
                 known = q + (1 if self.index < rem else 0)
-            out = attrs.evolve(rows, size=Size(public=True, known=known, token=token))
+            out = attrs.evolve(rows, size=Size(public=True, known=known, ref=count))
             return Inferred(out, f"block {self.index} of {pieces.count}, n={out.size.text()}")
-        out = attrs.evolve(rows, size=Size(public=False, known=None, token=token),
+        out = attrs.evolve(rows, size=Size(public=False, known=None, ref=count),
                            changes=rows.changes | {"add_remove"})
         return Inferred(out, f"value piece {self.index}: private size, a record may move in or out")
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym, Vectors
+from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_type
@@ -54,7 +54,7 @@ class TruncatedMean(Query):
             if t.shape is not None and t.shape != ():
                 raise DomainError(ctx.node_id, f"bound refers to {self.bound.id} of shape {t.shape}",
                                   "pass a released scalar")
-            R = Sym.ref(self.bound.id)
+            R = Sym.ref(ReleasedScalar(self.bound.id))
         else:
             R = Sym.const(self.bound)
         d = rows.domain.d

@@ -7,8 +7,8 @@ into disjoint pieces (:class:`PiecesT`), a sensitive aggregate with its l1/l2/li
 value (:class:`ReleasedT`).  :class:`Allocation` is a mechanism's certified share of the budget.
 Data only: the rules that produce these types live with the nodes.
 
->>> from dpflow.domains import Vectors
->>> rows = RowsT(Vectors(d=2, l2_bound=1.0), "X", Size(True, 100, "n:X"), 1, frozenset({"replace"}))
+>>> from dpflow.domains import RowCount, Vectors
+>>> rows = RowsT(Vectors(d=2, l2_bound=1.0), "X", Size(True, 100, RowCount("X")), 1, frozenset({"replace"}))
 >>> rows.describe()
 'Vectors(d=2, l2<=1), n=100, replace, source X'
 """
@@ -21,7 +21,7 @@ from typing import Literal
 
 import attrs
 
-from dpflow.domains import Bound, Sym, Vectors
+from dpflow.domains import Bound, RowCount, Sym, Vectors
 from dpflow.nodes.floaterr import FloatError
 from dpflow.privacy import Cost
 
@@ -33,23 +33,23 @@ Mode = Literal["zcdp", "pure"]
 class Size:
     """The row count of a dataset node: public or private, known at plan time or not.
 
-    ``token`` names it in sensitivity formulas (``n:<node>``); when ``known`` is set
-    the formulas use the number instead.
+    ``ref`` is the typed run-time count in sensitivity formulas (printed ``n:<node>``); when
+    ``known`` is set the formulas use the number instead.
     """
 
     public: bool
     known: int | None
-    token: str
+    ref: RowCount
 
     def sym(self) -> Sym:
         """The count as a bound (constant when known)."""
-        return Sym.const(float(self.known)) if self.known is not None else Sym.ref(self.token)
+        return Sym.const(float(self.known)) if self.known is not None else Sym.ref(self.ref)
 
     def text(self) -> str:
         """Readable form."""
         if not self.public:
             return "private"
-        return str(self.known) if self.known is not None else self.token
+        return str(self.known) if self.known is not None else self.ref.text()
 
 
 @attrs.frozen

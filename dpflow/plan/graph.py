@@ -13,7 +13,14 @@ import networkx as nx
 from dpflow.errors import PlanReferenceError, PlanTypeError, SerializationError
 from dpflow.nodes import NodeRecord
 from dpflow.nodes.types import Relation
-from dpflow.plan.serialize import canonical, decode_measure, decode_record, encode_measure, encode_record
+from dpflow.plan.serialize import (
+    canonical,
+    decode_measure,
+    decode_record,
+    encode_measure,
+    encode_record,
+    legacy_sym_names,
+)
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 
 if TYPE_CHECKING:
@@ -22,7 +29,10 @@ if TYPE_CHECKING:
     from dpflow.api import Result
     from dpflow.planner.ledger import Ledger
 
-SCHEMA = "dpflow.plan/1"
+SCHEMA = "dpflow.plan/2"
+"""Version 2 (from version 1): a bound's run-time refs are typed (``{"$n": node}``, ``{"$released": node}``,
+``{"$norm": node}``) instead of strings; version 1 documents are still read."""
+LEGACY_SCHEMAS = ("dpflow.plan/1",)
 
 
 def check_budget(budget: object, plan_name: str = "plan") -> None:
@@ -182,7 +192,9 @@ class Plan:
     def from_json(text: str) -> Plan:
         """Read a plan written by :meth:`to_json`."""
         data = json.loads(text)
-        if data.get("schema") != SCHEMA:
+        if data.get("schema") in LEGACY_SCHEMAS:
+            data = legacy_sym_names(data)
+        elif data.get("schema") != SCHEMA:
             raise SerializationError(f"not a {SCHEMA} document (schema={data.get('schema')!r})")
         neighbors = data["neighbors"]
         if neighbors not in ("replace", "add_remove"):

@@ -2,7 +2,9 @@
 
 Node parameters are encoded by type: a reference to a released node as
 ``{"$ref": id}``, an exact rational as ``{"$frac": "1/2"}``, a bound as
-``{"$sym": ...}``, a domain as ``{"$domain": kind, ...}``, a user function as
+``{"$sym": [coef, [[ref, power], ...]]}`` with each run-time ref tagged by its type
+(``{"$n": node}`` a public row count, ``{"$released": node}`` a released scalar, ``{"$norm": node}``
+the norm of a released vector; plan schema 2), a domain as ``{"$domain": kind, ...}``, a user function as
 ``{"$fn": "module:qualname"}`` and the body of a ``Recurse`` as ``{"$subplan": ...}``.
 """
 
@@ -26,6 +28,42 @@ _DOMAINS: dict[str, type[Any]] = {
     for c in (domains.Vectors, domains.Reals, domains.BooleanCube, domains.Ordinal, domains.SymmetricMatrices)
 }
 _MEASURES: dict[str, type[Any]] = {c.__name__: c for c in (PureDP, ZCDP, ApproxZCDP, ApproxDP)}
+_SYM_REFS: dict[str, type[domains.SymRef]] = {
+    "$n": domains.RowCount, "$released": domains.ReleasedScalar, "$norm": domains.ReleasedNorm,
+}
+_SYM_TAGS: dict[type[domains.SymRef], str] = {cls: tag for tag, cls in _SYM_REFS.items()}
+
+
+def _decode_sym_ref(data: Any) -> domains.SymRef:
+    """A typed run-time ref ``{"$n" | "$released" | "$norm": node}``, nothing else (no coercion)."""
+    if isinstance(data, dict) and len(data) == 1:
+        ((tag, node),) = data.items()
+        cls = _SYM_REFS.get(tag)
+        if cls is not None and isinstance(node, str):
+            return cls(node)
+    raise SerializationError(f"a bound's factor must be a typed ref {sorted(_SYM_REFS)} naming a node, got {data!r}")
+
+
+def legacy_sym_names(data: Any) -> Any:
+    """Plan schema 1 named a bound's run-time refs by strings (``"n:<node>"``, ``"norm:<node>"``, else a
+    released scalar's node): rewrite them into schema 2's typed refs, once, when such a document is read."""
+    if isinstance(data, list):
+        return [legacy_sym_names(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if "$sym" in data and isinstance(data["$sym"], list) and len(data["$sym"]) == 2:
+        coef, factors = data["$sym"]
+        typed = []
+        for f in factors if isinstance(factors, list) else []:
+            name = f[0] if isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) else None
+            if name is None:
+                typed.append(f)
+                continue
+            tag, node = next(((t, name[len(p):]) for p, t in (("n:", "$n"), ("norm:", "$norm")) if name.startswith(p)),
+                             ("$released", name))
+            typed.append([{tag: node}, f[1]])
+        return {"$sym": [coef, typed if isinstance(factors, list) else factors]}
+    return {k: legacy_sym_names(v) for k, v in data.items()}
 
 
 def encode(value: Any) -> Any:
@@ -35,7 +73,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, Fraction):
         return {"$frac": str(value)}
     if isinstance(value, domains.Sym):
-        return {"$sym": [value.coef, [list(f) for f in value.factors]]}
+        return {"$sym": [value.coef, [[{_SYM_TAGS[type(r)]: r.node}, p] for r, p in value.factors]]}
     if type(value) in _DOMAINS.values():
         fields = attrs.fields(type(value))
         return {"$domain": type(value).__name__, **{f.name: encode(getattr(value, f.name)) for f in fields}}
@@ -64,8 +102,8 @@ def decode(data: Any) -> Any:
         coef, factors = data["$sym"]
         if isinstance(coef, bool) or not isinstance(coef, (int, float)):
             raise SerializationError(f"a bound's coefficient must be a number, got {coef!r}")
-        # no coercion: Sym refuses a negative or non-finite coefficient, a non-string name, a non-integer power
-        return domains.Sym(float(coef), tuple((n, p) for n, p in factors))
+        # no coercion: Sym refuses a negative or non-finite coefficient and a non-integer power
+        return domains.Sym(float(coef), tuple((_decode_sym_ref(r), p) for r, p in factors))
     if "$fn" in data:
         return load_function(data["$fn"])
     if "$subplan" in data:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from dpflow.domains import RowCount
 from dpflow.errors import PlanTypeError
 from dpflow.handles import Ref
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
@@ -22,9 +23,14 @@ class _Ctx:
     relation: Relation
     node_id: str
     types: dict[str, VType]
+    local_id: str = ""
 
     def type_of(self, ref: Ref) -> VType:
         return self.types[ref.id]
+
+    def row_count(self) -> RowCount:
+        """Scope-local, as the interpreter evaluates a bound from its own scope's values."""
+        return RowCount(self.local_id)
 
 
 @attrs.frozen(eq=False)
@@ -72,14 +78,14 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
     children: dict[str, list[NodeRecord]] = defaultdict(list)
     bodies: dict[str, TypedScope] = {}
     for rec in order:
-        ctx = _Ctx(relation, path + rec.id, types)
+        ctx = _Ctx(relation, path + rec.id, types, rec.id)
         node = rec.node
         ins = [types[i] for i in rec.inputs]
         if isinstance(node, (Input, State, Round)):
             if bindings is None or type(node) not in bindings:
                 raise PlanTypeError(ctx.node_id, f"{node.kind} stand-in outside a Recurse body",
                                     "build loops with dpflow.nodes.recurse")
-            res = Inferred(bindings[type(node)], f"{node.kind} stand-in")
+            res = Inferred(_bound_here(bindings[type(node)], ctx), f"{node.kind} stand-in")
         elif isinstance(node, Recurse):
             res = _infer_recurse(rec, ins, relation, path, bodies)
         else:
@@ -94,6 +100,14 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
         if rec.inputs and not isinstance(types[rec.inputs[0]], ReleasedT):
             children[rec.inputs[0]].append(rec)
     return TypedScope(path, order, types, derivations, children, bodies)
+
+
+def _bound_here(t: VType, ctx: _Ctx) -> VType:
+    """A stand-in's type in the body: an outer row count is resolved to the stand-in's own (the loop binds
+    the stand-in to the outer rows, so it counts the same rows in the body's scope)."""
+    if isinstance(t, RowsT) and t.size.public and t.size.known is None:
+        return attrs.evolve(t, size=attrs.evolve(t.size, ref=ctx.row_count()))
+    return t
 
 
 def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: str,

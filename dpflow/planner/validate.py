@@ -8,11 +8,12 @@ from collections.abc import Sequence
 
 import attrs
 
+from dpflow.domains import RowCount, Sym, SymRef
 from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.nodes import NodeRecord, Recurse, Source
 from dpflow.nodes.base import released_type
 from dpflow.nodes.control import Input, Round, State
-from dpflow.nodes.types import ReleasedT
+from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import Plan
 from dpflow.planner.infer import TypedScope, _Ctx, _infer_space, _key, _spaces
 
@@ -66,7 +67,39 @@ def _check_released(plan: Plan, space: TypedScope) -> None:
             node = rec.node
             for ref in node.refs():
                 slot = next((f.name for f in attrs.fields(type(node)) if getattr(node, f.name) is ref), "parameter")
-                released_type(ref, _Ctx(plan.neighbors, _key(sp, rec.id), sp.types), slot)
+                released_type(ref, _Ctx(plan.neighbors, _key(sp, rec.id), sp.types, rec.id), slot)
+
+
+def _bound_refs(t: VType) -> list[SymRef]:
+    """The typed run-time refs of every bound a static type carries (row bounds, count, sensitivities,
+    float-error bound)."""
+    rows = t.rows if isinstance(t, PiecesT) else t
+    syms: list[Sym | None] = []
+    refs: list[SymRef] = []
+    if isinstance(rows, RowsT):  # a private count is never evaluated (``public_n`` refuses its use)
+        syms += [rows.domain.l2_bound, rows.size.sym() if rows.size.public else None]
+    elif isinstance(t, StatT):
+        syms += [t.l1, t.l2, t.linf, t.rank]
+        if t.float_error is not None:
+            refs += t.float_error.refs()
+    return refs + [r for s in syms if s is not None for r in s.refs()]
+
+
+def _check_bound_refs(space: TypedScope) -> None:
+    """Resolve every run-time ref of every bound in every scope: a :class:`RowCount` must name a dataset
+    node of the same scope, a :class:`ReleasedScalar` or :class:`ReleasedNorm` a released node of it (the
+    interpreter evaluates a bound from its own scope's values only).  Refused before data, naming the node
+    whose type carries the ref."""
+    for sp in _spaces(space):
+        for nid, t in sp.types.items():
+            for ref in _bound_refs(t):
+                target = sp.types.get(ref.node)
+                want = (RowsT, PiecesT) if isinstance(ref, RowCount) else (ReleasedT,)
+                if not isinstance(target, want):
+                    what = "a dataset node" if isinstance(ref, RowCount) else "a released node"
+                    raise PlanReferenceError(sp.path + nid, f"a bound of its type refers to {ref.text()}, which "
+                                             f"is not {what} of the same scope", "declare bounds only in terms of "
+                                             "the public row counts and released values of the node's own scope")
 
 
 def _validated_space(plan: Plan) -> TypedScope:
@@ -75,4 +108,5 @@ def _validated_space(plan: Plan) -> TypedScope:
     _check_records(plan.records, "", {})
     space = _infer_space(plan.records, plan.neighbors, "")
     _check_released(plan, space)
+    _check_bound_refs(space)
     return space

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ZeroNoise, run_zero
+from conftest import ZeroNoise, bound_value, run_zero
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -65,7 +65,7 @@ def _assert_within(a: np.ndarray, b: np.ndarray, st: StatT, env: dict[str, float
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     for norm, bound in ((1, st.l1), (2, st.l2), (np.inf, st.linf)):
         assert bound is not None
-        assert np.linalg.norm(d.ravel(), norm) <= bound.value(env or {}) * (1 + 1e-12) + 1e-12
+        assert np.linalg.norm(d.ravel(), norm) <= bound_value(bound, env) * (1 + 1e-12) + 1e-12
 
 
 @pytest.mark.parametrize("normalize", [False, True])

@@ -13,6 +13,7 @@ from conftest import ExactZeroNoise, ZeroNoise
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.domains import ReleasedNorm, ReleasedScalar
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
 from dpflow.nodes.floaterr import OVERFLOW, FloatError, U, gamma
@@ -21,24 +22,26 @@ from dpflow.nodes.types import StatT
 from dpflow.planner.certify import certify
 from dpflow.privacy.rounding import up
 
+R, C, E = ReleasedScalar("r"), ReleasedNorm("c"), ReleasedNorm("e")
+
 
 def test_the_float_error_is_infinite_when_a_sum_could_overflow() -> None:
-    dom = dp.Vectors(d=2, l2_bound=dp.Sym.ref("r"))
+    dom = dp.Vectors(d=2, l2_bound=dp.Sym.ref(R))
     n = dp.Sym.const(1000.0)
     b_ok = OVERFLOW / 1000.0 / (1.0 + gamma(4)) / 2.0
-    assert math.isfinite(FloatError("mean", dom, n).bound({"r": b_ok}, 2)[0])
-    assert FloatError("mean", dom, n).bound({"r": OVERFLOW / 1000.0}, 2) == (math.inf, math.inf)
-    assert FloatError("sum", dom, n).bound({"r": 1e300}, 2) == (math.inf, math.inf)
+    assert math.isfinite(FloatError("mean", dom, n).bound({R: b_ok}, 2)[0])
+    assert FloatError("mean", dom, n).bound({R: OVERFLOW / 1000.0}, 2) == (math.inf, math.inf)
+    assert FloatError("sum", dom, n).bound({R: 1e300}, 2) == (math.inf, math.inf)
     # before: b * b overflowed and the gram's excess term was inf - inf = NaN
-    assert FloatError("gram", dom, n).bound({"r": 1e200}, 3) == (math.inf, math.inf)
-    assert math.isfinite(FloatError("gram", dom, n).bound({"r": math.sqrt(b_ok)}, 3)[0])
-    assert FloatError("gram", dom, n).bound({"r": math.sqrt(OVERFLOW / 1000.0)}, 3) == (math.inf, math.inf)
+    assert FloatError("gram", dom, n).bound({R: 1e200}, 3) == (math.inf, math.inf)
+    assert math.isfinite(FloatError("gram", dom, n).bound({R: math.sqrt(b_ok)}, 3)[0])
+    assert FloatError("gram", dom, n).bound({R: math.sqrt(OVERFLOW / 1000.0)}, 3) == (math.inf, math.inf)
     around = dp.Vectors(d=2, l2_bound=1.0, center="c")               # small centred rows, a huge centre
-    assert math.isfinite(FloatError("gram", around, n, "c").bound({"norm:c": 2.0**500}, 3)[0])
-    assert FloatError("gram", around, n, "c").bound({"norm:c": 2.0**560}, 3) == (math.inf, math.inf)
+    assert math.isfinite(FloatError("gram", around, n, "c").bound({C: 2.0**500}, 3)[0])
+    assert FloatError("gram", around, n, "c").bound({C: 2.0**560}, 3) == (math.inf, math.inf)
     step = FloatError("step", dom, n, eta=4.0, offset=1.0)
-    assert math.isfinite(step.bound({"r": b_ok / 4.0}, 2)[0])
-    assert step.bound({"r": OVERFLOW / 4000.0}, 2) == (math.inf, math.inf)
+    assert math.isfinite(step.bound({R: b_ok / 4.0}, 2)[0])
+    assert step.bound({R: OVERFLOW / 4000.0}, 2) == (math.inf, math.inf)
 
 
 class _SpyBackend(NumpyBackend):
@@ -168,7 +171,7 @@ def test_freq_float_error_covers_counts_over_n() -> None:
         assert 0 < worst <= l2 == up(U)
 
 
-def _ref_bound(fe: FloatError, n: int, values: dict[str, float]) -> Fraction:
+def _ref_bound(fe: FloatError, n: int, values: dict[Any, float]) -> Fraction:
     """The documented l2 bound, evaluated exactly from gamma and the row bounds (which
     test_row_norms_are_pinned pins), independently of FloatError.bound."""
     u = Fraction(U)
@@ -196,7 +199,7 @@ def test_float_error_formulas_are_pinned(kind: str, center: str | None, eta: flo
                                          n: int, d: int, r: float) -> None:
     dom = dp.Vectors(d=d, l2_bound=r, center=center)
     fe = FloatError(kind, dom, dp.Sym.const(float(n)), center, eta=eta, offset=offset)  # type: ignore[arg-type]
-    values = {"norm:c": 40.0} if center else {}
+    values = {C: 40.0} if center else {}
     l2, l1 = fe.bound(values, 5)
     ref = _ref_bound(fe, n, values)
     assert ref <= Fraction(l2) <= ref * (1 + Fraction(1, 10**9))
@@ -209,15 +212,15 @@ def test_row_norms_are_pinned() -> None:
     fe = FloatError("sum", dp.Vectors(d=4, box=(-3.0, 2.0), l2_bound=1.0), dp.Sym.const(10.0))
     assert fe.row_norm({}) == up(1.0) * (1 + gamma(6))
     fe = FloatError("sum", dp.Vectors(d=4, l2_bound=2.0, center="c"), dp.Sym.const(10.0))
-    assert fe.row_norm({"norm:c": 5.0}) == up(2.0) * (1 + gamma(6)) + 5.0
-    assert fe.row_norm({"norm:c": 5.0}, widen=False) == up(2.0) + 5.0
+    assert fe.row_norm({C: 5.0}) == up(2.0) * (1 + gamma(6)) + 5.0
+    assert fe.row_norm({C: 5.0}, widen=False) == up(2.0) + 5.0
     fe = FloatError("gram", dp.Vectors(d=4, l2_bound=2.0, center="c"), dp.Sym.const(10.0), "c")
     b = up(2.0) * (1 + gamma(6))
-    assert fe.centred_norm({"norm:c": 5.0}) == b + U * (b + 5.0) * 2.0
-    assert fe.centred_norm({"norm:c": 5.0}, widen=False) == up(2.0)
-    assert fe.centred_norm({"norm:c": 5.0}) == fe.centred_norm({"norm:c": 5.0})
+    assert fe.centred_norm({C: 5.0}) == b + U * (b + 5.0) * 2.0
+    assert fe.centred_norm({C: 5.0}, widen=False) == up(2.0)
+    assert fe.centred_norm({C: 5.0}) == fe.centred_norm({C: 5.0})
     other = FloatError("gram", dp.Vectors(d=4, l2_bound=2.0, center="c"), dp.Sym.const(10.0), "e")
-    assert other.centred_norm({"norm:c": 5.0, "norm:e": 1.0}) == math.inf      # a ball around another centre
+    assert other.centred_norm({C: 5.0, E: 1.0}) == math.inf      # a ball around another centre
     assert FloatError("sum", dp.Vectors(d=4), dp.Sym.const(10.0)).row_norm({}) == math.inf
     assert gamma(10) >= Fraction(10) * Fraction(U) / (1 - 10 * Fraction(U))
     assert gamma(10) <= 10 * U * (1 + 1e-14)

@@ -13,7 +13,7 @@ from test_empty_data import REFUSED_UNDER_ADD_REMOVE
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.domains import MAX_BOUND, Ordinal, Sym, as_vectors
+from dpflow.domains import MAX_BOUND, Ordinal, RowCount, Sym, as_vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
 from dpflow.interpreter.numpy_backend import NumpyBackend
@@ -62,7 +62,7 @@ def test_every_use_of_n_is_refused_with_the_one_public_n_message(kind: str, neig
 
 
 def _rows(changes: frozenset[str], public: bool = True, stability: int = 1) -> RowsT:
-    return RowsT(Ordinal(N=4), "X", Size(public, 5, "n:X"), stability, changes)
+    return RowsT(Ordinal(N=4), "X", Size(public, 5, RowCount("X")), stability, changes)
 
 
 def test_has_public_n_needs_exactly_replace_one_and_a_public_count() -> None:

@@ -192,7 +192,7 @@ def assert_within(case: Case, D: np.ndarray, D2: np.ndarray, label: str = "") ->
     r1 = run_zero(case.cert, {"X": D})
     r2 = run_zero(case.cert, {"X": D2})
     env: dict[str, float] = dict(case.public)
-    env["n:source_0"] = float(D.shape[0])
+    env["source_0"] = float(D.shape[0])
     for name, qid in case.outputs:
         stat = case.cert.space.types[qid]
         assert isinstance(stat, N.StatT)

@@ -277,4 +277,4 @@ def test_json_bound_factors_are_not_coerced(factor: list[Any]) -> None:
     # before: int(0.5) == 0 silently dropped the released factor from the bound
     with pytest.raises((ValueError, SerializationError)):
         decode(json.loads(json.dumps({"$sym": [2.0, [factor]]})))
-    assert decode({"$sym": [2.0, [["radius", 1]]]}) == dp.Sym(2.0, (("radius", 1),))
+    assert decode({"$sym": [2.0, [[{"$released": "radius"}, 1]]]}) == dp.Sym(2.0, ((dp.ReleasedScalar("radius"), 1),))

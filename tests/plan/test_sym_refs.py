@@ -1,0 +1,130 @@
+"""Typed run-time refs in bounds (issue 13): a :class:`dpflow.Sym` names the public values it depends on
+by typed refs (``RowCount``, ``ReleasedScalar``, ``ReleasedNorm``), never by parsed strings; the planner
+resolves each in its node's own scope before data; the plan JSON (schema 2) writes them tagged and still
+reads schema 1's strings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow import nodes as N
+from dpflow.errors import PlanReferenceError, SerializationError
+from dpflow.nodes.base import InferContext
+from dpflow.nodes.types import Inferred, StatT, VType
+from dpflow.plan.graph import SCHEMA
+from dpflow.plan.serialize import decode, encode
+from dpflow.planner.certify import certify
+
+R, N_X, NORM_C = dp.ReleasedScalar("radius_2"), dp.RowCount("source_0"), dp.ReleasedNorm("public_1")
+
+
+def test_a_bound_is_built_from_typed_refs_only() -> None:
+    s = 2.0 * dp.Sym.ref(R) * dp.Sym.ref(NORM_C) / dp.Sym.ref(N_X)
+    assert s.refs() == (N_X, NORM_C, R)  # canonical order of the printed forms
+    assert s.text() == "2*norm:public_1*radius_2/n:source_0"
+    assert s.value({R: 1.5, NORM_C: 2.0, N_X: 3.0}) == pytest.approx(2.0, rel=1e-9)
+    with pytest.raises(KeyError, match="n:source_0"):
+        s.value({R: 1.5, NORM_C: 2.0})
+    for bad in ("radius_2", "n:source_0", 3):  # a name is not a ref: nothing is parsed
+        with pytest.raises(ValueError, match="RowCount | ReleasedScalar | ReleasedNorm"):
+            dp.Sym(1.0, ((bad, 1),))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        dp.RowCount(3)  # type: ignore[arg-type]
+    # the same node id under two ref types is two different values
+    assert dp.Sym.ref(dp.ReleasedScalar("c")) != dp.Sym.ref(dp.ReleasedNorm("c"))
+
+
+def test_refs_round_trip_through_the_tagged_json_form() -> None:
+    s = 2.0 * dp.Sym.ref(R) * dp.Sym.ref(NORM_C, 2) / dp.Sym.ref(N_X)
+    data = encode(s)
+    assert data == {"$sym": [2.0, [[{"$n": "source_0"}, -1], [{"$norm": "public_1"}, 2],
+                                   [{"$released": "radius_2"}, 1]]]}
+    assert decode(json.loads(json.dumps(data))) == s
+    for bad in ([["radius_2", 1]], [[{"$size": "x"}, 1]], [[{"$n": 3}, 1]], [[{"$n": "a", "$norm": "b"}, 1]]):
+        with pytest.raises(SerializationError, match="typed ref"):
+            decode({"$sym": [1.0, bad]})
+
+
+def _clipped_mean_plan() -> dp.Plan:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2))
+    r = N.Apply(fn=np.abs, shape=())(b.public(1.0))
+    return b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=r)(X))))
+
+
+def test_schema_1_plans_with_string_names_are_read_into_typed_refs() -> None:
+    plan = _clipped_mean_plan()
+    assert SCHEMA == "dpflow.plan/2" and plan.to_data()["schema"] == SCHEMA
+    data = plan.to_data()
+    data["schema"] = "dpflow.plan/1"
+    # a schema-1 bound with string factors (as a hand-written source domain could hold)
+    data["nodes"][0]["params"]["domain"]["l2_bound"] = {"$sym": [1.0, [["n:source_0", 1], ["norm:c", -1], ["r", 2]]]}
+    read = dp.Plan.from_json(json.dumps(data))
+    l2 = read.records[0].node.domain.l2_bound
+    assert l2 == dp.Sym(1.0, ((dp.RowCount("source_0"), 1), (dp.ReleasedNorm("c"), -1), (dp.ReleasedScalar("r"), 2)))
+    data["schema"] = SCHEMA  # the same strings in a schema-2 document are refused
+    with pytest.raises(SerializationError, match="typed ref"):
+        dp.Plan.from_json(json.dumps(data))
+
+
+def test_the_ledger_names_the_typed_refs() -> None:
+    cert = certify(_clipped_mean_plan())
+    mean = cert.space.types["mean_4"]
+    assert isinstance(mean, StatT) and mean.l2 is not None
+    assert set(mean.l2.refs()) == {dp.ReleasedScalar("apply_2"), dp.RowCount("source_0")}
+    assert "apply_2/n:source_0" in mean.l2.text()
+
+
+@attrs.frozen
+class _StrayBound(N.Sum):
+    """A query whose declared sensitivity refers to a node that is not in its scope."""
+
+    stray: str = "nowhere"
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        res = super().infer(ins, ctx)
+        assert isinstance(res.out, StatT) and res.out.l2 is not None
+        return Inferred(attrs.evolve(res.out, l2=res.out.l2 * dp.Sym.ref(dp.ReleasedScalar(self.stray))), "")
+
+
+@pytest.mark.parametrize("stray", ["nowhere", "source_0"])
+def test_the_planner_refuses_a_bound_it_cannot_resolve_naming_the_node(stray: str) -> None:
+    """An unknown node, or a node of the wrong type (rows where a released scalar is needed)."""
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2), n=10)
+    s = _StrayBound(stray=stray)(N.Clip(radius=1.0)(X))
+    plan = b.build(s=N.GaussianMech()(s))
+    with pytest.raises(PlanReferenceError, match=rf"^{s.id}: a bound of its type refers to {stray}, which is not a "
+                                                 r"released node of the same scope"):
+        plan.check()
+
+
+def _loop(rows: dp.Sensitive[object], state: dp.Released[object], k: object) -> dp.Released[object]:
+    return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))
+
+
+def test_a_loop_body_counts_its_rows_in_its_own_scope() -> None:
+    """Before: a body's Mean over a public n not declared in advance referred to the outer source's count,
+    which the body's scope does not hold (KeyError at run time).  The planner now resolves the bound
+    to the body's Input stand-in, which the loop binds to the same rows."""
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2))
+    plan = b.build(o=N.recurse(X, b.public([0.0, 0.0]), _loop, times=2))
+    cert = certify(plan)
+    (body,) = cert.space.bodies.values()
+    inp = next(r.id for r in body.order if isinstance(r.node, N.Input))
+    mean = next(t for t in body.types.values() if isinstance(t, StatT))
+    assert mean.l2 is not None and mean.l2.refs() == (dp.RowCount(inp),)
+    sigmas = []
+    for n in (400, 800):
+        res = plan.run({"X": np.full((n, 2), 0.5)}, noise=dp.SeededNoise(0))
+        assert np.isfinite(res.released["o"]).all()
+        (facts,) = [f for key, f in res.report.execution.facts.items() if "gaussian_mech" in key]
+        sigmas.append(facts[0]["sigma"])
+    assert sigmas[0] == pytest.approx(2 * sigmas[1], rel=1e-9)  # sensitivity 2r/n with the body's n
