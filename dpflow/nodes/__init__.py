@@ -8,6 +8,7 @@ post-processing and control.
 >>> mean = N.GaussianMech()(N.Mean()(N.Clip(radius=2.0)(X)))
 """
 
+from dpflow.nodes.blocks import SubsampleAggregate
 from dpflow.nodes.base import NODE_KINDS, Mechanism, Node, NodeRecord, PostProcess, Query, SubPlan, Transform
 from dpflow.nodes.control import Input, Recurse, Round, State, recurse
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
@@ -42,6 +43,6 @@ __all__ = [
     "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
-    "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
+    "AddKnots", "BinCounts", "SubsampleAggregate", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "TruncatedBinaryMean",
 ]
