@@ -8,8 +8,8 @@ post-processing and control.
 >>> mean = N.GaussianMech()(N.Mean()(N.Clip(radius=2.0)(X)))
 """
 
-from dpflow.nodes.blocks import SubsampleAggregate
 from dpflow.nodes.base import NODE_KINDS, Mechanism, Node, NodeRecord, PostProcess, Query, SubPlan, Transform
+from dpflow.nodes.blocks import SubsampleAggregate
 from dpflow.nodes.control import Input, Recurse, Round, State, recurse
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
