@@ -43,6 +43,6 @@ __all__ = [
     "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
-    "AddKnots", "BinCounts", "SubsampleAggregate", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
-    "TruncatedBinaryMean",
+    "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
+    "SubsampleAggregate", "TruncatedBinaryMean",
 ]
