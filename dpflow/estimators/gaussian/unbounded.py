@@ -76,6 +76,11 @@ FLOOR_RATIO = 2.0**-80
 # ------------------------------------------------------------------------------ post-processing steps
 
 
+def _exp2(e: float) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.exp2(e))  # inf above the float64 range, never OverflowError
+
+
 def bucket_value(released: Any, width: Any, shift: Any) -> float:
     """The left edge ``2^(shift + key * width)`` of the mode bucket of a released stability histogram of
     log2 values; ``0.0`` for the bucket of ``-inf`` (a zero eigenvalue), NaN when nothing was released
@@ -90,7 +95,7 @@ def bucket_value(released: Any, width: Any, shift: Any) -> float:
     if key is None:
         return math.nan
     e = float(shift) + key * float(width)
-    return 0.0 if e < -2200.0 else (math.inf if e > 2100.0 else 2.0**e)
+    return 0.0 if e < -2200.0 else _exp2(e)
 
 
 def grid_value(counts: Any, edges: Any) -> float:
@@ -102,7 +107,7 @@ def grid_value(counts: Any, edges: Any) -> float:
     """
     c = np.nan_to_num(np.asarray(counts, dtype=float).ravel(), nan=-np.inf)
     k = int(np.argmax(c))
-    return 0.0 if k == 0 else 2.0 ** float(np.asarray(edges, dtype=float)[k])
+    return 0.0 if k == 0 else _exp2(float(np.asarray(edges, dtype=float)[k]))
 
 
 def stack(*xs: Any) -> np.ndarray:
@@ -239,6 +244,21 @@ def eigen_fragment(b: PlanBuilder, Z: Sensitive[Rows], m: int, d: int, ks: Seque
     return N.Apply(fn=stack, shape=(len(ks),))(*vals)
 
 
+def histogram_delta(budget: Measure, count: int) -> Fraction | None:
+    """The delta of each of ``count`` stability histograms: ``delta / count`` of an ``ApproxZCDP`` budget
+    (approximate zCDP adds the deltas), ``delta / (2 count)`` of an ``ApproxDP`` budget (half is left to the
+    conversion of the composed loss to (epsilon, delta)); ``None`` for ``ZCDP`` (no stability histogram).
+
+    >>> histogram_delta(ApproxZCDP(1, "1e-6"), 4), histogram_delta(ApproxDP(1, "1e-6"), 4)
+    (Fraction(1, 4000000), Fraction(1, 8000000))
+    """
+    if isinstance(budget, ApproxZCDP):
+        return Fraction(budget.delta) / count
+    if isinstance(budget, ApproxDP):
+        return Fraction(budget.delta) / (2 * count)
+    return None
+
+
 def _check(where: str, d: int, n: int, budget: Measure) -> bool:
     """Refusals decidable from public information; returns whether the budget is approximate."""
     require_budget(budget, where, (ZCDP, ApproxZCDP, ApproxDP))
@@ -271,7 +291,7 @@ def eigenvalues(d: int, n: int, budget: Measure, ks: Sequence[int] | None = None
     N.param(b, "algorithm", 0.0, str(REF_EIG))
     Z = N.PairDifferences()(X) if unknown_mean else X
     m = n // 2 if unknown_mean else n
-    delta = Fraction(budget.delta) / len(ks) if isinstance(budget, (ApproxZCDP, ApproxDP)) else None
+    delta = histogram_delta(budget, len(ks))
     out = eigen_fragment(b, Z, m, d, ks, approx, delta, _hist_epsilon(budget, len(ks)), 1.0)
     return b.build(eigenvalues=out)
 
@@ -357,7 +377,7 @@ def scale_plan(d: int, n: int, budget: Measure) -> Plan:
     N.param(b, "algorithm", 0.0, f"{REF_EIG}; centre: coordinate-wise stability histograms (KMSSU / Karwa-Vadhan "
                                  f"over an unbounded grid); zCDP: log2 exponent-bin histograms")
     eps = _hist_epsilon(budget, H)
-    delta = Fraction(budget.delta) / H if isinstance(budget, (ApproxZCDP, ApproxDP)) else None
+    delta = histogram_delta(budget, H)
     lams = eigen_fragment(b, N.PairDifferences()(X), n // 2, d, ks, approx, delta, eps, 1.0)
     if not approx:
         h = N.GaussianMech()(N.Histogram(edges=ROW_NORM_EDGES)(N.Magnitudes(of="rows")(X)))
@@ -419,7 +439,8 @@ def bounds_from(released: dict[str, Any], d: int) -> Scale:
     (0.25, 64.0, 22.6274, True)
     """
     lam = np.asarray(released["eigenvalues"], dtype=float).ravel()
-    top, bottom = float(lam[0]), float(lam[-1])
+    cap = MAX_BOUND * MAX_BOUND  # declared: eigenvalues beyond MAX_BOUND^2 (rows beyond MAX_BOUND) count as it
+    top, bottom = min(float(lam[0]), cap), min(float(lam[-1]), cap)
     found = bool(np.all(np.isfinite(lam)))
     if "center" in released:
         center = np.asarray(released["center"], dtype=float).ravel()
