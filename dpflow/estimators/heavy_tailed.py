@@ -133,19 +133,29 @@ def plan_rounds(u: float, n: int, d: int, rho: float, kurtosis: float, typical: 
     covers ``u / 4``: a round with error bound ``s < 1/2`` multiplies the condition bound's floor
     ``lambda_min(L)`` by about ``1 / (2 s)`` (from ``L' = (M1 - s I)(M1 + s I)^{-1}`` with
     ``M1 >= lambda_min(L) + s``; the slides' Thm 3.2 takes s small enough for a factor 2), so
-    ``(1 / (2 s))^t >= u / 4``.  ``t = 0`` when ``u <= 4`` or when no count of at most ``max_rounds``
-    rounds makes that progress (too few rows: the final NaiveHTPCE runs alone; a warning says so).
+    ``(1 / (2 s))^t >= u / 4``.  When no count of at most ``max_rounds`` rounds gets there, the count with
+    the most progress (partial preconditioning); ``t = 0`` when ``u <= 4`` or when no round can make progress
+    (``s >= 1/2``: too few rows; the final NaiveHTPCE runs alone and a warning says so).
 
     >>> plan_rounds(1e4, 10**6, 5, 0.25, 9.0)[0], plan_rounds(1e4, 10**4, 5, 0.25, 9.0)[0]
     (6, 0)
+    >>> plan_rounds(1e4, 10**4, 5, 0.25, 9.0, typical=True)[0]
+    12
     """
     if u <= 4.0:
         return 0, 0.0, 0.0
+    best: tuple[int, float, float] = (0, 0.0, math.inf)
+    best_progress = 1.0
     for t in range(1, max_rounds + 1):
         g2, s = best_radius2(n, d, rho / t, kurtosis, BETA / t, typical)
-        if s < 0.5 and (1.0 / (2.0 * s)) ** t >= u / 4.0:
+        if not s < 0.5:
+            continue
+        progress = (1.0 / (2.0 * s)) ** t
+        if progress >= u / 4.0:
             return t, g2, s
-    return 0, 0.0, math.inf
+        if progress > best_progress:
+            best, best_progress = (t, g2, s), progress
+    return best
 
 
 def one_step_update(state: Any, M: Any, sigma_unit: Any, gamma2: Any, n: Any, kurtosis: Any, beta: Any,

@@ -362,7 +362,8 @@ def scale_plan(d: int, n: int, budget: Measure) -> Plan:
     """Phase 1 of the no-bounds fit: outputs ``eigenvalues`` (estimates of the top and the bottom
     eigenvalue of Sigma) and ``center`` (approximate budgets: a centre found coordinate by coordinate by
     stability histograms of bins ``CENTER_WIDTH sqrt(lambda_1)`` wide) or ``radius`` (``ZCDP``: twice the
-    top of the modal log2 bin of the row norms).  Each histogram has an equal share of ``budget``.
+    top of the modal log2 bin of the row norms).  The eigenvalue histograms share half of ``budget``, the
+    centre's (or the radius's) the other half.
 
     >>> import dpflow as dp
     >>> sorted(name for name, _ in scale_plan(2, 5000, dp.ApproxZCDP(0.1, 1e-6)).outputs)
@@ -376,9 +377,12 @@ def scale_plan(d: int, n: int, budget: Measure) -> Plan:
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{REF_EIG}; centre: coordinate-wise stability histograms (KMSSU / Karwa-Vadhan "
                                  f"over an unbounded grid); zCDP: log2 exponent-bin histograms")
-    eps = _hist_epsilon(budget, H)
+    # half of the budget to the eigenvalue histograms, half to the centre (or radius): the centre's modal bins
+    # hold a constant fraction of all n rows, the eigenvalues' only a fraction of the blocks
+    w_eig = (d if approx else 1.0) / len(ks)
+    eps = _hist_epsilon(budget, 2 * len(ks))
     delta = histogram_delta(budget, H)
-    lams = eigen_fragment(b, N.PairDifferences()(X), n // 2, d, ks, approx, delta, eps, 1.0)
+    lams = eigen_fragment(b, N.PairDifferences()(X), n // 2, d, ks, approx, delta, eps, w_eig)
     if not approx:
         h = N.GaussianMech()(N.Histogram(edges=ROW_NORM_EDGES)(N.Magnitudes(of="rows")(X)))
         return b.build(eigenvalues=lams, radius=N.ModeBinUpper(edges=ROW_NORM_EDGES, factor=2.0)(h))
