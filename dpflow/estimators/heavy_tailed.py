@@ -226,6 +226,10 @@ def ht_pce(rows: Sensitive[Rows], n: int, d: int, u: float, rho: float, weight: 
     if t:
         N.param(b, "step_radius2", g2, f"plan_rounds: {t} rounds, gamma^2 minimising the error bound s = {s:.4g} "
                                        f"(kurtosis={kurtosis:g}) [RECON]")
+        if (1.0 / (2.0 * s)) ** t < u / 4.0:
+            accuracy_warning(b, f"HT_PCE: n={n} rows are too few to precondition the whole range u={u:.3g} "
+                                f"(predicted progress {(1.0 / (2.0 * s)) ** t:.3g}x of {u / 4.0:.3g}x): the error in "
+                                "the small directions may be large; use more rows or tighter K / lower")
 
         def body(x: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Any]:
             cb = x.builder
