@@ -162,6 +162,8 @@ def test_fit_without_bounds_on_wide_scales_and_a_far_mean(budget: dp.Measure, ro
     cov_err, mean_err = _errors(f, mu, Q, scales)
     assert cov_err < 0.03 and mean_err < 0.03, (cov_err, mean_err)
     assert f.scale.share == Fraction(1, 5)
+    shown = [e.derivation for e in f.scale.report.ledger.entries if "scale_share" in e.derivation]
+    assert shown and "share 1/5 of the budget" in shown[0]
 
 
 def test_fit_with_bounds_is_unchanged_and_refusals() -> None:

@@ -418,7 +418,7 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
     if not 0 < share < 1:
         raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
     b_scale, b_fit = sequential_split(budget, [share, 1 - share])
-    p1 = unbounded.scale_plan(d, n, b_scale)
+    p1 = unbounded.scale_plan(d, n, b_scale, share, budget)
     r1 = p1.run({"X": X}, noise=noise)
     sc = unbounded.bounds_from(r1.released, d)
     plan = gaussian(d=d, n=n, budget=b_fit, R=sc.R, K=sc.K, t_cov=t_cov, t_mean=t_mean, split=split)

@@ -46,6 +46,7 @@ from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure
+from dpflow.privacy.split import SPLIT_REFERENCE
 from dpflow.references import Reference
 
 REF_EIG = Reference("KMSSU EigenvalueEstimator (slides 004 Alg. 1): stability histograms of block eigenvalues over "
@@ -358,7 +359,7 @@ def coarse_preconditioner(d: int, n: int, budget: Measure, k: int, gamma: float,
 # ------------------------------------------------------------------------------ the scale search
 
 
-def scale_plan(d: int, n: int, budget: Measure) -> Plan:
+def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, of: Measure | None = None) -> Plan:
     """Phase 1 of the no-bounds fit: outputs ``eigenvalues`` (estimates of the top and the bottom
     eigenvalue of Sigma) and ``center`` (approximate budgets: a centre found coordinate by coordinate by
     stability histograms of bins ``CENTER_WIDTH sqrt(lambda_1)`` wide) or ``radius`` (``ZCDP``: twice the
@@ -380,6 +381,10 @@ def scale_plan(d: int, n: int, budget: Measure) -> Plan:
     # half of the budget to the eigenvalue histograms, half to the centre (or radius): the centre's modal bins
     # hold a constant fraction of all n rows, the eigenvalues' only a fraction of the blocks
     w_eig = (d if approx else 1.0) / len(ks)
+    if share is not None and of is not None:
+        N.param(b, "scale_share", float(share), f"share {share} of the budget {of.describe()} spent on finding the "
+                f"scale (this plan: {budget.describe()}); the rest runs CoinPress (sequential composition: "
+                f"{SPLIT_REFERENCE})")
     eps = _hist_epsilon(budget, 2 * len(ks))
     delta = histogram_delta(budget, H)
     lams = eigen_fragment(b, N.PairDifferences()(X), n // 2, d, ks, approx, delta, eps, w_eig)
