@@ -147,6 +147,7 @@ def test_typed_node_references_are_the_spec_citing_ones() -> None:
              if isinstance(c.reference, Reference)}
     assert typed == {
         "SecondMoment": ("gaussian.md", "0.4"),
+        "SubsampleAggregate": ("sparse_discrete_heavy.md", "5.1.1-5.1.2"),
         "PairDifferences": ("gaussian.md", "0.4"),
         "PartitionByBall": ("mixtures.md", "2.4"),
         "Piece": ("accounting.md", "1.5"),

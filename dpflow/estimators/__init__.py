@@ -3,7 +3,7 @@
 Each function returns a :class:`dpflow.Plan` (inspect it, ``check()`` it, ``run()`` it).
 """
 
-from dpflow.estimators import discrete, gaussian, product
+from dpflow.estimators import discrete, gaussian, heavy_tailed, product
 from dpflow.estimators.covariance import naive_pce
 from dpflow.estimators.mean import clipped_mean
 from dpflow.estimators.regression import LinearRegression
@@ -11,5 +11,6 @@ from dpflow.estimators.sparse import sparse_mean
 from dpflow.estimators.tails import chi_radius
 
 __all__ = [
-    "LinearRegression", "chi_radius", "clipped_mean", "discrete", "gaussian", "naive_pce", "product", "sparse_mean",
+    "LinearRegression", "chi_radius", "clipped_mean", "discrete", "gaussian", "heavy_tailed", "naive_pce", "product",
+    "sparse_mean",
 ]

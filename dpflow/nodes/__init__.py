@@ -9,6 +9,7 @@ post-processing and control.
 """
 
 from dpflow.nodes.base import NODE_KINDS, Mechanism, Node, NodeRecord, PostProcess, Query, SubPlan, Transform
+from dpflow.nodes.blocks import SubsampleAggregate
 from dpflow.nodes.control import Input, Recurse, Round, State, recurse
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
@@ -43,5 +44,5 @@ __all__ = [
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
-    "TruncatedBinaryMean",
+    "SubsampleAggregate", "TruncatedBinaryMean",
 ]

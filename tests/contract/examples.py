@@ -147,6 +147,14 @@ def _pairs(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"s": N.GaussianMech()(s)}, P.id, (s.id,))
 
 
+@example("SubsampleAggregate", special=(_t(unit(3)), _t(-unit(3)), (0.0, 0.0, 0.0)))
+def _subsample_aggregate(b: dp.PlanBuilder, X: Any) -> Fragment:
+    B = N.SubsampleAggregate(size=2, statistic="top_projection", k=1)(X)
+    m = N.Mean()(B)
+    s = N.Sum()(N.SubsampleAggregate(size=3, statistic="mean")(N.Clip(radius=1.0)(X)))
+    return Fragment({"m": N.GaussianMech()(m), "s": N.GaussianMech()(s)}, B.id, (m.id, s.id))
+
+
 @example("SplitByIndex", special=(_t(unit(3)), _t(-unit(3))))
 def _split_index(b: dp.PlanBuilder, X: Any) -> Fragment:
     split_id, (left, right) = _split(b, N.Clip(radius=1.0)(X), N.SplitByIndex(pieces=2))

@@ -75,6 +75,8 @@ REFUSED_UNDER_ADD_REMOVE: dict[str, Callable[[Any, dp.PlanBuilder], Any]] = {
     "Mean": lambda X, b: N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))),
     "SecondMoment": lambda X, b: N.GaussianMech()(N.SecondMoment()(N.Clip(radius=1.0)(X))),
     "PairDifferences": lambda X, b: N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(N.PairDifferences()(X)))),
+    "SubsampleAggregate": lambda X, b: N.GaussianMech()(N.Mean()(N.SubsampleAggregate(size=2, statistic="mean")(
+        N.Clip(radius=1.0)(X)))),
     "SplitByIndex": lambda X, b: N.GaussianMech()(N.Count()(N.split(X, N.SplitByIndex(pieces=2))[0])),
     "TruncatedMean": lambda X, b: N.GaussianMech()(N.TruncatedMean(bound=1.0)(X)),
     "GradientStep": lambda X, b: N.GaussianMech()(N.GradientStep(

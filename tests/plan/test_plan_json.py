@@ -64,7 +64,7 @@ def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
 
 
 def _discrete_kinds(b: dp.PlanBuilder, X: Any, Y: Any) -> dict[str, Any]:
-    """The node kinds of dpflow/nodes/ordinal.py, stability.py, dyadic.py and product.py."""
+    """The node kinds of dpflow/nodes/ordinal.py, stability.py, dyadic.py, product.py and blocks.py."""
     J = N.DyadicExpMech()(N.DyadicCounts(N=5)(Y))
     cdf = N.AddKnots(N=5)(J, N.LaplaceMech()(N.IntervalCounts(interval=J)(Y)))
     J2 = N.DyadicExpMech(cdf=cdf)(N.DyadicCounts(N=5)(Y))
@@ -72,7 +72,8 @@ def _discrete_kinds(b: dp.PlanBuilder, X: Any, Y: Any) -> dict[str, Any]:
     oc = N.LaplaceMech()(N.OrdinalCounts(edges=[0, 2, 5])(Y))
     sh = N.StabilityHistogram(delta="1/10000000")(N.BinCounts(width=1.0)(Y))
     tb = N.GaussianMech()(N.TruncatedBinaryMean(tau=2, mask=b.public([1, 0, 1]))(N.Clip(box=(0, 1))(X)))
-    return {"cdf": cdf2, "oc": oc, "sh": sh, "tb": tb}
+    sa = N.GaussianMech()(N.Mean()(N.SubsampleAggregate(size=4, statistic="top_projection", k=1)(X)))
+    return {"cdf": cdf2, "oc": oc, "sh": sh, "tb": tb, "sa": sa}
 
 
 def kinds(records: tuple[N.NodeRecord, ...]) -> set[str]:

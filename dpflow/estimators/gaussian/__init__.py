@@ -32,13 +32,14 @@ from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.errors import DomainError, PlanTypeError
 from dpflow.estimators.covariance import naive_pce
-from dpflow.estimators.gaussian import coinpress, klsu, kv, steps
+from dpflow.estimators.gaussian import coinpress, klsu, kv, steps, unbounded
 from dpflow.estimators.mean import clipped_mean
 from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gaussian_budget_rho
+from dpflow.privacy.split import sequential_split
 from dpflow.references import spec
 
 MeanMethod = Literal["coinpress", "kv", "pme", "naive"]
@@ -339,44 +340,99 @@ def gaussian(
 
 
 @attrs.frozen(eq=False)
+class ScaleSearch:
+    """The first plan of a no-bounds :func:`fit`: its report (ledger: the ``share`` of the budget spent
+    on finding the scale), and the public bounds derived from its release."""
+
+    share: Fraction
+    report: Any
+    plan: Plan
+    bounds: unbounded.Scale
+
+
+@attrs.frozen(eq=False)
 class Fit:
-    """What :func:`fit` returns: the estimates and the report (ledger, run facts)."""
+    """What :func:`fit` returns: the estimates and the report (ledger, run facts); ``scale`` holds the
+    scale search of a fit without bounds (``None`` when the bounds were given)."""
 
     mean: np.ndarray
     covariance: np.ndarray
     report: Any
     plan: Plan
+    scale: ScaleSearch | None = None
 
 
 def fit(
     X: Any,
     budget: Measure,
-    mean_bound: float,
-    cov_bound: float,
+    mean_bound: float | None = None,
+    cov_bound: float | None = None,
     t_cov: int | None = None,
     t_mean: int | None = None,
     split: float = 0.5,
     noise: Any = None,
+    scale_share: Fraction = unbounded.SCALE_SHARE,
 ) -> Fit:
     """Estimate the mean and covariance of the rows of ``X`` (n x d) privately with :func:`gaussian`:
     ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``.  ``noise`` defaults to
     OS entropy (``dpflow.SecureNoise``).  When n is too small for d and the budget the plan's warnings are
     emitted as :class:`dpflow.errors.AccuracyWarning` and shown by ``fit(...).report.summary()``.
 
+    Without the bounds (pass neither), a first plan spends ``scale_share`` of the budget finding the
+    scale (:mod:`dpflow.estimators.gaussian.unbounded`: under ``ApproxZCDP``/``ApproxDP`` budgets with no
+    range assumed, KMSSU's EigenvalueEstimator and a stability-histogram centre; under ``ZCDP`` over the
+    float64 exponent grid), then :func:`gaussian` runs with the rest on the rows moved to the found
+    centre and scaled by the found eigenvalue floor, and the estimates are mapped back.  The two plans
+    compose sequentially (:func:`dpflow.privacy.split.sequential_split`); ``fit(...).scale.report`` is the
+    first plan's report.  If the search releases "not found" the estimates are NaN.
+
     >>> import numpy as np, dpflow as dp
     >>> X = np.random.default_rng(0).normal(size=(5000, 3))
     >>> f = fit(X, budget=dp.ZCDP(0.5), mean_bound=10.0, cov_bound=30.0, noise=dp.SeededNoise(0))
     >>> f.covariance.shape, f.report.ledger.totals[0].rho
     ((3, 3), Fraction(1, 2))
+    >>> X = np.random.default_rng(0).normal(size=(40000, 2)) * [1e-4, 1e4] + [1e7, -3.0]
+    >>> f = fit(X, budget=dp.ApproxZCDP(1, 1e-6), noise=dp.SeededNoise(0))
+    >>> bool(abs(f.mean[0] - 1e7) < 1e-3 and abs(f.covariance[1, 1] / 1e8 - 1) < 0.1)
+    True
+    >>> round(float(f.scale.report.ledger.totals[0].rho), 9), f.report.ledger.totals[0].rho
+    (0.2, Fraction(4, 5))
     """
     shape = np.shape(X)
     if len(shape) != 2:
         raise _refuse("gaussian.fit", f"X has shape {shape}", "pass an (n, d) array")
-    plan = gaussian(d=shape[1], n=shape[0], budget=budget, R=mean_bound, K=cov_bound, t_cov=t_cov,
-                    t_mean=t_mean, split=split)
-    res = plan.run({"X": X}, noise=noise)
-    return Fit(np.asarray(res.released["mean"]), np.asarray(res.released["covariance"]), res.report, plan)
+    if (mean_bound is None) != (cov_bound is None):
+        raise _refuse("gaussian.fit", "only one of mean_bound and cov_bound was given",
+                      "pass both bounds, or neither (the scale is then found privately)")
+    if mean_bound is not None and cov_bound is not None:
+        plan = gaussian(d=shape[1], n=shape[0], budget=budget, R=mean_bound, K=cov_bound, t_cov=t_cov,
+                        t_mean=t_mean, split=split)
+        res = plan.run({"X": X}, noise=noise)
+        return Fit(np.asarray(res.released["mean"]), np.asarray(res.released["covariance"]), res.report, plan)
+    return _fit_unbounded(X, budget, t_cov, t_mean, split, noise, Fraction(scale_share))
 
 
-__all__ = ["Fit", "coinpress", "covariance", "default_rounds", "fit", "gaussian", "klsu", "kv", "mean", "steps",
-           "total_rho", "univariate_mean"]
+def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
+                   share: Fraction) -> Fit:
+    n, d = np.shape(X)
+    if not 0 < share < 1:
+        raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
+    b_scale, b_fit = sequential_split(budget, [share, 1 - share])
+    p1 = unbounded.scale_plan(d, n, b_scale, share, budget)
+    r1 = p1.run({"X": X}, noise=noise)
+    sc = unbounded.bounds_from(r1.released, d)
+    plan = gaussian(d=d, n=n, budget=b_fit, R=sc.R, K=sc.K, t_cov=t_cov, t_mean=t_mean, split=split)
+    search = ScaleSearch(share, r1.report, p1, sc)
+    if not sc.found:  # the private "not found": nothing more is read
+        return Fit(np.full(d, math.nan), np.full((d, d), math.nan), r1.report, p1, search)
+    s = math.sqrt(sc.lower)
+    with np.errstate(all="ignore"):  # a public map of the rows; non-finite rows are clipped by the plan
+        Y = (np.asarray(X, dtype=float) - sc.center) / s
+    res = plan.run({"X": Y}, noise=noise)
+    mean = sc.center + s * np.asarray(res.released["mean"], dtype=float)
+    cov = sc.lower * np.asarray(res.released["covariance"], dtype=float)
+    return Fit(mean, cov, res.report, plan, search)
+
+
+__all__ = ["Fit", "ScaleSearch", "coinpress", "covariance", "default_rounds", "fit", "gaussian", "klsu", "kv", "mean",
+           "steps", "total_rho", "unbounded", "univariate_mean"]

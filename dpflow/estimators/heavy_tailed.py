@@ -1,0 +1,433 @@
+"""Heavy-tailed covariance and mean under zCDP (Kamath-Mouzakis; sparse_discrete_heavy.md 5.2; the slides
+``seeds/004``): NaiveHTPCE, OneStepHTPPCE (preconditioning by confidence ellipsoids), HT_PCE, and a
+heavy-tailed mean, as plans; :func:`fit` runs both.
+
+Assumption (accuracy only; privacy never depends on it): the rows have a bounded fourth moment in every
+direction, ``E[(v^T Sigma^{-1/2} (X - mu))^4] <= kurtosis`` for unit ``v`` (3 for a Gaussian; 3(nu-2)/(nu-4)
+for a multivariate t with nu > 4 degrees of freedom).  ``kurtosis`` defaults to :data:`KURTOSIS`, which
+covers t with nu >= 5.  The truncation radii are derived from it:
+
+* the bias of truncating rows with ``Sigma_W <= I`` at radius gamma is at most ``kurtosis d / gamma^2``
+  (Cauchy-Schwarz, then Markov on ``||W||^4``, ``E||W||^4 <= kurtosis d^2``) [RECON]: a preconditioning
+  round uses the radius minimising its whole error bound (bias + noise + sampling, :func:`spectral_error`),
+  and the round count is the fewest whose predicted progress covers the condition bound
+  (:func:`plan_rounds`);
+* the final NaivePCE balances that bias against the noise: ``gamma^2 = max(d, sqrt(kurtosis sqrt(d) n
+  sqrt(rho) / 2))`` (sparse_discrete_heavy.md 5.2.1).
+
+Every truncation is a ``Clip`` (projection onto the ball), so the second moment's replace-one Frobenius
+sensitivity is ``sqrt(2) gamma^2 / n`` whatever the data and whatever the released preconditioner.
+
+>>> import numpy as np, dpflow as dp
+>>> X = np.random.default_rng(0).standard_t(5, size=(20000, 3)) * [3.0, 1.0, 0.3]  # variances 5/3 scale^2
+>>> f = fit(X, budget=dp.ZCDP(1.0), mean_bound=10.0, cov_bound=20.0, lower=0.05, noise=dp.SeededNoise(0))
+>>> np.round(np.sqrt(np.diag(f.covariance) * 3 / 5), 1)
+array([2.9, 1. , 0.3])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+
+from dpflow import nodes as N
+from dpflow.domains import Vectors
+from dpflow.errors import DomainError
+from dpflow.estimators.gaussian import steps, total_rho
+from dpflow.handles import Released, Rows, Sensitive
+from dpflow.nodes.postprocess import accuracy_warning
+from dpflow.plan import Plan, PlanBuilder
+from dpflow.plan.graph import require_budget
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure
+from dpflow.references import Reference
+
+KURTOSIS = 9.0
+"""Default bound on the directional fourth moment of the whitened rows: 9 = the kurtosis of a t with
+nu = 5 degrees of freedom (3 for Gaussian rows; infinite for nu <= 4)."""
+BETA = 0.1
+"""Failure probability shared by the accuracy bounds of the rounds (never privacy)."""
+ROUND_SHARE = 0.25
+"""Share of the covariance budget for the preconditioning rounds (the rest: the final NaiveHTPCE); chosen by
+measurement (benchmarks/unbounded.py; 0.25 beat 0.35 and 0.5 on multivariate t, d = 10, n = 1e5)."""
+ErrorBound = Literal["typical", "high_probability"]
+"""How a preconditioning round sizes the error ``s`` of its confidence ellipsoid (:func:`spectral_error`):
+``"typical"`` (default; measured) or ``"high_probability"`` (the [RECON] w.h.p. bound: valid but needs far
+more rows before a round makes progress).  Privacy is the same either way."""
+
+
+def _typical(error_bound: str) -> bool:
+    if error_bound not in ("typical", "high_probability"):
+        raise DomainError("heavy_tailed", f"error_bound={error_bound!r}", "pass 'typical' or 'high_probability'")
+    return error_bound == "typical"
+
+
+REF_NAIVE = Reference("Kamath-Mouzakis NaiveHTPCE (slides 004 Alg. 1): truncate, second moment, GOE noise, PSD "
+                      "projection", "sparse_discrete_heavy.md", "5.2.1")
+REF_STEP = Reference("Kamath-Mouzakis OneStepHTPPCE (slides 004 Alg. 2): confidence-ellipsoid preconditioning",
+                     "sparse_discrete_heavy.md", "5.2.2")
+REF_HTPCE = Reference("Kamath-Mouzakis HT_PCE (slides 004 Alg. 3): OneStepHTPPCE rounds then NaiveHTPCE",
+                      "sparse_discrete_heavy.md", "5.2.3")
+REF_MEAN = Reference("heavy-tailed mean [RECON]: coarse clipped mean, then a clipped mean around it at the radius "
+                     "balancing truncation bias and noise", "sparse_discrete_heavy.md", "5.2")
+
+
+def final_radius2(d: int, n: int, rho: float, kurtosis: float) -> float:
+    """``gamma^2 = max(d, sqrt(kurtosis sqrt(d) n sqrt(rho) / 2))`` of the final NaiveHTPCE (bias = noise).
+
+    >>> round(final_radius2(10, 100000, 0.5, 9.0), 3)
+    1003.11
+    """
+    return max(float(d), math.sqrt(kurtosis * math.sqrt(d) * n * math.sqrt(rho) / 2.0))
+
+
+# ------------------------------------------------------------------------------ post-processing steps
+
+
+def spectral_error(gamma2: float, sigma_unit: float, n: int, d: int, kurtosis: float, beta: float,
+                   typical: bool = False) -> float:
+    """The bound ``s`` on ``||M - Sigma_W||_2`` of NaiveHTPCE on ``n`` rows with ``Sigma_W <= I`` truncated at
+    ``gamma`` [RECON]: truncation bias ``kurtosis d / gamma^2``, plus the noise of a symmetric Gaussian
+    matrix with entry scale ``sigma = sigma_unit sqrt(2) gamma^2 / n`` (``sigma (2 sqrt(d) + 2 sqrt(ln(2/beta)))``),
+    plus the sampling error (matrix Bernstein with variance ``||E (YY^T)^2|| <= kurtosis d`` and
+    ``||Y||^2 <= gamma^2``): ``sqrt(2 kurtosis d ln(4d/beta) / n) + gamma^2 ln(4d/beta) / (3n)``.
+
+    ``typical``: the typical size instead of the high-probability bound: the noise's expected norm
+    ``2 sigma sqrt(d)``, the sampling term ``sqrt(kurtosis d / n)``, the bias ``kurtosis / gamma^2`` (the
+    Markov bound's dimension factor dropped) [RECON, chosen by measurement: benchmarks/unbounded.py].
+
+    >>> args = (2700.0, 1.0, 10**6, 10, 9.0, 0.1)
+    >>> round(spectral_error(*args), 4), round(spectral_error(*args, typical=True), 4)
+    (0.1089, 0.037)
+    """
+    sigma = sigma_unit * math.sqrt(2.0) * gamma2 / n
+    if typical:
+        return kurtosis / gamma2 + 2.0 * sigma * math.sqrt(d) + math.sqrt(kurtosis * d / n)
+    noise = sigma * (2.0 * math.sqrt(d) + 2.0 * math.sqrt(math.log(2.0 / beta)))
+    lg = math.log(4.0 * d / beta)
+    sampling = math.sqrt(2.0 * kurtosis * d * lg / n) + gamma2 * lg / (3.0 * n)
+    return kurtosis * d / gamma2 + noise + sampling
+
+
+def best_radius2(n: int, d: int, rho: float, kurtosis: float, beta: float, typical: bool = False) -> tuple[float,
+                                                                                                      float]:
+    """(gamma^2, s): the truncation radius (squared) of a preconditioning round with budget ``rho`` that
+    minimises :func:`spectral_error` (over a log grid from d to 1e8 d; public quantities only), and the
+    bound it gives.
+
+    >>> g2, s = best_radius2(50000, 5, 0.05, 9.0, 0.1)
+    >>> round(g2, 1), round(s, 3)
+    (250.6, 0.464)
+    """
+    unit = 1.0 / math.sqrt(2.0 * rho) if rho > 0 else math.inf
+    grid = d * np.logspace(0.0, 8.0, 161)
+    errs = [spectral_error(float(g), unit, n, d, kurtosis, beta, typical) for g in grid]
+    k = int(np.argmin(errs))
+    return float(grid[k]), float(errs[k])
+
+
+def plan_rounds(u: float, n: int, d: int, rho: float, kurtosis: float, typical: bool = False,
+                max_rounds: int = 40) -> tuple[int, float, float]:
+    """(t, gamma^2, s): the fewest OneStepHTPPCE rounds, sharing ``rho`` evenly, whose predicted progress
+    covers ``u / 4``: a round with error bound ``s < 1/2`` multiplies the condition bound's floor
+    ``lambda_min(L)`` by about ``1 / (2 s)`` (from ``L' = (M1 - s I)(M1 + s I)^{-1}`` with
+    ``M1 >= lambda_min(L) + s``; the slides' Thm 3.2 takes s small enough for a factor 2), so
+    ``(1 / (2 s))^t >= u / 4``.  When no count of at most ``max_rounds`` rounds gets there, the count with
+    the most progress (partial preconditioning); ``t = 0`` when ``u <= 4`` or when no round can make progress
+    (``s >= 1/2``: too few rows; the final NaiveHTPCE runs alone and a warning says so).
+
+    >>> plan_rounds(1e4, 10**6, 5, 0.25, 9.0)[0], plan_rounds(1e4, 10**4, 5, 0.25, 9.0)[0]
+    (6, 0)
+    >>> plan_rounds(1e4, 10**4, 5, 0.25, 9.0, typical=True)[0]
+    12
+    """
+    if u <= 4.0:
+        return 0, 0.0, 0.0
+    best: tuple[int, float, float] = (0, 0.0, math.inf)
+    best_progress = 1.0
+    for t in range(1, max_rounds + 1):
+        g2, s = best_radius2(n, d, rho / t, kurtosis, BETA / t, typical)
+        if not s < 0.5:
+            continue
+        progress = (1.0 / (2.0 * s)) ** t
+        if progress >= u / 4.0:
+            return t, g2, s
+        if progress > best_progress:
+            best, best_progress = (t, g2, s), progress
+    return best
+
+
+def one_step_update(state: Any, M: Any, sigma_unit: Any, gamma2: Any, n: Any, kurtosis: Any, beta: Any,
+                    typical: Any = 0.0) -> np.ndarray:
+    """OneStepHTPPCE's update (slides 004 Alg. 2, lines 8-17) of ``state = [A, L]`` from the released noisy
+    second moment ``M`` of ``A x``: eigenvalues of M projected into ``[lambda_min(L) + s, 1 - s]`` (M1),
+    ``U = M1 + s I``, ``L' = U^{-1/2} (M1 - s I) U^{-1/2}``, ``A' = U^{-1/2} A``; ``s`` by :func:`spectral_error`.
+    When the interval is empty (``s > (1 - lambda_min(L)) / 2``: too few rows for progress) the state is
+    kept (a public decision on released values).
+
+    >>> st = np.stack([np.eye(2), np.eye(2) / 100])
+    >>> new = one_step_update(st, np.diag([1.0, 0.01]), 0.0, 1e3, 10**9, 3.0, 0.1)
+    >>> bool(np.linalg.eigvalsh(new[1]).min() > 2 / 100)
+    True
+    """
+    S = np.asarray(state, dtype=float)
+    A, L = steps._finite(S[0]), steps._finite(S[1])
+    d = A.shape[0]
+    s = spectral_error(float(gamma2), float(sigma_unit), int(n), d, float(kurtosis), float(beta), bool(typical))
+    lmin = float(np.linalg.eigvalsh((L + L.T) / 2.0).min())
+    lo, hi = lmin + s, 1.0 - s
+    if not (math.isfinite(s) and lo < hi):
+        return S
+    Mf = steps._finite(M)
+    w, V = np.linalg.eigh((Mf + Mf.T) / 2.0)
+    w1 = np.clip(w, lo, hi)
+    Uih = (V / np.sqrt(w1 + s)) @ V.T  # U^{-1/2}, U = M1 + s I shares M1's eigenvectors
+    Lnew = (V * ((w1 - s) / (w1 + s))) @ V.T
+    out: np.ndarray = np.stack([Uih @ A, (Lnew + Lnew.T) / 2.0])
+    return out
+
+
+def first(state: Any) -> np.ndarray:
+    """``state[0]``: the preconditioner A of an ``[A, L]`` state."""
+    out: np.ndarray = np.asarray(state, dtype=float)[0]
+    return out
+
+
+def unscale_cov(A: Any, M: Any, lower: Any) -> np.ndarray:
+    """``lower * A^{-1} M A^{-T}``: the covariance back in the data's units."""
+    out: np.ndarray = float(lower) * steps.unwhiten(A, M)
+    return out
+
+
+# ------------------------------------------------------------------------------ plan fragments
+
+
+def naive_htpce(rows: Sensitive[Rows], gamma2: float | Released[Any], weight: float) -> tuple[Released[Any],
+                                                                                             Released[Any]]:
+    """NaiveHTPCE on mean-zero ``rows``: Clip to radius gamma (``gamma2 = gamma^2``), SecondMoment (Frobenius
+    sensitivity ``sqrt(2) gamma^2 / n``), Gaussian noise.  Returns (noisy second moment, its noise multiplier)."""
+    r = math.sqrt(gamma2) if isinstance(gamma2, float) else N.Apply(fn=np.sqrt, shape=())(gamma2)
+    M = N.GaussianMech(weight=weight)(N.SecondMoment()(N.Clip(radius=r)(rows)))
+    return M, N.noise_scale(M)
+
+
+def ht_pce(rows: Sensitive[Rows], n: int, d: int, u: float, rho: float, weight: float, kurtosis: float,
+           typical: bool = True, round_share: float = ROUND_SHARE) -> tuple[Released[Any], Released[Any]]:
+    """HT_PCE (slides 004 Alg. 3) on ``n`` mean-zero rows with ``I <= Sigma <= u I``: ``A_0 = I / sqrt(u)``,
+    ``L_0 = I / u``; :func:`plan_rounds` rounds of OneStepHTPPCE (``round_share`` of ``weight``, evenly),
+    then NaiveHTPCE on ``A x`` (the rest) and ``A^{-1} M A^{-T}``.  ``rho`` is the plan's total (for the
+    final radius).  Returns (covariance estimate, final preconditioner A)."""
+    b = rows.builder
+    t, g2, s = plan_rounds(u, n, d, rho * weight * round_share, kurtosis, typical)
+    init = N.param(b, "A0_L0", np.stack([np.eye(d) / math.sqrt(u), np.eye(d) / u]),
+                   f"[I / sqrt(u), I / u], u = {u:.6g} (slides 004 Alg. 3)")
+    if t:
+        N.param(b, "step_radius2", g2, f"plan_rounds: {t} rounds, gamma^2 minimising the error bound s = {s:.4g} "
+                                       f"(kurtosis={kurtosis:g}) [RECON]")
+        if (1.0 / (2.0 * s)) ** t < u / 4.0:
+            accuracy_warning(b, f"HT_PCE: n={n} rows are too few to precondition the whole range u={u:.3g} "
+                                f"(predicted progress {(1.0 / (2.0 * s)) ** t:.3g}x of {u / 4.0:.3g}x): the error in "
+                                "the small directions may be large; use more rows or tighter K / lower")
+
+        def body(x: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Any]:
+            cb = x.builder
+            A = N.Apply(fn=first, shape=(d, d))(state)
+            M, unit = naive_htpce(N.Precondition(matrix=A)(x), g2, weight * round_share / t)
+            return N.Apply(fn=one_step_update, shape=(2, d, d))(
+                state, M, unit, cb.public(g2), cb.public(float(n)), cb.public(kurtosis), cb.public(BETA / t),
+                cb.public(float(typical)))
+
+        state = N.recurse(rows, init, body, times=t)
+    else:
+        if u > 4.0:
+            accuracy_warning(b, f"HT_PCE: n={n} rows are too few for a preconditioning round to make progress "
+                                f"(error bound >= 1/4) at u={u:.3g}; the final NaiveHTPCE runs on the whole range")
+        state = init
+    A = N.Apply(fn=first, shape=(d, d))(state)
+    w_final = weight * (1.0 - round_share) if t else weight
+    if typical:
+        g2f = best_radius2(n, d, rho * w_final, kurtosis, BETA, True)[0]
+        why = "minimises the typical error bound (spectral_error, typical=True) at rho_final [RECON]"
+    else:
+        g2f = final_radius2(d, n, rho * w_final, kurtosis)
+        why = "max(d, sqrt(kurtosis sqrt(d) n sqrt(rho_final) / 2)) (spec 5.2.1)"
+    N.param(b, "final_radius2", g2f, why)
+    M, _ = naive_htpce(N.Precondition(matrix=A)(rows), g2f, w_final)
+    return N.Apply(fn=steps.unwhiten, shape=(d, d))(A, N.PSDProject()(M)), A
+
+
+# ------------------------------------------------------------------------------ plans
+
+
+def _check(where: str, d: int, n: int, budget: Measure, K: float, lower: float, kurtosis: float) -> float:
+    require_budget(budget, where, (ZCDP, ApproxZCDP, ApproxDP))
+    if d < 1 or n < 4:
+        raise DomainError(where, f"d={d}, n={n}", "declare d >= 1 and n >= 4")
+    if not (math.isfinite(lower) and lower > 0 and math.isfinite(K) and K >= lower):
+        raise DomainError(where, f"K={K}, lower={lower}", "pass finite 0 < lower <= K (lower I <= Sigma <= K I)")
+    if not (math.isfinite(kurtosis) and kurtosis >= 1.0):
+        raise DomainError(where, f"kurtosis={kurtosis}", "pass a finite kurtosis >= 1 (3 for Gaussian data)")
+    return float(total_rho(budget))
+
+
+def naive_covariance(d: int, n: int, budget: Measure, K: float, kurtosis: float = KURTOSIS,
+                     unknown_mean: bool = True) -> Plan:
+    """NaiveHTPCE as a plan (slides 004 Alg. 1) for rows with ``Sigma <= K I``: rows (or pair differences)
+    scaled by ``1/sqrt(K)``, truncated at the final radius, second moment + Gaussian noise, PSD projection,
+    scaled back.  Source ``X``; output ``covariance``.
+
+    >>> import dpflow as dp
+    >>> naive_covariance(3, 10000, dp.ZCDP(0.5), K=4.0).check().totals[0].rho
+    Fraction(1, 2)
+    """
+    rho = _check("heavy_tailed.naive_covariance", d, n, budget, K, K, kurtosis)
+    b = PlanBuilder(budget=budget, neighbors="replace", name="naive_htpce")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, str(REF_NAIVE))
+    m = n // 2 if unknown_mean else n
+    scale = N.param(b, "scale", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g}")
+    rows = N.Precondition(matrix=scale)(N.PairDifferences()(X) if unknown_mean else X)
+    g2 = final_radius2(d, m, rho, kurtosis)
+    N.param(b, "radius2", g2, "max(d, sqrt(kurtosis sqrt(d) n sqrt(rho) / 2)) (spec 5.2.1)")
+    M, _ = naive_htpce(rows, g2, 1.0)
+    return b.build(covariance=N.Apply(fn=steps.unwhiten, shape=(d, d))(scale, N.PSDProject()(M)))
+
+
+def one_step(d: int, n: int, budget: Measure, u: float, kurtosis: float = KURTOSIS) -> Plan:
+    """One OneStepHTPPCE round as a plan, from ``A = I / sqrt(u)``, ``L = I / u`` on mean-zero rows with
+    ``I <= Sigma <= u I``: output ``state`` = ``[A', L']`` with ``L' <= A' Sigma A' <= I`` w.h.p. and
+    ``lambda_min(L') >= 2 / u`` once n is large enough (slides Thm 3.2).
+
+    >>> import dpflow as dp
+    >>> one_step(3, 10000, dp.ZCDP(0.5), u=100.0).check().totals[0].rho
+    Fraction(1, 2)
+    """
+    _check("heavy_tailed.one_step", d, n, budget, u, 1.0, kurtosis)
+    b = PlanBuilder(budget=budget, neighbors="replace", name="one_step_htppce")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, str(REF_STEP))
+    st = N.param(b, "A0_L0", np.stack([np.eye(d) / math.sqrt(u), np.eye(d) / u]), f"u = {u:g}")
+    g2, _ = best_radius2(n, d, float(total_rho(budget)), kurtosis, BETA)
+    A = N.Apply(fn=first, shape=(d, d))(st)
+    M, unit = naive_htpce(N.Precondition(matrix=A)(X), g2, 1.0)
+    return b.build(state=N.Apply(fn=one_step_update, shape=(2, d, d))(
+        st, M, unit, b.public(g2), b.public(float(n)), b.public(kurtosis), b.public(BETA)))
+
+
+def covariance(d: int, n: int, budget: Measure, K: float, lower: float = 1.0, kurtosis: float = KURTOSIS,
+               unknown_mean: bool = True, error_bound: ErrorBound = "typical") -> Plan:
+    """HT_PCE as a plan for rows with ``lower I <= Sigma <= K I`` and directional kurtosis ``<= kurtosis``:
+    rows (pair differences when ``unknown_mean``) scaled by ``1/sqrt(lower)`` (public), HT_PCE with
+    ``u = K / lower``, scaled back.  Source ``X``; output ``covariance``.
+
+    >>> import dpflow as dp
+    >>> covariance(3, 10000, dp.ZCDP(0.5), K=100.0).check().totals[0].rho
+    Fraction(1, 2)
+    """
+    rho = _check("heavy_tailed.covariance", d, n, budget, K, lower, kurtosis)
+    b = PlanBuilder(budget=budget, neighbors="replace", name="ht_pce")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, str(REF_HTPCE))
+    m = n // 2 if unknown_mean else n
+    scale = N.param(b, "scale", np.eye(d) / math.sqrt(lower), f"I / sqrt(lower), lower={lower:g}")
+    rows = N.Precondition(matrix=scale)(N.PairDifferences()(X) if unknown_mean else X)
+    cov, _ = ht_pce(rows, m, d, K / lower, rho, 1.0, kurtosis, _typical(error_bound))
+    return b.build(covariance=N.Apply(fn=steps.unwhiten, shape=(d, d))(scale, cov))
+
+
+def mean_part(X: Sensitive[Rows], n: int, d: int, R: Released[Any] | float, trace: float, weight: float,
+              rho: float) -> Released[Any]:
+    """Heavy-tailed mean of ``n`` rows with ``||mu|| <= R`` and ``E||x - mu||^2 <= trace``: a coarse clipped
+    mean around 0 at radius ``R + sqrt(trace / 0.05)`` (1/4 of ``weight``), then a clipped mean around it at
+    ``r = max(sqrt(trace / 0.05), (trace n sqrt(2 rho_2) / (2 sqrt(d)))^(1/2))`` (bias ``trace / r`` = noise
+    ``2 r sqrt(d) / (n sqrt(2 rho_2))``; Chebyshev keeps 95% of the rows inside) [RECON]."""
+    b = X.builder
+    base = math.sqrt(trace / 0.05)
+    r1 = N.Apply(fn=_plus, shape=())(R if isinstance(R, Released) else b.public(R), b.public(base))
+    c1 = N.GaussianMech(weight=weight / 4)(N.Mean()(N.Clip(radius=r1)(X)))
+    rho2 = rho * weight * 3 / 4
+    r2 = max(base, math.sqrt(trace * n * math.sqrt(2 * rho2) / (2 * math.sqrt(d))))
+    N.param(b, "mean_radius", r2, "max(sqrt(trace/0.05), sqrt(trace n sqrt(2 rho_2) / (2 sqrt d))) [RECON]")
+    return N.GaussianMech(weight=weight * 3 / 4)(N.Mean()(N.Clip(radius=r2, center=c1)(X)))
+
+
+def _plus(a: Any, b: Any) -> float:
+    return float(a) + float(b)
+
+
+def mean(d: int, n: int, budget: Measure, R: float, K: float) -> Plan:
+    """Heavy-tailed mean as a plan for rows with ``||mu|| <= R`` and ``Sigma <= K I`` (only the second moment
+    is used): :func:`mean_part` with ``trace = K d``.  Source ``X``; output ``mean``.
+
+    >>> import dpflow as dp
+    >>> mean(3, 10000, dp.ZCDP(0.5), R=10.0, K=4.0).check().totals[0].rho
+    Fraction(1, 2)
+    """
+    rho = _check("heavy_tailed.mean", d, n, budget, K, K, KURTOSIS)
+    if not (math.isfinite(R) and R >= 0):
+        raise DomainError("heavy_tailed.mean", f"R={R}", "pass a finite R >= 0")
+    b = PlanBuilder(budget=budget, neighbors="replace", name="ht_mean")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, str(REF_MEAN))
+    return b.build(mean=mean_part(X, n, d, R, K * d, 1.0, rho))
+
+
+def plan(d: int, n: int, budget: Measure, R: float, K: float, lower: float = 1.0, kurtosis: float = KURTOSIS,
+         split: float = 0.5, error_bound: ErrorBound = "typical") -> Plan:
+    """Covariance (HT_PCE on the pair differences, ``split`` of the budget) and mean (rows whitened by the
+    released HT_PCE preconditioner, :func:`mean_part` with trace ``d`` in whitened units, the rest), both
+    reading every record: sequential composition.  Outputs ``mean``, ``covariance``.
+
+    >>> import dpflow as dp
+    >>> plan(3, 10000, dp.ZCDP(0.5), R=10.0, K=100.0).check().totals[0].rho
+    Fraction(1, 2)
+    """
+    rho = _check("heavy_tailed.plan", d, n, budget, K, lower, kurtosis)
+    if not (math.isfinite(R) and R >= 0 and 0 < split < 1):
+        raise DomainError("heavy_tailed.plan", f"R={R}, split={split}", "pass a finite R >= 0 and 0 < split < 1")
+    b = PlanBuilder(budget=budget, neighbors="replace", name="heavy_tailed")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, f"{REF_HTPCE}; {REF_MEAN}")
+    scale = N.param(b, "scale", np.eye(d) / math.sqrt(lower), f"I / sqrt(lower), lower={lower:g}")
+    cov_s, A = ht_pce(N.Precondition(matrix=scale)(N.PairDifferences()(X)), n // 2, d, K / lower, rho, split,
+                      kurtosis, _typical(error_bound))
+    cov = N.Apply(fn=steps.unwhiten, shape=(d, d))(scale, cov_s)
+    W = N.Apply(fn=steps.inv_sqrt_psd, shape=(d, d))(cov)  # whitening by the released covariance
+    mu_w = mean_part(N.Precondition(matrix=W)(X), n, d, N.Apply(fn=steps.scaled_norm, shape=())(W, b.public(R)),
+                     float(d) * 2.0, 1.0 - split, rho)
+    return b.build(mean=N.Apply(fn=steps.unmap_mean, shape=(d,))(W, mu_w), covariance=cov)
+
+
+@attrs.frozen(eq=False)
+class Fit:
+    """What :func:`fit` returns: the estimates, the report and the plan."""
+
+    mean: np.ndarray
+    covariance: np.ndarray
+    report: Any
+    plan: Plan
+
+
+def fit(X: Any, budget: Measure, mean_bound: float, cov_bound: float, lower: float = 1.0,
+        kurtosis: float = KURTOSIS, split: float = 0.5, noise: Any = None, error_bound: ErrorBound = "typical") -> Fit:
+    """Private mean and covariance of heavy-tailed rows ``X`` (n x d) with ``||mu|| <= mean_bound``,
+    ``lower I <= Sigma <= cov_bound I`` and directional kurtosis at most ``kurtosis`` (default
+    :data:`KURTOSIS` = 9, a t with 5 degrees of freedom): :func:`plan`.  ``noise`` defaults to OS entropy.
+
+    >>> import numpy as np, dpflow as dp
+    >>> X = np.random.default_rng(1).standard_t(6, size=(20000, 2)) + 100.0
+    >>> f = fit(X, budget=dp.ZCDP(1.0), mean_bound=1e3, cov_bound=10.0, noise=dp.SeededNoise(0))
+    >>> bool(np.all(np.abs(f.mean - 100.0) < 0.1))
+    True
+    """
+    shape = np.shape(X)
+    if len(shape) != 2:
+        raise DomainError("heavy_tailed.fit", f"X has shape {shape}", "pass an (n, d) array")
+    p = plan(shape[1], shape[0], budget, mean_bound, cov_bound, lower, kurtosis, split, error_bound)
+    res = p.run({"X": X}, noise=noise)
+    return Fit(np.asarray(res.released["mean"]), np.asarray(res.released["covariance"]), res.report, p)
+
+
+__all__ = ["KURTOSIS", "Fit", "covariance", "fit", "mean", "naive_covariance", "one_step", "plan"]
