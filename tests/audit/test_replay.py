@@ -251,3 +251,30 @@ def test_a_lowered_round_sensitivity_is_flagged_in_later_rounds(name: str, monke
     flagged = [f for f in found if f.startswith(f"{body.path}{rec.id} round") and "exceeds the declared" in f]
     assert flagged, found
     assert any(not f.startswith(f"{body.path}{rec.id} round 0:") for f in flagged), flagged
+
+
+def worst_ratios(name: str, seed: int = 2) -> dict[tuple[str, int], float]:
+    """Per invocation, the largest realised / declared change over the shipped neighbours at row 0, in the
+    mechanism's own norm: how tight each round's certified sensitivity is (docs/assurance.md)."""
+    case = PLANS[name]
+    cert = certify(case.make())
+    rng = np.random.default_rng(seed)
+    X = case.data(rng)
+    worst: dict[tuple[str, int], float] = {}
+    for D, D2 in neighbours(X, rng, (0,)):
+        for first, second in ((D, D2), (D2, D)):
+            a = _Replay(cert, {case.source: first})
+            a.space_values(cert.space, {})
+            b = _Replay(cert, {case.source: second}, forced=a.releases)
+            b.space_values(cert.space, {})
+            for ma, mb in zip(a.invocations, b.invocations, strict=True):
+                norm = NORM_OF.get(ma.kind, "l2")
+                bound = ma.bounds[norm]
+                if bound:
+                    worst[ma.key] = max(worst.get(ma.key, 0.0), distance(ma.value, mb.value, norm) / bound)
+    return worst
+
+
+if __name__ == "__main__":  # python tests/audit/test_replay.py: the table of docs/assurance.md
+    for plan_name in PLANS:
+        print(plan_name, {f"{k[0]}#{k[1]}": round(v, 3) for k, v in worst_ratios(plan_name).items()})
