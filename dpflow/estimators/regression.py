@@ -40,6 +40,9 @@ ROW_FACTOR = 1.5
 clips under 1% of rows in the benchmark design (d = 10) while the noise grows only like r^2.  Clipping
 half the rows (factor 1) shrinks the coefficients by ~10%: rows whose noise has the sign of x'beta are
 longer, so they are clipped more."""
+GD_STATE = ("beta", "residual_bound")
+"""The parts of the noisy gradient descent and NIHT loop state (CWZ 2023 Alg. 4.1-4.2): the iterate beta and
+the released residual bound its gradient steps truncate to."""
 
 
 def _pos(name: str, x: float | None) -> float:
@@ -83,16 +86,16 @@ def _iterative(name: str, d: int, n: int, budget: Measure, x_bound: float, coef_
     w = (1.0 - truncation_weight) / T
 
     def body(rows: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Value]:
-        beta, a = N.Get(index=0)(state), N.Get(index=1)(state)
+        beta, a = N.Get("beta")(state), N.Get("residual_bound")(state)
         grad = N.GradientStep(beta=beta, eta=eta, x_bound=cx, residual_bound=a, radius=C, sparsity=sparsity)(rows)
         if sparsity is None:  # CWZ Alg. 4.1: Gaussian step, projection onto the l2 ball
             new = N.ProjectCoef(radius=C)(N.GaussianMech(weight=w)(grad))
         else:  # CWZ Alg. 4.2: Peeling keeps s coordinates, projection onto the l2 ball
             new = N.ProjectCoef(radius=C, sparsity=sparsity)(N.Peel(s=sparsity, weight=w)(grad))
-        return N.Pack()(new, a)
+        return N.Pack(names=GD_STATE)(new, a)
 
-    final = N.recurse(Z, N.Pack()(b.public(np.zeros(d)), A), body, times=T)
-    return b.build(coef=N.Get(index=0)(final), residual_bound=A)
+    final = N.recurse(Z, N.Pack(names=GD_STATE)(b.public(np.zeros(d)), A), body, times=T)
+    return b.build(coef=N.Get("beta")(final), residual_bound=A)
 
 
 def noisy_gd(

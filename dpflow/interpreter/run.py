@@ -112,8 +112,14 @@ class _Run:
             elif isinstance(node, Recurse):
                 env[rec.id] = self.recurse(space, rec, env, rounds)
             else:
-                env[rec.id] = node.evaluate([env[i] for i in rec.inputs], ctx)
+                env[rec.id] = self.evaluate(rec, [env[i] for i in rec.inputs], ctx)
         return env
+
+    def evaluate(self, rec: NodeRecord, ins: list[Any], ctx: _Ctx) -> Any:
+        """One node's value from its inputs' values: the single place a node is evaluated, so that the
+        record/replay audit (``tests/audit/test_replay.py``) can record each mechanism's pre-noise input and
+        force its release to another run's."""
+        return rec.node.evaluate(ins, ctx)
 
     def recurse(self, space: TypedScope, rec: NodeRecord, env: dict[str, Any], rounds: tuple[int, ...]) -> Any:
         node = rec.node

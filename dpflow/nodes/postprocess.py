@@ -218,35 +218,92 @@ class Eigh(PostProcess):
         return (w, V)
 
 
-@attrs.frozen(kw_only=True)
+class Parts(tuple[Any, ...]):
+    """The run-time value of a named ``Pack``: a tuple (equal to the plain tuple of its parts) that also
+    carries the public names of its parts."""
+
+    names: tuple[str, ...]
+
+    def __new__(cls, values: Sequence[Any], names: tuple[str, ...]) -> Parts:
+        out = super().__new__(cls, values)
+        out.names = names
+        return out
+
+    def __getnewargs__(self) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+        return tuple(self), self.names
+
+
+def _part_names(v: Any) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    names = tuple(v)
+    if not names or not all(isinstance(x, str) and x.isidentifier() for x in names) or len(set(names)) != len(names):
+        raise ValueError(f"Pack names must be distinct identifiers, got {v!r}")
+    return names
+
+
+@attrs.frozen
 class Get(PostProcess):
-    """Item ``index`` of a released tuple or array.
+    """The part called ``name`` of a released ``Pack`` (or a loop's state made of one), or item ``index`` of
+    a released tuple or array.  A name is checked against the input's part names when the plan is
+    certified: an unknown one is refused before data, naming the node.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> x0 = dp.nodes.Get(index=0)(b.public([3.0, 4.0]))
+    >>> st = dp.nodes.Pack(names=("centre", "radius"))(b.public([0.0]), b.public(1.0))
+    >>> r = dp.nodes.Get("radius")(st)
     """
 
     kind: ClassVar[str] = "Get"
-    index: int
+    name: str | None = None
+    index: int | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.name is None) == (self.index is None):
+            raise ValueError(f"Get takes a part name or an index, exactly one, got name={self.name!r}, "
+                             f"index={self.index!r}")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        out = super().infer(ins, ctx)
+        t = ins[0]
+        if self.name is not None and isinstance(t, ReleasedT) and (t.fields is None or self.name not in t.fields):
+            has = "has no named parts" if t.fields is None else f"has the parts {list(t.fields)}"
+            raise PlanTypeError(ctx.node_id, f"Get({self.name!r}) reads a part that its input does not have: the "
+                                f"input {has}", "name one of the parts given to Pack(names=...)" if t.fields
+                                else "name the parts with Pack(names=...), or read by position with Get(index=...)")
+        return out
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        if self.name is not None:
+            return ins[0][ins[0].names.index(self.name)]
         return ins[0][self.index]
 
 
 @attrs.frozen(kw_only=True)
 class Pack(PostProcess):
-    """Several released values as one tuple (e.g. the state of a ``Recurse``).
+    """Several released values as one tuple (e.g. the state of a ``Recurse``), with optional part
+    ``names`` (where a paper names the parts) that ``Get("name")`` reads.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> st = dp.nodes.Pack()(b.public([0.0]), b.public(1.0))
+    >>> named = dp.nodes.Pack(names=("centre", "radius"))(b.public([0.0]), b.public(1.0))
     """
 
     kind: ClassVar[str] = "Pack"
+    names: tuple[str, ...] | None = attrs.field(default=None, converter=_part_names)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        out = super().infer(ins, ctx)
+        if self.names is not None and len(self.names) != len(ins):
+            raise PlanTypeError(ctx.node_id, f"Pack has {len(ins)} parts but {len(self.names)} names "
+                                f"{list(self.names)}", "give one name per packed value")
+        assert isinstance(out.out, ReleasedT)
+        return Inferred(attrs.evolve(out.out, fields=self.names), out.derivation)
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return tuple(ins)
+        return tuple(ins) if self.names is None else Parts(ins, self.names)
 
 
 def param_ref(x: Any) -> Ref:

@@ -124,6 +124,9 @@ class ReleasedT:
     """The path of the mechanism whose own output this is, when that mechanism has a noise multiplier
     (:attr:`Mechanism.noise_unit`); ``None`` for every other released value.  :class:`NoiseScale
     <dpflow.nodes.postprocess.NoiseScale>` accepts only such a value of its own scope."""
+    fields: tuple[str, ...] | None = None
+    """The names of the parts of a released tuple (``Pack(names=...)``, a loop whose state is one), which
+    ``Get("name")`` reads; ``None`` when its parts are not named."""
 
 
 VType = RowsT | PiecesT | StatT | ReleasedT

@@ -123,8 +123,17 @@ def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: 
     out = body.types.get(node.body.output)
     if not isinstance(out, ReleasedT):
         raise PlanTypeError(nid, "the body must return a released value", "return a mechanism's output")
+    if out.fields != ins[1].fields:  # each round's state is the last round's output, read by the same names
+        raise PlanTypeError(nid, f"the body returns a state with parts {_parts(out)} but the initial state has "
+                            f"parts {_parts(ins[1])}", "pack the initial state and the body's output with the "
+                            "same Pack(names=...)")
     bodies[rec.id] = body
-    return Inferred(ReleasedT(out.shape), f"{node.times} rounds of a {len(node.body.records)}-node body")
+    return Inferred(ReleasedT(out.shape, fields=out.fields),
+                    f"{node.times} rounds of a {len(node.body.records)}-node body")
+
+
+def _parts(t: ReleasedT) -> str:
+    return "unnamed" if t.fields is None else str(list(t.fields))
 
 
 def _mechanisms(space: TypedScope) -> list[tuple[TypedScope, NodeRecord, Mechanism]]:

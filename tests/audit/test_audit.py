@@ -15,7 +15,8 @@ are composed in parallel) must be flagged.  The same replay runs on plans read b
 plan.  The statistical audits live in test_audit_stats.py.
 
 Limitation: the plans here are non-adaptive (no parameter is a released value), because with zero
-noise the released parameters differ between D and D' and the comparison would mix two runs.
+noise the released parameters differ between D and D' and the comparison would mix two runs.  Adaptive
+plans (every round of a ``Recurse``) are replayed in test_replay.py, with D's releases forced on D'.
 """
 
 from __future__ import annotations

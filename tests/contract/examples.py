@@ -363,8 +363,8 @@ def _get(b: dp.PlanBuilder, X: Any) -> Fragment:
 
 @example("Pack")
 def _pack(b: dp.PlanBuilder, X: Any) -> Fragment:
-    p = N.Pack()(_released_mean(b, X), b.public(1.0))
-    return Fragment({"p": p}, p.id)
+    p = N.Pack(names=("centre", "radius"))(_released_mean(b, X), b.public(1.0))
+    return Fragment({"p": p, "r": N.Get("radius")(p)}, p.id)
 
 
 @example("NoiseScale")

@@ -174,10 +174,10 @@ def _first_step_plans(n: int, d: int) -> list[tuple[dp.Plan, Any, tuple[list[flo
     R = 3.0
     b = dp.PlanBuilder(budget=dp.ZCDP(1))
     X = b.source("X", dp.Vectors(d=d), n=n)
-    state = coinpress.mvm_rec(X, N.Pack()(b.public([0.5] * d), b.public(R)), n, d, 1.0, t=1)
+    state = coinpress.mvm_rec(X, N.Pack(names=coinpress.MEAN_STATE)(b.public([0.5] * d), b.public(R)), n, d, 1.0, t=1)
     clip = steps.mvm_clip(R, chi_radius(d, 0.01))
     e = np.eye(d)[0]
-    plans.append((b.build(m=N.Get(index=0)(state)), lambda: 2 * clip / n,
+    plans.append((b.build(m=N.Get("centre")(state)), lambda: 2 * clip / n,
                   (list(0.5 + clip * e), list(0.5 - clip * (1 + 1e-15) * e))))
     b = dp.PlanBuilder(budget=dp.ZCDP(1))
     X = b.source("X", dp.Vectors(d=d), n=n)

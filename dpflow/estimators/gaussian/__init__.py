@@ -114,9 +114,9 @@ def _mean_part(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, R: float, rho
     N.param(b, "predicted_radii", radii,
             f"public radius schedule if no point is clipped ({spec('gaussian.md', '1.2')})")
     _warn_if_vacuous(b, n, radii)
-    init = N.Pack()(b.public(np.zeros(d)), b.public(R / sigma))
+    init = N.Pack(names=coinpress.MEAN_STATE)(b.public(np.zeros(d)), b.public(R / sigma))
     state = coinpress.mvm_rec(rows, init, n, d, weight, t, beta)
-    c = N.Get(index=0)(state)
+    c = N.Get("centre")(state)
     return c if sigma == 1.0 else N.Apply(fn=steps.kv_unscale, shape=(d,))(c, b.public(np.zeros(d)), b.public(sigma))
 
 
@@ -209,7 +209,7 @@ def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, m
     if method == "coinpress":
         A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} ({spec('gaussian.md', '1.3')})")
         state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta)
-        return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get(index=0)(state)
+        return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get("A_next")(state)
     if method == "pce":
         R = klsu.ppc_rounds(K)
         if R:
@@ -333,9 +333,10 @@ def gaussian(
     radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
     N.param(b, "predicted_radii", radii, f"whitened-mean radius schedule if ||A|| = 1 ({spec('gaussian.md', '1.2')})")
     _warn_if_vacuous(b, n, radii)
-    init = N.Pack()(b.public(np.zeros(d)), N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R)))
+    radius = N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R))
+    init = N.Pack(names=coinpress.MEAN_STATE)(b.public(np.zeros(d)), radius)
     state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean)
-    mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get(index=0)(state))
+    mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
     return b.build(mean=mu, covariance=cov)
 
 

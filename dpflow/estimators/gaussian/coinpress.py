@@ -37,6 +37,12 @@ REF_MEAN = Reference("Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 1-2, coin-
                      "gaussian.md", "1.1")
 REF_COV = Reference("Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 3-4, corrected (B1, B2)", "gaussian.md", "1.6")
 
+MEAN_STATE = ("centre", "radius")
+"""The parts of ``MVMRec``'s state, as the paper names them: the ball ``B(c, r)`` the next round clips to."""
+COV_STATE = ("A_next", "A_used", "Z")
+"""The parts of ``MVCRec``'s state: the next preconditioner, the one that produced ``Z``, and the released
+(PSD-projected) second moment ``Z`` of the preconditioned rows."""
+
 
 def schedule(t: int) -> tuple[Fraction, ...]:
     """CoinPress's default budget schedule: 3/4 on the last round, 1/4 split evenly over the others
@@ -100,7 +106,8 @@ def mvm_rec(
     sched: Sequence[Fraction] | None = None,
 ) -> Released[Any]:
     """Add CoinPress ``MVMRec`` over ``rows`` (n rows in R^d, covariance <= I) starting from the released
-    ``init = Pack(centre, radius)``; returns the final ``Pack(centre, radius)``.
+    ``init = Pack(names=MEAN_STATE)(centre, radius)``; returns the final state, read with ``Get("centre")``
+    and ``Get("radius")``.
 
     ``weight`` is the mechanisms' weight (the planner allocates the noise).  Round k's next radius uses
     the sigma_k the round's Gaussian certifies: ``2 clip / n`` (the l2 sensitivity of the mean of rows
@@ -114,11 +121,11 @@ def mvm_rec(
         cb = x.builder
         gk = N.param(cb, "gamma", gamma, f"chi_radius(d={d}, beta={beta:g}) ({spec('gaussian.md', '0.3')})")
         nk = N.param(cb, "n", float(n), "public row count")
-        c = N.Get(index=0)(state)
-        clip = N.Apply(fn=steps.mvm_clip, shape=())(N.Get(index=1)(state), gk)
+        c = N.Get("centre")(state)
+        clip = N.Apply(fn=steps.mvm_clip, shape=())(N.Get("radius")(state), gk)
         m = N.GaussianMech(weight=weight)(N.Mean()(N.Clip(radius=clip, center=c)(x)))
         r_next = N.Apply(fn=steps.mvm_next_radius, shape=())(clip, N.noise_scale(m), gk, nk)
-        return N.Pack()(m, r_next)
+        return N.Pack(names=MEAN_STATE)(m, r_next)
 
     return N.recurse(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])
 
@@ -135,7 +142,7 @@ def mvc_rec(
 ) -> Released[Any]:
     """Add CoinPress ``MVCRec`` over ``rows`` (n mean-zero rows in R^d) starting from the released
     preconditioner ``init_A`` (``A Sigma A^T <= I``, e.g. ``I / sqrt(K)``); returns the final state
-    ``Pack(A_next, A_used, Z)``: :func:`steps.cov_from_state` gives the estimate, ``A_next`` the
+    ``Pack(names=COV_STATE)(A_next, A_used, Z)``: :func:`steps.cov_from_state` gives the estimate, ``A_next`` the
     whitening preconditioner.
 
     ``gamma = chi_radius(d, beta)`` (the code's beta = 0.1) and ``eta = (2 sqrt(d/n) + d/n) / 2``
@@ -148,10 +155,10 @@ def mvc_rec(
     def body(x: Sensitive[Rows], state: Released[Any], k: Released[Any]) -> Released[Any]:
         cb = x.builder
         e = N.param(cb, "eta", eta, f"(2 sqrt(d/n) + d/n)/2, d={d}, n={n} ({spec('gaussian.md', '1.3')})")
-        A = N.Get(index=0)(state)
+        A = N.Get("A_next")(state)
         w = N.Clip(radius=gamma)(N.Precondition(matrix=A)(x))
         Z = N.PSDProject()(N.GaussianMech(weight=weight)(N.SecondMoment()(w)))
-        return N.Pack()(N.Apply(fn=steps.mvc_update, shape=(d, d))(Z, A, e), A, Z)
+        return N.Pack(names=COV_STATE)(N.Apply(fn=steps.mvc_update, shape=(d, d))(Z, A, e), A, Z)
 
-    init = N.Pack()(init_A, init_A, rows.builder.public(np.zeros((d, d))))
+    init = N.Pack(names=COV_STATE)(init_A, init_A, rows.builder.public(np.zeros((d, d))))
     return N.recurse(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])
