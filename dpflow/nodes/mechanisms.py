@@ -460,15 +460,21 @@ class Peel(Mechanism):
         u = self.unit(share, mode)
         return f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
 
+    def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
+        """On the lattice when the statistic has a float-error bound (every step is pure DP)."""
+        return stat.float_error is not None
+
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
         alloc = ctx.allocation()
         assert stat.linf is not None
         lam = ctx.bound(stat.linf)
-        b = self.noise_scale(lam, alloc.share, alloc.mode)
-        ctx.record("scale", b)
         v = np.asarray(ins[0], dtype=float)
         d = v.shape[0]
+        if _exact(ctx) and self.takes_lattice(stat, alloc) and math.isfinite(lam):
+            return self._lattice(v, lam, stat, ctx, lambda x: self.noise_scale(x, alloc.share, alloc.mode))
+        b = self.noise_scale(lam, alloc.share, alloc.mode)
+        ctx.record("scale", b)
         scores = np.abs(v)[None, :] + ctx.noise.laplace(b, (self.s, d))
         chosen = np.zeros(d, dtype=bool)
         for i in range(self.s):  # s rounds over whole vectors, not a loop over rows
@@ -477,3 +483,49 @@ class Peel(Mechanism):
         out = np.zeros(d)
         out[chosen] = v[chosen] + ctx.noise.laplace(b, (int(chosen.sum()),))
         return out
+
+    def _lattice(self, v: np.ndarray, lam: float, stat: StatT, ctx: EvalContext,
+                 scale_of: Callable[[float], float]) -> np.ndarray:
+        """Peel on a 2^-k lattice with exact discrete Laplace noise (exact sources).
+
+        ``v`` is rounded to the lattice, k_j = rint(v_j / step); the l-infinity sensitivity is widened by
+        twice the float error of v (its l2 bound bounds every coordinate) and by one step (rounding moves
+        each coordinate by at most step / 2), lambda'; b = lambda' / u as usual and t = b / step.  Each round
+        is report-noisy-max over the integer scores |k_j| + Z_j, Z_j discrete Laplace(t), ties to the
+        lowest index.  Proof that a round is 2 lambda' / b = 2u-DP (Dwork-Roth 2014 Claim 3.9's argument,
+        which uses only the noise's mass ratio): fix the other noises; candidate i wins iff Z_i >= r* for
+        an integer threshold r* (scores are integers, the tie rule fixed); a neighbour moves every score by
+        at most m = lambda' / step, so its threshold is at most r* + 2m, and for the discrete Laplace
+        P(Z + 2m' = z) >= exp(-2m'/t) P(Z = z) for every integer z and shift m' <= m, so
+        P'(i) >= P(Z_i >= r* + 2m) >= exp(-2m/t) P(i); symmetrically the other way.  The released
+        coordinates k_j + Z_j are the discrete Laplace mechanism on integers of sensitivity m: m / t = u-DP
+        (Ghosh-Roughgarden-Sundararajan 2009; CKS20 Sec. 2).  The same 2s pure steps as the continuous Peel,
+        so the same cost."""
+        slack, _ = _slack(stat, ctx, int(v.size))
+        cal = lattice_calibration(lam, slack, 1, False, scale_of) if math.isfinite(slack) else None
+        if cal is None:
+            if math.isfinite(slack) and scale_of(lam + slack) == 0.0:  # sensitivity 0: v is public
+                ctx.record("scale", 0.0)
+                return np.where(_top(np.abs(v).astype(object)[None, :].repeat(self.s, 0), self.s), v, 0.0)
+            return _infinite_noise(v, ctx, "scale")
+        ctx.record("scale", cal.scale)
+        ctx.record("lattice", {"step": cal.step, "sensitivity": cal.sensitivity, "float_slack": slack})
+        t = Fraction(cal.scale) / Fraction(cal.step)
+        k = np.array([int(x) for x in np.rint(np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) / cal.step)],
+                     dtype=object)
+        d = v.shape[0]
+        chosen = _top(np.abs(k)[None, :] + ctx.noise.discrete_laplace(t, (self.s, d)).astype(object), self.s)
+        release = k[chosen] + ctx.noise.discrete_laplace(t, (int(chosen.sum()),)).astype(object)
+        out = np.zeros(d)
+        out[chosen] = [float(int(x)) * cal.step for x in release]
+        return out
+
+
+def _top(scores: np.ndarray, s: int) -> np.ndarray:
+    """The ``s`` report-noisy-max rounds of the lattice Peel over the rows of integer ``scores`` (an object
+    array): round i picks the first largest score of row i among the coordinates not yet chosen."""
+    chosen = np.zeros(scores.shape[1], dtype=bool)
+    for i in range(s):  # s rounds over whole vectors, not a loop over rows
+        cand = np.flatnonzero(~chosen)
+        chosen[int(cand[int(np.argmax(scores[i, cand]))])] = True
+    return chosen
