@@ -1,11 +1,12 @@
 """Noise sources.
 
 ``SecureNoise`` (the default of every run) draws exact discrete Gaussian and discrete
-Laplace integers from the OS CSPRNG (Canonne-Kamath-Steinke samplers,
-:mod:`dpflow.interpreter.samplers`); the Gaussian and Laplace mechanisms then release
-on a 2^-k lattice, so no floating-point operation touches the noise (Mironov 2012).
-Its continuous draws (``normal``, ``laplace``, used by mechanisms without a lattice
-form) come from a generator freshly seeded with 256 bits of OS entropy per draw.
+Laplace integers from the OS CSPRNG (Canonne-Kamath-Steinke samplers, vectorised in
+:mod:`dpflow.interpreter.vector_samplers`); the Gaussian and Laplace mechanisms and Peel then
+release on a 2^-k lattice and the stability histogram on its integer counts, so no
+floating-point operation touches the noise (Mironov 2012).  Its continuous draws (``normal``,
+``laplace``, and the Gumbel and uniform variates of the exponential mechanisms) come from a
+generator freshly seeded with 256 bits of OS entropy per draw.
 
 ``SeededNoise`` is for tests and examples and stamps every report NOT FOR RELEASE;
 ``exact=True`` makes it use the same exact samplers from a seeded integer source.
@@ -94,8 +95,10 @@ class SecureNoise(_ExactDraws):
     """
 
     description = (
-        "secure: OS CSPRNG; exact discrete Gaussian/Laplace (Canonne-Kamath-Steinke) on a 2^-k lattice for "
-        "Gaussian and Laplace mechanisms; continuous draws freshly seeded from OS entropy otherwise"
+        "secure: OS CSPRNG; exact discrete Gaussian/Laplace (Canonne-Kamath-Steinke, vectorised, work independent "
+        "of the value drawn) on a 2^-k lattice for GaussianMech, LaplaceMech and Peel, on the integer counts for "
+        "StabilityHistogram; floating-point Gumbel/uniform draws freshly seeded from OS entropy for the "
+        "exponential mechanisms (Quantile, DyadicExpMech), and continuous noise where the ledger says so"
     )
     seeded = False
 

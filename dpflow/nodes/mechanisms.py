@@ -458,7 +458,9 @@ class Peel(Mechanism):
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)
-        return f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
+        return (f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
+                + _exact_path_text(stat, "discrete Laplace (report-noisy-max on integer scores)").replace(
+                    "sensitivity + lattice", "linf sensitivity + lattice step"))
 
     def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
         """On the lattice when the statistic has a float-error bound (every step is pure DP)."""

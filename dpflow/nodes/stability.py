@@ -158,7 +158,8 @@ class StabilityHistogram(EpsilonMechanism):
             return ""
         eps = float(self.eps(share, mode))
         b, t = self.scale_threshold(self._l1(stat), eps)
-        return f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
+        return (f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
+                "; exact sources: discrete Laplace on the integer counts, released above t + 1/2")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         """Laplace noise on the occupied bins, released above the threshold.  Exact sources draw the
