@@ -29,10 +29,10 @@ True
 from __future__ import annotations
 
 import math
-import random
 import secrets
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Protocol
 
 import numpy as np
 
@@ -40,6 +40,10 @@ __all__ = [
     "IntSource", "bernoulli_exp", "discrete_gaussian", "discrete_laplace", "gumbel_of_laplace",
     "uniform_int_of", "uniform_of_laplace",
 ]
+
+
+class _RandRange(Protocol):
+    def randrange(self, n: int, /) -> int: ...
 
 
 class IntSource:
@@ -52,7 +56,7 @@ class IntSource:
     True
     """
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: _RandRange | None = None) -> None:
         self._below = secrets.randbelow if rng is None else rng.randrange
 
     def below(self, n: int) -> int:

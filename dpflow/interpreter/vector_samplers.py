@@ -221,7 +221,8 @@ def _bern_exp_ratio(u: np.ndarray, t: int, src: WordSource) -> np.ndarray:
         while rng.below(t * kk) < int(u[i]):
             kk += 1
         k[i] = kk
-    return k % 2 == 1
+    odd: np.ndarray = k % 2 == 1
+    return odd
 
 
 def _bern_exp_frac(rem: np.ndarray, den: int, src: WordSource) -> np.ndarray:
@@ -243,7 +244,8 @@ def _bern_exp_frac(rem: np.ndarray, den: int, src: WordSource) -> np.ndarray:
         while rng.below(kk) == 0 and _LazyUniform(src.word(), src).below(f):
             kk += 1
         k[i] = kk
-    return k % 2 == 1
+    odd: np.ndarray = k % 2 == 1
+    return odd
 
 
 def _bern_exp_int(n: np.ndarray, src: WordSource) -> np.ndarray:
@@ -256,7 +258,8 @@ def _bern_exp_int(n: np.ndarray, src: WordSource) -> np.ndarray:
     out = (small == 0) | (w < t)
     for i in np.flatnonzero((w == t) & (small > 0)):
         out[i] = _LazyUniform(int(w[i]), src).below_exp(int(n[i]))
-    return out
+    result: np.ndarray = out
+    return result
 
 
 def _geometric_exp1(m: int, src: WordSource) -> np.ndarray:
@@ -264,7 +267,7 @@ def _geometric_exp1(m: int, src: WordSource) -> np.ndarray:
     table (word by word on a tie or when V may reach the end of the table)."""
     table = _exp_table()[1:]
     w = src.draw(m)
-    v = (w[:, None] < table[None, :]).sum(axis=1).astype(np.int64)
+    v: np.ndarray = (w[:, None] < table[None, :]).sum(axis=1).astype(np.int64)
     tie = (w[:, None] == table[None, :]).any(axis=1) | (v == GEOM_TABLE)
     for i in np.flatnonzero(tie):
         r = _LazyUniform(int(w[i]), src)

@@ -122,8 +122,13 @@ def _lattice_release(value: np.ndarray, step: float, noise: np.ndarray, symmetri
     post-processing of the exact release.
     """
     flat = _noised_entries(np.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0), symmetric)
-    ints = [int(v) for v in np.rint(flat / step)]
-    out = np.array([float(k + int(z)) * step for k, z in zip(ints, noise.ravel(), strict=True)])
+    scaled = np.rint(flat / step)
+    z = noise.ravel()
+    if z.dtype == np.int64 and (not scaled.size or float(np.max(np.abs(scaled))) < 2.0**62) and (
+            not z.size or int(np.max(np.abs(z))) < 2**62):  # exact int64 sums (no overflow), as below
+        out: np.ndarray = (scaled.astype(np.int64) + z).astype(float) * step
+    else:
+        out = np.array([float(int(k) + int(e)) * step for k, e in zip(scaled.tolist(), z, strict=True)])
     if not symmetric:
         return out.reshape(value.shape)
     d = value.shape[0]

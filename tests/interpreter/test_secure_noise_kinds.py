@@ -12,9 +12,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from contract.examples import EXAMPLES
 
 import dpflow as dp
-from contract.examples import EXAMPLES
 from dpflow import nodes as N
 
 CONTINUOUS = {"normal", "laplace", "gumbel", "uniform", "uniform_int"}

@@ -14,7 +14,6 @@ import dpflow as dp
 from dpflow import nodes as N
 from dpflow.privacy.rounding import up
 
-
 N_ROWS = 5000
 
 
