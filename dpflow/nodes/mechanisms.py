@@ -107,6 +107,24 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
     return LatticeCalibration(step, widened, scale_of(widened))
 
 
+def unit_lattice(unit: str | None, delta: float, slacks: tuple[float, float], entries: int,
+                 scale_of: Callable[[float], float]) -> LatticeCalibration | None:
+    """The lattice release of a mechanism whose noise is calibrated to its ``unit`` sensitivity (``"l2"``,
+    ``"l1"``, ``"linf"``), given the (l2, l1) float slack of its ``entries`` noised entries: the one statement
+    the releases and the ledger's accuracy rows share.  An l-infinity mechanism (Peel) releases one coordinate
+    at a time: the l2 slack bounds every coordinate's float error and the rounding adds one step.
+
+    >>> unit_lattice("linf", 1.0, (0.0, 0.0), 5, lambda d: d).sensitivity == unit_lattice("l2", 1.0, (0.0, 0.0), 1,
+    ...                                                                                    lambda d: d).sensitivity
+    True
+    """
+    s2, s1 = slacks
+    if unit == "linf":
+        return lattice_calibration(delta, s2, 1, False, scale_of)
+    l1 = unit == "l1"
+    return lattice_calibration(delta, s1 if l1 else s2, entries, l1, scale_of)
+
+
 def _exact_path_text(stat: StatT, sampler: str) -> str:
     """What an exact noise source draws for ``stat``: the lattice path needs the statistic's float-error
     bound (without one, e.g. a sum over a private row count, the noise is continuous, and the ledger says so)."""
@@ -157,11 +175,11 @@ def _lattice_noised(
     exp(-|k|/t) it is D/t-DP (CKS20 Sec. 2; OpenDP's discrete Laplace).
     """
     m = int(_noised_entries(value, stat.symmetric).size)
-    slack_l2, slack_l1 = _slack(stat, ctx, m)
-    slack = slack_l1 if l1 else slack_l2
+    slacks = _slack(stat, ctx, m)
+    slack = slacks[1] if l1 else slacks[0]
     if not math.isfinite(delta + slack):
         return _infinite_noise(value, ctx, key)
-    cal = lattice_calibration(delta, slack, m, l1, scale_of)
+    cal = unit_lattice("l1" if l1 else "l2", delta, slacks, m, scale_of)
     if cal is None:
         if scale_of(delta + slack) == 0.0:
             ctx.record(key, 0.0)
@@ -508,8 +526,9 @@ class Peel(Mechanism):
         coordinates k_j + Z_j are the discrete Laplace mechanism on integers of sensitivity m: m / t = u-DP
         (Ghosh-Roughgarden-Sundararajan 2009; CKS20 Sec. 2).  The same 2s pure steps as the continuous Peel,
         so the same cost."""
-        slack, _ = _slack(stat, ctx, int(v.size))
-        cal = lattice_calibration(lam, slack, 1, False, scale_of) if math.isfinite(slack) else None
+        slacks = _slack(stat, ctx, int(v.size))
+        slack = slacks[0]
+        cal = unit_lattice(self.noise_unit, lam, slacks, int(v.size), scale_of) if math.isfinite(slack) else None
         if cal is None:
             if math.isfinite(slack) and scale_of(lam + slack) == 0.0:  # sensitivity 0: v is public
                 ctx.record("scale", 0.0)
