@@ -17,8 +17,10 @@ The module also holds the one home of the floating-point variates the exponentia
 draw (``gumbel_of_laplace``, ``uniform_of_laplace``, ``uniform_int_of``): each is a map of
 standard Laplace draws, exact in law and computed in floating point (not claimed exact).
 
-Timing: these are rejection samplers, so the running time of a draw depends on the value
-drawn (through the number of loop iterations).  They are not constant-time.
+Timing: these per-draw samplers do work that depends on the value drawn (the geometric count, the
+floor(x) draws of Bernoulli(exp(-1))).  Noise sources draw through the vectorised samplers of
+:mod:`dpflow.interpreter.vector_samplers`, whose work does not (beyond a stated small probability);
+these remain the reference implementation and the path for scales beyond int64.
 
 >>> import random
 >>> rng = IntSource(random.Random(0))

@@ -43,9 +43,9 @@ def test_discrete_gaussian_array_matches_its_pmf(sigma2: Fraction) -> None:
 
 
 def test_lattice_scales_have_the_right_spread() -> None:
-    """At the scales the lattice releases use (about 2^40 lattice steps) the draws stay exact int64 with the
-    variance of the law: 2 s^2 / ... for the discrete Laplace (2 e^{-1/s} / (1 - e^{-1/s})^2 ~ 2 s^2) and sigma^2
-    for the discrete Gaussian (within 1e-12 relative at this sigma)."""
+    """At the scales the lattice releases use (about 2^40 lattice steps) the draws are int64 with the variance
+    of the law: 2 e^{-1/s} / (1 - e^{-1/s})^2 ~ 2 s^2 for the discrete Laplace, sigma^2 for the discrete
+    Gaussian (equal to within 1e-12 relative at this sigma)."""
     src = WordSource(seed=3)
     s = 2**40 + 12345
     z = discrete_laplace_array(Fraction(s), 20_000, src).astype(float)
