@@ -520,9 +520,9 @@ class Peel(Mechanism):
         lowest index.  Proof that a round is 2 lambda' / b = 2u-DP (Dwork-Roth 2014 Claim 3.9's argument,
         which uses only the noise's mass ratio): fix the other noises; candidate i wins iff Z_i >= r* for
         an integer threshold r* (scores are integers, the tie rule fixed); a neighbour moves every score by
-        at most m = lambda' / step, so its threshold is at most r* + 2m, and for the discrete Laplace
-        P(Z + 2m' = z) >= exp(-2m'/t) P(Z = z) for every integer z and shift m' <= m, so
-        P'(i) >= P(Z_i >= r* + 2m) >= exp(-2m/t) P(i); symmetrically the other way.  The released
+        at most m = lambda' / step, so its threshold r' is an integer at most r* + 2m; the discrete Laplace has
+        P(Z = z + j) >= exp(-j/t) P(Z = z) for every integer z and j >= 0, hence
+        P'(i) = P(Z_i >= r') >= exp(-2m/t) P(Z_i >= r*) = exp(-2m/t) P(i); symmetrically the other way.  The released
         coordinates k_j + Z_j are the discrete Laplace mechanism on integers of sensitivity m: m / t = u-DP
         (Ghosh-Roughgarden-Sundararajan 2009; CKS20 Sec. 2).  The same 2s pure steps as the continuous Peel,
         so the same cost."""
