@@ -1,14 +1,24 @@
-"""Noise throughput: exact discrete samplers on the OS CSPRNG against numpy's float samplers.
+"""Noise throughput and the work of the exact samplers, against numpy's float samplers.
 
-Prints, from one run, the time per draw of each sampler and the cost of a d = 1000 Gaussian
-release (clipped mean, lattice path) against the same release with continuous seeded noise.
+Prints, from one run:
 
-    python benchmarks/noise.py
+1. the time per draw of numpy's samplers, the per-draw CKS samplers (``dpflow.interpreter.samplers``, what
+   ``SecureNoise`` used before issue 9) and the vectorised exact samplers (``vector_samplers``, used now),
+   all at the scale of a lattice release (2^40 lattice steps);
+2. the Laplace histogram learner (``laplace_histogram``, N bins) under ``SecureNoise`` against the same
+   plan under continuous seeded noise and against ``rng.laplace`` of N values;
+3. a d = 1000 Gaussian clipped-mean release, exact lattice against continuous;
+4. the timing-dependence table: words (or uniform integers) drawn per draw, by quartile of |value|
+   (work counted, not wall time; docs/assurance.md).
+
+    python benchmarks/noise.py [--large]
 """
 
 from __future__ import annotations
 
+import argparse
 import platform
+import random
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -17,7 +27,9 @@ import numpy as np
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.estimators.discrete import laplace_histogram
 from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
+from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
 
 
 def per_draw(fn: Callable[[int], object], count: int) -> float:
@@ -26,42 +38,109 @@ def per_draw(fn: Callable[[int], object], count: int) -> float:
     return (time.perf_counter() - t0) / count
 
 
+def best(fn: Callable[[], object], repeat: int = 3) -> float:
+    out = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out = min(out, time.perf_counter() - t0)
+    return out
+
+
+class _Counting(random.Random):
+    calls = 0
+
+    def randrange(self, n: int) -> int:  # type: ignore[override]
+        self.calls += 1
+        return super().randrange(n)
+
+
+def work_table(n: int) -> list[tuple[str, list[float]]]:
+    """Mean work per draw by quartile of |value|: (sampler, [q1, q2, q3, q4])."""
+    rows = []
+    for name, law, arg in (("discrete Laplace, scale 3", "lap", Fraction(3)),
+                           ("discrete Gaussian, sigma^2 = 25", "gau", Fraction(25))):
+        rng = _Counting(1)
+        ints = IntSource(rng)
+        src = WordSource(seed=1)
+        scalar = discrete_laplace if law == "lap" else discrete_gaussian
+        vector = discrete_laplace_array if law == "lap" else discrete_gaussian_array
+        for label, draw in (
+            ("per-draw CKS (uniform integers)", lambda f=scalar, a=arg, i=ints: f(a, i)),
+            ("vectorised (64-bit words)", lambda f=vector, a=arg, s=src: int(f(a, 1, s)[0])),
+        ):
+            values, work = np.zeros(n), np.zeros(n)
+            for i in range(n):
+                before = rng.calls if label.startswith("per-draw") else src.words
+                values[i] = draw()
+                work[i] = (rng.calls if label.startswith("per-draw") else src.words) - before
+            a = np.abs(values)
+            bucket = np.searchsorted(np.quantile(a, [0.25, 0.5, 0.75]), a, side="right")
+            rows.append((f"{name}: {label}", [float(work[bucket == b].mean()) if (bucket == b).any() else float("nan")
+                                              for b in range(4)]))
+    return rows
+
+
 def main() -> None:
-    src = IntSource()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--large", action="store_true", help="N = 1e6 bins and 1e6 draws (default 1e5)")
+    args = ap.parse_args()
+    big = 10**6 if args.large else 10**5
+    os_words = WordSource()
+    ints = IntSource()
     rng = np.random.default_rng(0)
-    k = 5000
+    k = 3000
     rows = [
         ("numpy normal (float, seeded PCG64)", per_draw(lambda c: rng.normal(0, 1, c), 10**6)),
         ("numpy laplace (float, seeded PCG64)", per_draw(lambda c: rng.laplace(0, 1, c), 10**6)),
-        ("discrete Gaussian sigma=2^40, OS CSPRNG", per_draw(
-            lambda c: [discrete_gaussian(Fraction(2**80), src) for _ in range(c)], k)),
-        ("discrete Laplace scale=2^40, OS CSPRNG", per_draw(
-            lambda c: [discrete_laplace(Fraction(2**40), src) for _ in range(c)], k)),
+        ("per-draw discrete Laplace scale=2^40, OS CSPRNG (before)", per_draw(
+            lambda c: [discrete_laplace(Fraction(2**40), ints) for _ in range(c)], k)),
+        ("per-draw discrete Gaussian sigma=2^40, OS CSPRNG (before)", per_draw(
+            lambda c: [discrete_gaussian(Fraction(2**80), ints) for _ in range(c)], k)),
+        ("vectorised discrete Laplace scale=2^40, OS CSPRNG", per_draw(
+            lambda c: discrete_laplace_array(Fraction(2**40), c, os_words), big)),
+        ("vectorised discrete Gaussian sigma=2^40, OS CSPRNG", per_draw(
+            lambda c: discrete_gaussian_array(Fraction(2**80), c, os_words), big // 2)),
     ]
-    print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}")
-    print("| sampler | time per draw (us) | ratio to numpy normal |")
+    print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}, "
+          f"numpy {np.__version__}")
+    print("| sampler | time per draw (us) | ratio to numpy laplace |")
     print("|---|---|---|")
     for name, t in rows:
-        print(f"| {name} | {t * 1e6:.3f} | {t / rows[0][1]:.0f} |")
+        print(f"| {name} | {t * 1e6:.3f} | {t / rows[1][1]:.0f} |")
+
+    nbins, n = big, 10_000
+    plan = laplace_histogram(nbins, n, dp.PureDP(1.0))
+    data = {"X": rng.integers(0, nbins, n)}
+    t_secure = best(lambda: plan.run(data, noise=dp.SecureNoise()))
+    t_seeded = best(lambda: plan.run(data, noise=dp.SeededNoise(1)))
+    t_np = best(lambda: rng.laplace(0.0, 1.0, nbins))
+    print()
+    print(f"| laplace_histogram, N = {nbins:,} bins, n = {n:,} | time (s, best of 3) | us per bin |")
+    print("|---|---|---|")
+    for name, t in (("exact lattice (SecureNoise)", t_secure), ("continuous (seeded)", t_seeded),
+                    (f"numpy rng.laplace of {nbins:,} values", t_np)):
+        print(f"| {name} | {t:.4f} | {t / nbins * 1e6:.3f} |")
+    print(f"| ratio exact / numpy laplace | {t_secure / t_np:.1f} | |")
 
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     X = b.source("X", dp.Vectors(d=1000), n=10_000)
-    plan = b.build(mean=N.GaussianMech()(N.Mean()(N.Clip(radius=5.0)(X))))
-    data = {"X": rng.normal(size=(10_000, 1000))}
-    times = {}
-    for name, noise in (("continuous (seeded)", dp.SeededNoise(1)), ("exact lattice (SecureNoise)", dp.SecureNoise())):
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            plan.run(data, noise=noise)
-            best = min(best, time.perf_counter() - t0)
-        times[name] = best
+    mplan = b.build(mean=N.GaussianMech()(N.Mean()(N.Clip(radius=5.0)(X))))
+    mdata = {"X": rng.normal(size=(10_000, 1000))}
+    t_c = best(lambda: mplan.run(mdata, noise=dp.SeededNoise(1)))
+    t_e = best(lambda: mplan.run(mdata, noise=dp.SecureNoise()))
     print()
     print("| d = 1000 clipped-mean release, n = 10,000 | time (s, best of 3) |")
     print("|---|---|")
-    for name, t in times.items():
-        print(f"| {name} | {t:.3f} |")
-    print(f"| ratio exact / continuous | {times['exact lattice (SecureNoise)'] / times['continuous (seeded)']:.2f} |")
+    print(f"| continuous (seeded) | {t_c:.3f} |")
+    print(f"| exact lattice (SecureNoise) | {t_e:.3f} |")
+    print(f"| ratio exact / continuous | {t_e / t_c:.2f} |")
+
+    print()
+    print("| work per draw by quartile of abs(value) (2,000 single draws) | q1 | q2 | q3 | q4 | q4 / q1 |")
+    print("|---|---|---|---|---|---|")
+    for name, means in work_table(2000):
+        print(f"| {name} | " + " | ".join(f"{m:.2f}" for m in means) + f" | {means[3] / means[0]:.2f} |")
 
 
 if __name__ == "__main__":

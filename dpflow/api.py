@@ -43,7 +43,9 @@ def run(
     """Certify ``plan`` and run it on ``data`` (source name -> array; one array when the plan has a
     single source).
 
-    ``noise`` defaults to :class:`dpflow.SecureNoise` (OS entropy).  Public schema
+    ``noise`` defaults to :class:`dpflow.SecureNoise` (OS entropy); the plan is certified for it
+    (``certify(plan, exact_noise=noise.exact)``: an exact source never rests a Gaussian mechanism on an
+    accounting proven for continuous noise only, docs/privacy.md "Noise").  Public schema
     errors (shape, dtype, declared n, unknown sources) raise before any value is used.
     With ``budget_store`` (a :class:`dpflow.budget.BudgetStore`) the certified cost is
     reserved on ``dataset`` (one id, or plan source -> id) before any data is read,
@@ -52,8 +54,8 @@ def run(
     (``noise.seeded``) is refused with a budget store: its output is reproducible, not
     private, and charging it would record a release that is not one.
     """
-    cert = certify(plan)
     source = noise if noise is not None else SecureNoise()
+    cert = certify(plan, exact_noise=source.exact)
     if budget_store is not None and source.seeded:
         raise ValueError("seeded noise (NOT FOR RELEASE) cannot be charged to a budget store: its values are "
                          "reproducible from the seed, not private. Fix: use SecureNoise (drop --seed) to release, "

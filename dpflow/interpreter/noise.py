@@ -1,11 +1,12 @@
 """Noise sources.
 
 ``SecureNoise`` (the default of every run) draws exact discrete Gaussian and discrete
-Laplace integers from the OS CSPRNG (Canonne-Kamath-Steinke samplers,
-:mod:`dpflow.interpreter.samplers`); the Gaussian and Laplace mechanisms then release
-on a 2^-k lattice, so no floating-point operation touches the noise (Mironov 2012).
-Its continuous draws (``normal``, ``laplace``, used by mechanisms without a lattice
-form) come from a generator freshly seeded with 256 bits of OS entropy per draw.
+Laplace integers from the OS CSPRNG (Canonne-Kamath-Steinke samplers, vectorised in
+:mod:`dpflow.interpreter.vector_samplers`); the Gaussian and Laplace mechanisms and Peel then
+release on a 2^-k lattice and the stability histogram on its integer counts, so no
+floating-point operation touches the noise (Mironov 2012).  Its continuous draws (``normal``,
+``laplace``, and the Gumbel and uniform variates of the exponential mechanisms) come from a
+generator freshly seeded with 256 bits of OS entropy per draw.
 
 ``SeededNoise`` is for tests and examples and stamps every report NOT FOR RELEASE;
 ``exact=True`` makes it use the same exact samplers from a seeded integer source.
@@ -17,21 +18,14 @@ here); the Gumbel and uniform draws of the exponential mechanisms come from
 
 from __future__ import annotations
 
-import random
 import secrets
 from fractions import Fraction
 from typing import Protocol
 
 import numpy as np
 
-from dpflow.interpreter.samplers import (
-    IntSource,
-    discrete_gaussian,
-    discrete_laplace,
-    gumbel_of_laplace,
-    uniform_int_of,
-    uniform_of_laplace,
-)
+from dpflow.interpreter.samplers import gumbel_of_laplace, uniform_int_of, uniform_of_laplace
+from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
 from dpflow.noise_protocol import NoiseSource
 
 __all__ = ["LaplaceDerivedDraws", "NoiseSource", "SecureNoise", "SeededNoise"]
@@ -71,26 +65,25 @@ class LaplaceDerivedDraws:
         return uniform_int_of(self.uniform, size)
 
 
-def _draw_ints(shape: tuple[int, ...], draw: object) -> np.ndarray:
-    size = int(np.prod(shape, dtype=np.int64))
-    values = [draw() for _ in range(size)]  # type: ignore[operator]
-    return np.array(values, dtype=object).reshape(shape)
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 class _ExactDraws(LaplaceDerivedDraws):
-    """Exact discrete draws from an integer source (and the draws derived from ``laplace``)."""
+    """Exact discrete draws from a word source, whole arrays at once (:mod:`dpflow.interpreter.vector_samplers`),
+    and the draws derived from ``laplace``."""
 
-    _ints: IntSource
+    words: WordSource
 
     @property
     def exact(self) -> bool:
         return True
 
     def discrete_gaussian(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
-        return _draw_ints(shape, lambda: discrete_gaussian(sigma2, self._ints))
+        return discrete_gaussian_array(sigma2, _size(shape), self.words).reshape(shape)
 
     def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
-        return _draw_ints(shape, lambda: discrete_laplace(scale, self._ints))
+        return discrete_laplace_array(scale, _size(shape), self.words).reshape(shape)
 
 
 class SecureNoise(_ExactDraws):
@@ -102,13 +95,15 @@ class SecureNoise(_ExactDraws):
     """
 
     description = (
-        "secure: OS CSPRNG; exact discrete Gaussian/Laplace (Canonne-Kamath-Steinke) on a 2^-k lattice for "
-        "Gaussian and Laplace mechanisms; continuous draws freshly seeded from OS entropy otherwise"
+        "secure: OS CSPRNG; exact discrete Gaussian/Laplace (Canonne-Kamath-Steinke, vectorised, work independent "
+        "of the value drawn) on a 2^-k lattice for GaussianMech, LaplaceMech and Peel, on the integer counts for "
+        "StabilityHistogram; floating-point Gumbel/uniform draws freshly seeded from OS entropy for the "
+        "exponential mechanisms (Quantile, DyadicExpMech), and continuous noise where the ledger says so"
     )
     seeded = False
 
     def __init__(self) -> None:
-        self._ints = IntSource()
+        self.words = WordSource()
 
     def _gen(self) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64DXSM(secrets.randbits(256)))
@@ -139,7 +134,7 @@ class SeededNoise(_ExactDraws):
         kind = "exact discrete samplers" if exact else "continuous floating-point samplers"
         self.description = f"seeded (seed={seed}, {kind}): NOT FOR RELEASE"
         self._rng = np.random.default_rng(seed)
-        self._ints = IntSource(random.Random(seed))
+        self.words = WordSource(seed=seed)
 
     @property
     def exact(self) -> bool:

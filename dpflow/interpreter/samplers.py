@@ -17,8 +17,10 @@ The module also holds the one home of the floating-point variates the exponentia
 draw (``gumbel_of_laplace``, ``uniform_of_laplace``, ``uniform_int_of``): each is a map of
 standard Laplace draws, exact in law and computed in floating point (not claimed exact).
 
-Timing: these are rejection samplers, so the running time of a draw depends on the value
-drawn (through the number of loop iterations).  They are not constant-time.
+Timing: these per-draw samplers do work that depends on the value drawn (the geometric count, the
+floor(x) draws of Bernoulli(exp(-1))).  Noise sources draw through the vectorised samplers of
+:mod:`dpflow.interpreter.vector_samplers`, whose work does not (beyond a stated small probability);
+these remain the reference implementation and the path for scales beyond int64.
 
 >>> import random
 >>> rng = IntSource(random.Random(0))
@@ -29,10 +31,10 @@ True
 from __future__ import annotations
 
 import math
-import random
 import secrets
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Protocol
 
 import numpy as np
 
@@ -40,6 +42,10 @@ __all__ = [
     "IntSource", "bernoulli_exp", "discrete_gaussian", "discrete_laplace", "gumbel_of_laplace",
     "uniform_int_of", "uniform_of_laplace",
 ]
+
+
+class _RandRange(Protocol):
+    def randrange(self, n: int, /) -> int: ...
 
 
 class IntSource:
@@ -52,7 +58,7 @@ class IntSource:
     True
     """
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: _RandRange | None = None) -> None:
         self._below = secrets.randbelow if rng is None else rng.randrange
 
     def below(self, n: int) -> int:

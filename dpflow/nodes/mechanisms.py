@@ -108,6 +108,24 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
     return LatticeCalibration(step, widened, scale_of(widened))
 
 
+def unit_lattice(unit: str | None, delta: float, slacks: tuple[float, float], entries: int,
+                 scale_of: Callable[[float], float]) -> LatticeCalibration | None:
+    """The lattice release of a mechanism whose noise is calibrated to its ``unit`` sensitivity (``"l2"``,
+    ``"l1"``, ``"linf"``), given the (l2, l1) float slack of its ``entries`` noised entries: the one statement
+    the releases and the ledger's accuracy rows share.  An l-infinity mechanism (Peel) releases one coordinate
+    at a time: the l2 slack bounds every coordinate's float error and the rounding adds one step.
+
+    >>> unit_lattice("linf", 1.0, (0.0, 0.0), 5, lambda d: d).sensitivity == unit_lattice("l2", 1.0, (0.0, 0.0), 1,
+    ...                                                                                    lambda d: d).sensitivity
+    True
+    """
+    s2, s1 = slacks
+    if unit == "linf":
+        return lattice_calibration(delta, s2, 1, False, scale_of)
+    l1 = unit == "l1"
+    return lattice_calibration(delta, s1 if l1 else s2, entries, l1, scale_of)
+
+
 def _exact_path_text(stat: StatT, sampler: str) -> str:
     """What an exact noise source draws for ``stat``: the lattice path needs the statistic's float-error
     bound (without one, e.g. a sum over a private row count, the noise is continuous, and the ledger says so)."""
@@ -123,8 +141,13 @@ def _lattice_release(value: np.ndarray, step: float, noise: np.ndarray, symmetri
     post-processing of the exact release.
     """
     flat = _noised_entries(np.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0), symmetric)
-    ints = [int(v) for v in np.rint(flat / step)]
-    out = np.array([float(k + int(z)) * step for k, z in zip(ints, noise.ravel(), strict=True)])
+    scaled = np.rint(flat / step)
+    z = noise.ravel()
+    if z.dtype == np.int64 and (not scaled.size or float(np.max(np.abs(scaled))) < 2.0**62) and (
+            not z.size or int(np.max(np.abs(z))) < 2**62):  # exact int64 sums (no overflow), as below
+        out: np.ndarray = (scaled.astype(np.int64) + z).astype(float) * step
+    else:
+        out = np.array([float(int(k) + int(e)) * step for k, e in zip(scaled.tolist(), z, strict=True)])
     if not symmetric:
         return out.reshape(value.shape)
     d = value.shape[0]
@@ -153,11 +176,11 @@ def _lattice_noised(
     exp(-|k|/t) it is D/t-DP (CKS20 Sec. 2; OpenDP's discrete Laplace).
     """
     m = int(_noised_entries(value, stat.symmetric).size)
-    slack_l2, slack_l1 = _slack(stat, ctx, m)
-    slack = slack_l1 if l1 else slack_l2
+    slacks = _slack(stat, ctx, m)
+    slack = slacks[1] if l1 else slacks[0]
     if not math.isfinite(delta + slack):
         return _infinite_noise(value, ctx, key)
-    cal = lattice_calibration(delta, slack, m, l1, scale_of)
+    cal = unit_lattice("l1" if l1 else "l2", delta, slacks, m, scale_of)
     if cal is None:
         if scale_of(delta + slack) == 0.0:
             ctx.record(key, 0.0)
@@ -459,17 +482,25 @@ class Peel(Mechanism):
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)
-        return f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
+        return (f"Laplace, b = {text_of(stat.linf)} / {float(u):.6g}, {2 * self.s} draws of d values"
+                + _exact_path_text(stat, "discrete Laplace (report-noisy-max on integer scores)").replace(
+                    "sensitivity + lattice", "linf sensitivity + lattice step"))
+
+    def takes_lattice(self, stat: StatT, alloc: Allocation) -> bool:
+        """On the lattice when the statistic has a float-error bound (every step is pure DP)."""
+        return stat.float_error is not None
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
         alloc = ctx.allocation()
         assert stat.linf is not None
         lam = ctx.bound(stat.linf)
-        b = self.noise_scale(lam, alloc.share, alloc.mode)
-        ctx.record("scale", b)
         v = np.asarray(ins[0], dtype=float)
         d = v.shape[0]
+        if _exact(ctx) and self.takes_lattice(stat, alloc) and math.isfinite(lam):
+            return self._lattice(v, lam, stat, ctx, lambda x: self.noise_scale(x, alloc.share, alloc.mode))
+        b = self.noise_scale(lam, alloc.share, alloc.mode)
+        ctx.record("scale", b)
         scores = np.abs(v)[None, :] + ctx.noise.laplace(b, (self.s, d))
         chosen = np.zeros(d, dtype=bool)
         for i in range(self.s):  # s rounds over whole vectors, not a loop over rows
@@ -478,3 +509,50 @@ class Peel(Mechanism):
         out = np.zeros(d)
         out[chosen] = v[chosen] + ctx.noise.laplace(b, (int(chosen.sum()),))
         return out
+
+    def _lattice(self, v: np.ndarray, lam: float, stat: StatT, ctx: EvalContext,
+                 scale_of: Callable[[float], float]) -> np.ndarray:
+        """Peel on a 2^-k lattice with exact discrete Laplace noise (exact sources).
+
+        ``v`` is rounded to the lattice, k_j = rint(v_j / step); the l-infinity sensitivity is widened by
+        twice the float error of v (its l2 bound bounds every coordinate) and by one step (rounding moves
+        each coordinate by at most step / 2), lambda'; b = lambda' / u as usual and t = b / step.  Each round
+        is report-noisy-max over the integer scores |k_j| + Z_j, Z_j discrete Laplace(t), ties to the
+        lowest index.  Proof that a round is 2 lambda' / b = 2u-DP (Dwork-Roth 2014 Claim 3.9's argument,
+        which uses only the noise's mass ratio): fix the other noises; candidate i wins iff Z_i >= r* for
+        an integer threshold r* (scores are integers, the tie rule fixed); a neighbour moves every score by
+        at most m = lambda' / step, so its threshold r' is an integer at most r* + 2m; the discrete Laplace has
+        P(Z = z + j) >= exp(-j/t) P(Z = z) for every integer z and j >= 0, hence
+        P'(i) = P(Z_i >= r') >= exp(-2m/t) P(Z_i >= r*) = exp(-2m/t) P(i); symmetrically the other way.  The released
+        coordinates k_j + Z_j are the discrete Laplace mechanism on integers of sensitivity m: m / t = u-DP
+        (Ghosh-Roughgarden-Sundararajan 2009; CKS20 Sec. 2).  The same 2s pure steps as the continuous Peel,
+        so the same cost."""
+        slacks = _slack(stat, ctx, int(v.size))
+        slack = slacks[0]
+        cal = unit_lattice(self.noise_unit, lam, slacks, int(v.size), scale_of) if math.isfinite(slack) else None
+        if cal is None:
+            if math.isfinite(slack) and scale_of(lam + slack) == 0.0:  # sensitivity 0: v is public
+                ctx.record("scale", 0.0)
+                return np.where(_top(np.abs(v).astype(object)[None, :].repeat(self.s, 0), self.s), v, 0.0)
+            return _infinite_noise(v, ctx, "scale")
+        ctx.record("scale", cal.scale)
+        ctx.record("lattice", {"step": cal.step, "sensitivity": cal.sensitivity, "float_slack": slack})
+        t = Fraction(cal.scale) / Fraction(cal.step)
+        k = np.array([int(x) for x in np.rint(np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) / cal.step)],
+                     dtype=object)
+        d = v.shape[0]
+        chosen = _top(np.abs(k)[None, :] + ctx.noise.discrete_laplace(t, (self.s, d)).astype(object), self.s)
+        release = k[chosen] + ctx.noise.discrete_laplace(t, (int(chosen.sum()),)).astype(object)
+        out = np.zeros(d)
+        out[chosen] = [float(int(x)) * cal.step for x in release]
+        return out
+
+
+def _top(scores: np.ndarray, s: int) -> np.ndarray:
+    """The ``s`` report-noisy-max rounds of the lattice Peel over the rows of integer ``scores`` (an object
+    array): round i picks the first largest score of row i among the coordinates not yet chosen."""
+    chosen = np.zeros(scores.shape[1], dtype=bool)
+    for i in range(s):  # s rounds over whole vectors, not a loop over rows
+        cand = np.flatnonzero(~chosen)
+        chosen[int(cand[int(np.argmax(scores[i, cand]))])] = True
+    return chosen

@@ -158,15 +158,26 @@ class StabilityHistogram(EpsilonMechanism):
             return ""
         eps = float(self.eps(share, mode))
         b, t = self.scale_threshold(self._l1(stat), eps)
-        return f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
+        return (f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
+                "; exact sources: discrete Laplace on the integer counts, released above t + 1/2")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        """Laplace noise on the occupied bins, released above the threshold.  Exact sources draw the
+        discrete Laplace of the same scale on the integer counts (an exact integer release, Ghosh et al.
+        2009 / CKS20: still Delta_1/b-DP on the bins both datasets occupy) with the threshold raised by 1/2:
+        for integer noise P(Z >= j) = q^j / (1 + q), q = exp(-1/b), so a new bin (count 1) passes
+        ``t + 1/2`` with probability at most q^(t - 1/2) / (1 + q) <= q^(t - 1) / 2 (2 sqrt(q) <= 1 + q),
+        the continuous Laplace's probability of passing ``t``: the delta of the threshold is unchanged."""
         alloc = ctx.allocation()
         b, t = self.scale_threshold(self._l1(ctx.stat()), float(self.eps(alloc.share, alloc.mode)))
+        sc: SparseCounts = ins[0]
+        if ctx.noise.exact:
+            t = math.nextafter(t + 0.5, math.inf)
+            noisy = sc.counts + ctx.noise.discrete_laplace(Fraction(b), sc.counts.shape).astype(float)
+        else:
+            noisy = sc.counts + ctx.noise.laplace(b, sc.counts.shape)
         ctx.record("scale", b)
         ctx.record("threshold", t)
-        sc: SparseCounts = ins[0]
-        noisy = sc.counts + ctx.noise.laplace(b, sc.counts.shape)
         keep = noisy > t
         return sc.keys[keep], noisy[keep]
 

@@ -48,7 +48,7 @@ import attrs
 import numpy as np
 
 from dpflow.nodes.base import Mechanism
-from dpflow.nodes.mechanisms import float_slack, lattice_calibration
+from dpflow.nodes.mechanisms import float_slack, unit_lattice
 from dpflow.nodes.types import Allocation, StatT
 from dpflow.privacy.rounding import up
 
@@ -267,9 +267,8 @@ def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: 
         if fe.refs():
             note = note or "exact sources: the lattice release's float-error bound is known after data"
         else:
-            l1 = family == "laplace"
-            s2, s1 = float_slack(stat, {}, entries)
-            cal = lattice_calibration(delta, s1 if l1 else s2, entries, l1, lambda d: node.noise_scale(d, share, mode))
+            cal = unit_lattice(node.noise_unit, delta, float_slack(stat, {}, entries), entries,
+                               lambda d: node.noise_scale(d, share, mode))
             if cal is not None:
                 step, lat_scale = cal.step, cal.scale
     return attrs.evolve(base, scale=scale, lattice_step=step, lattice_scale=lat_scale, note=note)

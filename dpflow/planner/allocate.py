@@ -130,7 +130,7 @@ def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: M
     budget = ctx.plan.budget
     assert isinstance(budget, ApproxDP)
     delta = budget.delta * eps / budget.epsilon
-    if node.gaussian_profile:  # the exact Gaussian-DP profile (Balle-Wang 2018 Thm 8)
+    if node.gaussian_profile and not ctx.exact_noise:  # the exact Gaussian-DP profile (Balle-Wang 2018 Thm 8)
         rho = Fraction(gdp_mu_for_approx_dp(eps, delta)) ** 2 / 2
         return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta),
                           continuous_gaussian=Accounting.BASIC.continuous_gaussian)

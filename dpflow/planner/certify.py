@@ -72,8 +72,8 @@ class _Planner:
     """One certification: the plan's context (validated and typed on construction), then the steps
     in order (:meth:`certify`)."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.ctx = PlanContext.of(plan)
+    def __init__(self, plan: Plan, exact_noise: bool = False) -> None:
+        self.ctx = PlanContext.of(plan, exact_noise)
 
     def mode_and_total(self) -> ModeChoice:
         """The accounting mode and the total shared by weight (:func:`~dpflow.planner.modes.mode_and_total`)."""
@@ -92,7 +92,7 @@ class _Planner:
         leaf = cost_leaf(ctx, allocations)
         totals = []
         report_delta = _report_delta(ctx)
-        gdp_valid = _gdp_valid(choice.accounting, ctx.mechs)
+        gdp_valid = _gdp_valid(choice.accounting, ctx.mechs, ctx.exact_noise)
         gdp_dropped = pld_missing = False
         for src in ctx.sources:
             name = _source_name(src)
@@ -123,8 +123,17 @@ class _Planner:
         return Certified(ctx.plan, ctx.space, allocations, ledger, invocations)
 
 
-def certify(plan: Plan) -> Certified:
+def certify(plan: Plan, exact_noise: bool = False) -> Certified:
     """Certify ``plan``: infer, allocate, compose and write the ledger (no data is read).
+
+    ``exact_noise``: the certificate is for a noise source that draws exact discrete noise (``SecureNoise``,
+    ``SeededNoise(exact=True)``; :func:`dpflow.run` passes the source's ``exact`` flag).  Then no Gaussian
+    mechanism is certified through the exact Gaussian-DP profile or the Gaussian privacy loss distribution,
+    both proven for continuous noise only: an ``ApproxDP`` budget on a plan with Gaussian mechanisms is
+    accounted in zCDP (CKS conversion; Canonne-Kamath-Steinke 2020 Thm 4 gives the discrete Gaussian the
+    continuous one's rho), and basic accounting calibrates each Gaussian by that conversion.  Without it
+    (the default, the noise-agnostic preview of ``Plan.check``) such plans keep the tighter accountings and
+    their Gaussian mechanisms draw continuous noise.
 
     >>> import dpflow as dp
     >>> from dpflow import nodes as N
@@ -134,4 +143,4 @@ def certify(plan: Plan) -> Certified:
     >>> c.allocations["gaussian_mech_3"].share
     Fraction(1, 2)
     """
-    return _Planner(plan).certify()
+    return _Planner(plan, exact_noise).certify()

@@ -32,13 +32,16 @@ class PlanContext:
     mechs: list[tuple[TypedScope, NodeRecord, Mechanism]]
     sources: list[NodeRecord]
     basic: bool
+    exact_noise: bool = False
+    """The run draws exact discrete noise (``NoiseSource.exact``): no accounting that needs continuous
+    Gaussian noise (the exact Gaussian-DP profile, the Gaussian PLD) is chosen for a Gaussian mechanism."""
     memo: dict[tuple[Mechanism, int, int, int, int], Allocation] = attrs.field(factory=dict, init=False)
     """Invocation allocations by (mechanism, share, round weight): see ``allocate._invocation``."""
 
     @classmethod
-    def of(cls, plan: Plan) -> PlanContext:
+    def of(cls, plan: Plan, exact_noise: bool = False) -> PlanContext:
         """Validate and type ``plan`` (:func:`~dpflow.planner.validate._validated_space`)."""
         space = _validated_space(plan)
         return cls(plan=plan, relation=plan.neighbors, space=space, mechs=_mechanisms(space),
                    sources=[r for r in space.order if isinstance(r.node, Source)],
-                   basic=plan.accounting == "basic")
+                   basic=plan.accounting == "basic", exact_noise=exact_noise)

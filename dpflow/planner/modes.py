@@ -20,6 +20,8 @@ from dpflow.planner.infer import TypedScope, _key, _mech, _spaces
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho, zcdp_rho_for_approx_dp
 
 _GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
+_EXACT_TEXT = ("; exact discrete Gaussian noise: the exact Gaussian-DP profile and the Gaussian privacy loss "
+               "distribution are proven for continuous noise only, so neither is used")
 
 
 class Accounting(enum.Enum):
@@ -97,18 +99,20 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
     eps, delta = float(budget.epsilon), float(budget.delta)
     if delta <= 0:
         return ModeChoice(Accounting.PURE, budget.epsilon, "pure mode (delta = 0): epsilon shared by weight")
-    if mechs and all(m.gaussian_profile for m in mechs):
+    exact_gaussian = ctx.exact_noise and any(m.gaussian_profile for m in mechs)
+    if mechs and all(m.gaussian_profile for m in mechs) and not exact_gaussian:
         rho = gaussian_budget_rho(budget)
         mu = math.sqrt(float(2 * rho))
         return ModeChoice(Accounting.GDP, rho, (f"{_GDP_TEXT} mu={mu:.6g} meets ({eps:.6g}, {delta:.3g}); "
                                                 f"rho=mu^2/2={float(rho):.6g} shared by weight"))
     rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
     choices = [ModeChoice(Accounting.ZCDP, rho,
-                          f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight")]
+                          f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
+                          + (_EXACT_TEXT if exact_gaussian else ""))]
     if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
         choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,
                                      "pure mode: basic composition meets the budget with delta to spare"))
-    pld = pld_total(ctx, rho)
+    pld = None if exact_gaussian else pld_total(ctx, rho)
     if pld is not None and pld > rho:  # the same rho split with a larger total: less noise for every mechanism
         choices[-1] = ModeChoice(Accounting.PLD, pld, _pld_text(pld, eps, delta))
     if len(choices) == 1:
@@ -176,15 +180,20 @@ def _basic_mode(ctx: PlanContext) -> ModeChoice:
             "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
             "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
             "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
+    if ctx.exact_noise and any(m.gaussian_profile for _, _, m in ctx.mechs):
+        text += _EXACT_TEXT + " (each Gaussian is calibrated by the zCDP conversion instead)"
     return ModeChoice(Accounting.BASIC, budget.epsilon, text)
 
 
-def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]]) -> bool:
+def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]],
+               exact_noise: bool = False) -> bool:
     """Whether the exact Gaussian-DP conversion holds for every noise source a run may use.
 
     It is proven for continuous Gaussian noise only (Dong-Roth-Su 2022; Balle-Wang 2018), so either the
     accounting forces continuous noise on every ``gaussian_profile`` mechanism (it certifies through
     that profile: GDP and basic modes), or there is none; otherwise an exact source draws the discrete
-    Gaussian.
+    Gaussian.  With ``exact_noise`` (the certificate is for an exact source) no accounting forces continuous
+    noise, so it holds only without Gaussian mechanisms.
     """
-    return accounting.continuous_gaussian or not any(m.gaussian_profile for _, _, m in mechs)
+    gaussian = any(m.gaussian_profile for _, _, m in mechs)
+    return not gaussian or (accounting.continuous_gaussian and not exact_noise)

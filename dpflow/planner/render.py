@@ -141,8 +141,8 @@ def _composition_notes(ctx: PlanContext) -> list[str]:
 
 _NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noise sources (SecureNoise) draw the "
                 "discrete Gaussian, which has the same rho-zCDP (Canonne-Kamath-Steinke 2020 Thm 4) but no proven "
-                "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan forces continuous noise and that "
-                "conversion")
+                "Gaussian-DP profile; an ApproxDP budget on an all-Gaussian plan uses that conversion (and continuous "
+                "noise) only in a certificate for continuous sources (SeededNoise; certify(plan) without exact_noise)")
 
 
 _NO_PLD_TEXT = ("no privacy-loss-distribution (PLD) figure for a source with: a Gaussian mechanism that may draw the "
