@@ -78,9 +78,14 @@ def run(
     return Result(ex.released, Report(cert.ledger, ex, spent))
 
 
-def check(plan: Plan) -> Ledger:
+def check(plan: Plan, exact_noise: bool = True) -> Ledger:
     """Certify ``plan`` (no data is read) and return its ledger; raises a :class:`dpflow.PlanError`
     naming the node and the fix if it cannot be certified.
+
+    The ledger is the one a default run charges: ``exact_noise=True`` certifies for the default
+    :class:`dpflow.SecureNoise` (exact discrete noise); pass ``exact_noise=False`` to preview a run with
+    a continuous noise source (``SeededNoise()``), which may rest Gaussian mechanisms on the tighter
+    Gaussian-DP or PLD accounting (docs/privacy.md "Noise").
 
     >>> import dpflow as dp
     >>> from dpflow import nodes as N
@@ -89,13 +94,13 @@ def check(plan: Plan) -> Ledger:
     >>> check(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))).totals[0].rho
     Fraction(1, 2)
     """
-    return certify(plan).ledger
+    return certify(plan, exact_noise=exact_noise).ledger
 
 
 @attrs.frozen
 class _Api:
-    def check(self, plan: Plan) -> Ledger:
-        return check(plan)
+    def check(self, plan: Plan, exact_noise: bool = True) -> Ledger:
+        return check(plan, exact_noise)
 
     def run(self, plan: Plan, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
         return run(plan, data, **options)

@@ -214,9 +214,10 @@ class Plan:
         """Stable content hash: sha256 of the canonical JSON."""
         return "sha256:" + hashlib.sha256(self.to_json().encode()).hexdigest()
 
-    def check(self) -> Ledger:
-        """Certify the plan (no data is read); raises a :class:`dpflow.PlanError` if it cannot."""
-        return _entry().check(self)
+    def check(self, exact_noise: bool = True) -> Ledger:
+        """Certify the plan (no data is read) for the noise a default run draws; raises a
+        :class:`dpflow.PlanError` if it cannot.  See :func:`dpflow.check`."""
+        return _entry().check(self, exact_noise)
 
     def run(self, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:
         """Certify, then execute on ``data`` (source name -> array; one array when the plan has a
@@ -228,8 +229,8 @@ class Entry(Protocol):
     """What ``Plan.check`` and ``Plan.run`` delegate to: :mod:`dpflow.api`, which registers itself when
     the ``dpflow`` package is imported, so this module never imports the layers above it."""
 
-    def check(self, plan: Plan) -> Ledger:
-        """Certify ``plan`` and return its ledger."""
+    def check(self, plan: Plan, exact_noise: bool = True) -> Ledger:
+        """Certify ``plan`` (for exact or continuous noise) and return its ledger."""
         ...
 
     def run(self, plan: Plan, data: Mapping[str, Any] | np.ndarray, **options: Any) -> Result:

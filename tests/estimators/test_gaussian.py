@@ -44,7 +44,7 @@ def _plans(budget: Any) -> list[dp.Plan]:
 @pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: b.describe())
 def test_ledger_total_equals_the_budget(budget: Any) -> None:
     for plan in _plans(budget):
-        ledger = plan.check()
+        ledger = plan.check(exact_noise=False)
         (total,) = ledger.totals
         if isinstance(budget, dp.ZCDP):
             assert Fraction(total.rho) == budget.rho, plan.name

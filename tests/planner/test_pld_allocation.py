@@ -166,7 +166,7 @@ def test_an_approx_dp_mechanism_is_allocated_through_its_pld() -> None:
 def test_mixed_plans_are_never_over_budget_and_use_it(w: tuple[float, float, float], eps: float,
                                                       delta: float) -> None:
     plan = _issue_plan(dp.ApproxDP(eps, delta), w)
-    ledger = plan.check()
+    ledger = plan.check(exact_noise=False)
     assert ledger.allocation.startswith("PLD mode")
     (t,) = ledger.totals
     pld = next(c for c in t.conversions if c.rule == PLD_RULE)
@@ -181,10 +181,13 @@ def test_mixed_plans_are_never_over_budget_and_use_it(w: tuple[float, float, flo
        delta=st.floats(1e-9, 1e-3), times=st.integers(1, 4))
 def test_pure_capable_plans_are_never_over_budget(w: tuple[float, float], eps: float, delta: float,
                                                   times: int) -> None:
-    plan = _pure_plan(dp.ApproxDP(eps, delta), w, times)
+    budget = dp.ApproxDP(eps, delta)
+    plan = _pure_plan(budget, w, times)
     cert = certify(plan)
     (t,) = cert.ledger.totals
-    assert t.tightest().epsilon <= eps and t.tightest().delta <= delta
+    # an exact pure composition may equal the decimal budget, whose float (eps) is below it: compare exactly
+    exact_pure = t.cost.pure_eps is not None and t.cost.pure_eps <= budget.epsilon
+    assert (t.tightest().epsilon <= eps or exact_pure) and t.tightest().delta <= delta
     if cert.ledger.allocation.startswith("PLD mode"):  # met by the tightest conversion (the PLD, or pure here)
         # The search finds a crossing of the budget, not always the largest grid point: the discretised PLD
         # epsilon is not monotone in rho at the 1e-4 loss-grid scale (hypothesis found w = (1.5, 0.25),
