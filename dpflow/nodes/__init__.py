@@ -18,6 +18,7 @@ from dpflow.nodes.product import TruncatedBinaryMean
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
+from dpflow.nodes.sparse_vector import NOT_FOUND, AboveThreshold, found_index
 from dpflow.nodes.stability import BinCounts, StabilityHistogram
 from dpflow.nodes.transforms import (
     Clip,
@@ -43,5 +44,5 @@ __all__ = [
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
-    "TruncatedBinaryMean",
+    "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
 ]

@@ -401,6 +401,13 @@ def _add_knots(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"cdf": cdf}, cdf.id)
 
 
+@example("AboveThreshold", domain=dp.Reals(), budget=dp.PureDP(1), relations=RELATIONS)
+def _above_threshold(b: dp.PlanBuilder, X: Any) -> Fragment:
+    h = N.Histogram(edges=[-3.0, -1.0, 0.0, 1.0, 3.0])(X)
+    i = N.AboveThreshold(threshold=b.public(2.0))(h)
+    return Fragment({"i": i}, i.id, (h.id,))
+
+
 # --------------------------------------------------------------------------- control
 
 
