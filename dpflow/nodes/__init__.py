@@ -13,6 +13,7 @@ from dpflow.nodes.control import Input, Recurse, Round, State, recurse
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
 from dpflow.nodes.ordinal import AddKnots, IntervalCounts, OrdinalCounts
+from dpflow.nodes.pca import Project, TopEigenvectors, private_pca
 from dpflow.nodes.postprocess import Apply, Eigh, Get, NoiseScale, Pack, PSDProject, Public, noise_scale, param
 from dpflow.nodes.product import TruncatedBinaryMean
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
@@ -45,4 +46,5 @@ __all__ = [
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
+    "Project", "TopEigenvectors", "private_pca",
 ]

@@ -401,6 +401,19 @@ def _add_knots(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"cdf": cdf}, cdf.id)
 
 
+@example("TopEigenvectors")
+def _top_eigenvectors(b: dp.PlanBuilder, X: Any) -> Fragment:
+    V = N.private_pca(X, k=2, radius=2.0)
+    return Fragment({"V": V}, V.id)
+
+
+@example("Project", relations=RELATIONS, special=((3.0, 0.0, 0.0), (-3.0, 1.0, 0.0)))
+def _project(b: dp.PlanBuilder, X: Any) -> Fragment:
+    P = N.Project(basis=b.public([[0.6, 0.0], [0.8, 0.0], [0.0, 1.0]]), center=b.public([0.5, 0.0, 0.0]))(X)
+    s = N.Sum()(N.Clip(radius=1.0)(P))
+    return Fragment({"s": N.GaussianMech()(s)}, P.id, (s.id,))
+
+
 @example("AboveThreshold", domain=dp.Reals(), budget=dp.PureDP(1), relations=RELATIONS)
 def _above_threshold(b: dp.PlanBuilder, X: Any) -> Fragment:
     h = N.Histogram(edges=[-3.0, -1.0, 0.0, 1.0, 3.0])(X)
