@@ -21,6 +21,19 @@ from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
 from dpflow.nodes.sparse_vector import NOT_FOUND, AboveThreshold, found_index
 from dpflow.nodes.stability import BinCounts, StabilityHistogram
+from dpflow.nodes.terrific import (
+    BallMean,
+    CellBall,
+    CellCounts,
+    GridMaxCounts,
+    GridValue,
+    ShellCounts,
+    TerrificDecision,
+    TerrificScores,
+    ball_mean,
+    radius_grid,
+    terrific_ball,
+)
 from dpflow.nodes.transforms import (
     Clip,
     Columns,
@@ -47,4 +60,6 @@ __all__ = [
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
     "Project", "TopEigenvectors", "private_pca",
+    "BallMean", "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "TerrificDecision",
+    "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
 ]

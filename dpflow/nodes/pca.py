@@ -28,7 +28,6 @@ from dpflow.errors import DomainError
 from dpflow.handles import Ref, Released, Sensitive, Value, param
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Transform, need, released_type
 from dpflow.nodes.mechanisms import GaussianMech
-from dpflow.nodes.postprocess import param_ref
 from dpflow.nodes.queries import SecondMoment
 from dpflow.nodes.transforms import Clip
 from dpflow.nodes.types import Inferred, ReleasedT, RowsT, VType
@@ -68,10 +67,10 @@ class TopEigenvectors(PostProcess):
 
 @attrs.frozen(kw_only=True)
 class Project(Transform):
-    """Rows mapped to ``(x - c) V`` for a released d x k ``basis`` V and a released or public ``center``
-    c (the origin when absent): a row map, so stability 1; the output rows have no bound (clip them
-    again).  Declared policies: non-finite entries of V or c count as 0; a non-finite row gives a
-    non-finite output row (which ``Clip`` maps to its centre).
+    """Rows mapped to ``(x - c) V`` for a released d x k ``basis`` V (the identity when absent: a
+    re-centring) and a released or public ``center`` c (the origin when absent): a row map, so stability 1;
+    the output rows have no bound (clip them again).  Declared policies: non-finite entries of V or c
+    count as 0; a non-finite row gives a non-finite output row (which ``Clip`` maps to its centre).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -80,26 +79,31 @@ class Project(Transform):
 
     kind: ClassVar[str] = "Project"
     reference: ClassVar[str] = "row-wise map of public parameters (stability 1, Dwork-Roth 2014 Prop. 2.1)"
-    basis: Ref = attrs.field(converter=param_ref)
+    basis: Ref | None = attrs.field(default=None, converter=param)
     center: Ref | None = attrs.field(default=None, converter=param)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        t = released_type(self.basis, ctx, "basis")
-        if t.shape is None or len(t.shape) != 2 or t.shape[0] != rows.domain.d:
-            raise DomainError(ctx.node_id, f"basis {self.basis.id} has shape {t.shape}, rows have d={rows.domain.d}",
-                              "pass a d x k matrix (TopEigenvectors of a d x d second moment)")
+        k = rows.domain.d
+        if self.basis is not None:
+            t = released_type(self.basis, ctx, "basis")
+            if t.shape is None or len(t.shape) != 2 or t.shape[0] != rows.domain.d:
+                raise DomainError(ctx.node_id, f"basis {self.basis.id} has shape {t.shape}, rows have "
+                                  f"d={rows.domain.d}", "pass a d x k matrix (TopEigenvectors of a second moment)")
+            k = t.shape[1]
         if self.center is not None:
             c = released_type(self.center, ctx, "center")
             if c.shape is not None and c.shape != (rows.domain.d,):
                 raise DomainError(ctx.node_id, f"center {self.center.id} has shape {c.shape}",
                                   "pass a centre of the rows' dimension")
-        out = Vectors(d=t.shape[1])
-        return Inferred(attrs.evolve(rows, domain=out), f"projection onto {self.basis.id}: d={t.shape[1]}, unbounded")
+        out = Vectors(d=k)
+        onto = "identity" if self.basis is None else self.basis.id
+        return Inferred(attrs.evolve(rows, domain=out), f"projection onto {onto}: d={k}, unbounded")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        V = np.nan_to_num(np.asarray(ctx.value(self.basis), dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
         X = np.asarray(ins[0], dtype=float)
+        V = (None if self.basis is None else
+             np.nan_to_num(np.asarray(ctx.value(self.basis), dtype=float), nan=0.0, posinf=0.0, neginf=0.0))
         if self.center is not None:
             c = np.nan_to_num(np.asarray(ctx.value(self.center), dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
         else:
@@ -107,7 +111,7 @@ class Project(Transform):
 
         def proj(A: np.ndarray) -> np.ndarray:
             with np.errstate(all="ignore"):
-                out: np.ndarray = (A - c) @ V
+                out: np.ndarray = A - c if V is None else (A - c) @ V
             return out
 
         return ctx.backend.row_map(X, proj)

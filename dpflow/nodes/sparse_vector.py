@@ -38,7 +38,7 @@ from dpflow.nodes.types import Inferred, Mode, ReleasedT, StatT, VType
 from dpflow.privacy import laplace_scale, opt_exact
 from dpflow.references import Reference
 
-__all__ = ["NOT_FOUND", "THRESHOLD_SHARE", "AboveThreshold", "found_index", "svt_split"]
+__all__ = ["NOT_FOUND", "THRESHOLD_SHARE", "AboveThreshold", "found_index", "margin", "svt_split"]
 
 NOT_FOUND = -1
 """The released index when no query is above the threshold (a released outcome, never an exception)."""
@@ -61,6 +61,37 @@ def svt_split(epsilon: Fraction) -> tuple[Fraction, Fraction]:
     """
     eps1 = epsilon * THRESHOLD_SHARE
     return eps1, epsilon - eps1
+
+
+def margin(delta: float, m: int, eps1: float, eps2: float, beta: float) -> float:
+    """The accuracy margin ``alpha = Delta ln(1/beta)/eps1 + 2 Delta ln(m/beta)/eps2``: with probability at
+    least ``1 - beta`` the threshold noise is above ``-Delta ln(1/beta)/eps1`` (one-sided Laplace tail
+    ``exp(-x/b)/2 <= beta/2``) and every one of the m answers' noises is below ``2 Delta ln(m/beta)/eps2``
+    (union bound, ``beta/(2m)`` each), so no answer below ``T - alpha`` halts and any answer at or above
+    ``T`` does (Dwork-Roth 2014 Thm 3.24, for this split).
+
+    >>> round(margin(1.0, 1, 1.0, 1.0, math.exp(-1)), 6)
+    3.0
+    """
+    return delta * math.log(1.0 / beta) / eps1 + 2.0 * delta * math.log(m / beta) / eps2
+
+
+def _opt_beta(x: Any) -> float | None:
+    if x is None:
+        return None
+    b = float(x)
+    if not 0.0 < b < 1.0:
+        raise ValueError(f"margin_beta must be in (0, 1), got {x!r}")
+    return b
+
+
+def _opt_finite(x: Any) -> float | None:
+    if x is None:
+        return None
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError(f"min_threshold must be finite, got {x!r}")
+    return v
 
 
 def found_index(released: Any) -> int | None:
@@ -90,8 +121,12 @@ class AboveThreshold(EpsilonMechanism):
     = svt_split(eps)``: ``T_hat = T + Lap(Delta / eps1)``, ``nu_i = Lap(2 Delta / eps2)`` for every ``i``
     (all drawn, whatever the data), release ``min{i : f_i + nu_i >= T_hat}``.  Cost: pure ``eps`` (Lyu-Su-Li
     2017 Alg. 1, Thm 2 with c = 1); a zCDP share rho buys eps = sqrt(2 rho) (Bun-Steinke 2016 Prop. 1.4).
-    ``threshold`` is public or a released scalar (NaN counts as +inf).  Declared policies: a NaN answer is
-    never above; an infinite sensitivity releases :data:`NOT_FOUND`.
+    ``threshold`` is public or a released scalar (NaN counts as +inf).  With ``margin_beta`` the threshold
+    is lowered by the accuracy margin :func:`margin` at that failure probability (public: it depends on
+    Delta, m and the certified share only), so that an answer at or above ``threshold`` halts the scan with
+    probability at least ``1 - margin_beta``; with ``min_threshold``, a lowered threshold below it releases
+    :data:`NOT_FOUND` without looking at the answers (a public decision: the budget is too small).
+    Declared policies: a NaN answer is never above; an infinite sensitivity releases :data:`NOT_FOUND`.
 
     Exact sources (``SecureNoise``): the answers are floored to the lattice ``step * Z`` (step a power of
     two at or below ``Delta / 2^40``), which moves an answer's sensitivity to ``D = ceil((Delta + 2 err) /
@@ -116,6 +151,8 @@ class AboveThreshold(EpsilonMechanism):
         "discrete Laplace on integer answers: Canonne-Kamath-Steinke 2020 Sec. 2; zCDP via Bun-Steinke 2016 "
         "Prop. 1.4", "mixtures.md", "2.7")
     threshold: float | Ref = attrs.field(converter=released_or_finite)
+    margin_beta: float | None = attrs.field(default=None, converter=_opt_beta)
+    min_threshold: float | None = attrs.field(default=None, converter=_opt_finite)
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 
@@ -164,6 +201,12 @@ class AboveThreshold(EpsilonMechanism):
         delta = ctx.bound(stat.linf)
         m = f.shape[0]
         eps1, eps2 = svt_split(self.eps(alloc.share, alloc.mode))
+        if self.margin_beta is not None:
+            T -= margin(delta, m, float(eps1), float(eps2), self.margin_beta)
+            ctx.record("threshold", T)
+        if self.min_threshold is not None and not T >= self.min_threshold:
+            f = np.full(m, -np.inf)  # public decision: the budget is too small for this threshold
+            T = math.inf
         if ctx.noise.exact and stat.float_error is not None:
             slack = float_slack(stat, ctx.public_values(stat.float_error.refs()), m)[0]  # l2 >= linf
             return self._exact(f, T, delta + slack, eps1, eps2, ctx)
