@@ -28,6 +28,7 @@ from dpflow.nodes.terrific import (
     GridMaxCounts,
     GridValue,
     ShellCounts,
+    ShellRadii,
     TerrificDecision,
     TerrificScores,
     ball_mean,
@@ -60,6 +61,6 @@ __all__ = [
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
     "Project", "TopEigenvectors", "private_pca",
-    "BallMean", "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "TerrificDecision",
+    "BallMean", "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "ShellRadii", "TerrificDecision",
     "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
 ]

@@ -52,6 +52,7 @@ class TopEigenvectors(PostProcess):
     """
 
     kind: ClassVar[str] = "TopEigenvectors"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
     k: int = attrs.field(converter=_pos_int)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:

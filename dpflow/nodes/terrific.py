@@ -38,6 +38,7 @@ from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech
 from dpflow.nodes.params import positive, released_or_positive
 from dpflow.nodes.pca import Project
 from dpflow.nodes.postprocess import Get, noise_scale
+from dpflow.nodes.quantile import ScaleShift
 from dpflow.nodes.queries import Count, Sum
 from dpflow.nodes.rules import changes_text
 from dpflow.nodes.sparse_vector import AboveThreshold
@@ -47,8 +48,8 @@ from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
 from dpflow.references import Reference
 
 __all__ = [
-    "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "TerrificDecision", "TerrificScores",
-    "ball_mean", "radius_grid", "terrific_ball",
+    "BallMean", "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "ShellRadii",
+    "TerrificDecision", "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
 ]
 
 _BLOCK = 1 << 22
@@ -136,6 +137,11 @@ def _terrific_linf(rows: RowsT, t: int, lam: int) -> Sym:
     return Sym.const(max(per) * rows.stability)
 
 
+def _vector_norms(linf: Sym, m: int) -> tuple[Sym, Sym]:
+    """l1 and l2 bounds of an m-vector whose every entry moves by at most ``linf``: ``m linf``, ``sqrt(m) linf``."""
+    return linf * float(m), linf * math.sqrt(m)
+
+
 def _pos_int(x: Any) -> int:
     if isinstance(x, bool) or int(x) != x or int(x) < 1:
         raise ValueError(f"expected a positive integer, got {x!r}")
@@ -164,7 +170,8 @@ class TerrificScores(Query):
     change, plus t for the swapped entry: ``t (2 + lam)``.  Add/remove: the record is in exactly one region
     of every other point, so ``s_i`` moves by at most ``max(1, lam)``, and one entry in [0, t] appears or
     disappears (zero padding when n < t): ``t (1 + max(1, lam))``.  Times the stability.  ``t`` and ``lam``
-    are integers, so the answers are exact integers (floating-point error 0).
+    are integers, so the answers are exact integers (floating-point error 0).  Over the m radii: l1 ``m``
+    and l2 ``sqrt(m)`` times the l-infinity bound.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
@@ -187,7 +194,8 @@ class TerrificScores(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         linf = _terrific_linf(rows, self.t, self.lam)
-        stat = StatT((len(self.radii),), rows.source, None, None, linf, float_error=FloatError("exact", rows.domain))
+        l1, l2 = _vector_norms(linf, len(self.radii))
+        stat = StatT((len(self.radii),), rows.source, l1, l2, linf, float_error=FloatError("exact", rows.domain))
         return Inferred(stat, f"terrific scores t*L_T over {len(self.radii)} radii, t={self.t}, ratio={self.ratio:g}, "
                               f"lam={self.lam}, {changes_text(rows)}: linf {text_of(linf)}")
 
@@ -282,7 +290,8 @@ class GridMaxCounts(Query):
 
     Sensitivity (l-infinity): one record is in one cell of each grid, so a replaced record lowers one
     cell's count by 1 and raises another's by 1, and an added/removed one moves one count by 1: the
-    maximum moves by at most 1 (times the stability).  Integers (floating-point error 0).
+    maximum moves by at most 1 (times the stability); over the tries, l1 ``tries`` and l2 ``sqrt(tries)``
+    times that.  Integers (floating-point error 0).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
@@ -301,7 +310,8 @@ class GridMaxCounts(Query):
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         _grid_params(self, ctx)
         linf = Sym.const(float(rows.stability))
-        stat = StatT((self.tries,), rows.source, None, None, linf, float_error=FloatError("exact", rows.domain))
+        l1, l2 = _vector_norms(linf, self.tries)
+        stat = StatT((self.tries,), rows.source, l1, l2, linf, float_error=FloatError("exact", rows.domain))
         return Inferred(stat, f"max cell count of {self.tries} shifted grids, {changes_text(rows)}: "
                               f"linf {text_of(linf)}")
 
@@ -385,6 +395,7 @@ class CellBall(PostProcess):
     """
 
     kind: ClassVar[str] = "CellBall"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
     d: int = attrs.field(converter=_pos_int)
     factor: float = attrs.field(default=4.0, converter=positive)
     tries: int = attrs.field(default=100, converter=_pos_int)
@@ -421,6 +432,7 @@ class GridValue(PostProcess):
     """
 
     kind: ClassVar[str] = "GridValue"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
     values: tuple[float, ...] = attrs.field(converter=_radii)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
@@ -443,6 +455,7 @@ class BallMean(PostProcess):
     """
 
     kind: ClassVar[str] = "BallMean"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         c = ins[0][0] if isinstance(ins[0], tuple) else ins[0]
@@ -514,6 +527,7 @@ class TerrificDecision(PostProcess):
     """
 
     kind: ClassVar[str] = "TerrificDecision"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
     t: int = attrs.field(converter=_pos_int)
     ratio: float = attrs.field(default=3.0, converter=positive)
     error: float = attrs.field(default=1.0, converter=positive)
@@ -546,10 +560,16 @@ def r_bounds(r: float, ratio: float, error: float) -> tuple[float, float]:
 
 
 @attrs.frozen(kw_only=True)
-class _Shell(PostProcess):
-    """Internal: ``(r_in, r_out)`` of :func:`r_bounds` as two released scalars (index ``which``)."""
+class ShellRadii(PostProcess):
+    """``r_in`` (``which=0``) or ``r_out`` (``which=1``) of :func:`r_bounds` for a released radius; NaN
+    for a radius that is not positive and finite.
 
-    kind: ClassVar[str] = "TerrificShell"
+    >>> import dpflow as dp
+    >>> r_in = ShellRadii(which=0)(dp.PlanBuilder(budget=dp.ZCDP(0.5)).public(1.0))
+    """
+
+    kind: ClassVar[str] = "ShellRadii"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
     which: int = attrs.field(converter=int)
     ratio: float = attrs.field(default=3.0, converter=positive)
     error: float = attrs.field(default=1.0, converter=positive)
@@ -623,23 +643,8 @@ def terrific_ball(rows: Sensitive[Any], t: int, radii: Sequence[float], center: 
     r_node = radius if isinstance(radius, Released) else rows.builder.public(float(radius))
     cell = CellBall(d=d, factor=factor, tries=tries, seed=seed)(r, choice, hist, c_ref, r_node)
     p1 = ball_mean(Y, Get(index=0)(cell), Get(index=1)(cell), w_mean / 4, w_mean / 4)
-    two_r = _Scale(factor=2.0)(r)
+    two_r = ScaleShift(scale=2.0)(r)  # NaN (not found) counts as 0: every row outside the ball
     p2 = ball_mean(Y, p1, two_r, w_mean / 4, w_mean / 4)
-    r_in, r_out = _Shell(which=0, ratio=ratio)(r), _Shell(which=1, ratio=ratio)(r)
+    r_in, r_out = ShellRadii(which=0, ratio=ratio)(r), ShellRadii(which=1, ratio=ratio)(r)
     shell = LaplaceMech(weight=w_cert)(ShellCounts(center=p2, inner=r_in, outer=r_out)(Y))
     return TerrificDecision(t=t, ratio=ratio, beta=beta)(p2, r, shell, noise_scale(shell))
-
-
-@attrs.frozen(kw_only=True)
-class _Scale(PostProcess):
-    """Internal: ``factor * x`` of a released scalar (NaN stays NaN)."""
-
-    kind: ClassVar[str] = "TerrificScale"
-    factor: float = attrs.field(converter=positive)
-
-    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
-        return ()
-
-    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return self.factor * _released_scalar(ins[0])
-

@@ -421,6 +421,67 @@ def _above_threshold(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"i": i}, i.id, (h.id,))
 
 
+_APPROX = dp.ApproxZCDP(1, "1/1000000")
+
+
+@example("TerrificScores", relations=RELATIONS, budget=dp.PureDP(1), special=((0.0, 0.0, 0.0), (0.6, 0.0, 0.0)))
+def _terrific_scores(b: dp.PlanBuilder, X: Any) -> Fragment:
+    s = N.TerrificScores(radii=(0.25, 0.5, 1.0, 2.0), t=2)(X)
+    return Fragment({"j": N.AboveThreshold(threshold=2.0)(s)}, s.id, (s.id,))
+
+
+@example("GridValue", budget=dp.PureDP(1))
+def _grid_value(b: dp.PlanBuilder, X: Any) -> Fragment:
+    j = N.AboveThreshold(threshold=2.0)(N.TerrificScores(radii=(0.5, 1.0), t=2)(X))
+    r = N.GridValue(values=(0.5, 1.0))(j)
+    return Fragment({"r": r}, r.id)
+
+
+@example("GridMaxCounts", relations=RELATIONS, budget=dp.PureDP(1), special=((0.0, 0.0, 0.0), (0.99, 0.0, 0.0)))
+def _grid_max(b: dp.PlanBuilder, X: Any) -> Fragment:
+    g = N.GridMaxCounts(radius=b.public(0.5), factor=2.0, tries=4, seed=3)(X)
+    return Fragment({"j": N.AboveThreshold(threshold=3.0)(g)}, g.id, (g.id,))
+
+
+@example("CellCounts", relations=RELATIONS, budget=_APPROX, special=((0.0, 0.0, 0.0), (0.99, 0.0, 0.0)))
+def _cell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.CellCounts(radius=0.5, choice=b.public(1.0), factor=2.0, tries=4, seed=3)(X)
+    return Fragment({"h": N.StabilityHistogram(delta="1/10000000")(c)}, c.id, (c.id,))
+
+
+@example("CellBall", budget=_APPROX)
+def _cell_ball(b: dp.PlanBuilder, X: Any) -> Fragment:
+    r = b.public(0.5)
+    j = N.AboveThreshold(threshold=3.0)(N.GridMaxCounts(radius=r, factor=2.0, tries=4)(X))
+    h = N.StabilityHistogram(delta="1/10000000")(N.CellCounts(radius=r, choice=j, factor=2.0, tries=4)(X))
+    cb = N.CellBall(d=3, factor=2.0, tries=4)(r, j, h, b.public([0.0, 0.0, 0.0]), b.public(5.0))
+    return Fragment({"cb": cb}, cb.id)
+
+
+@example("BallMean")
+def _ball_mean(b: dp.PlanBuilder, X: Any) -> Fragment:
+    m = N.ball_mean(X, b.public([0.0, 0.0, 0.0]), b.public(1.0), 1.0, 1.0)
+    return Fragment({"m": m}, m.id)
+
+
+@example("ShellCounts", relations=RELATIONS, budget=dp.PureDP(1), special=((1.0, 0.0, 0.0), (2.0, 0.0, 0.0)))
+def _shell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.ShellCounts(center=b.public([0.0, 0.0, 0.0]), inner=b.public(1.0), outer=b.public(2.0))(X)
+    return Fragment({"c": N.LaplaceMech()(c)}, c.id, (c.id,))
+
+
+@example("ShellRadii")
+def _shell_radii(b: dp.PlanBuilder, X: Any) -> Fragment:
+    r = N.ShellRadii(which=1)(N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
+    return Fragment({"r": r}, r.id)
+
+
+@example("TerrificDecision", budget=_APPROX)
+def _terrific_decision(b: dp.PlanBuilder, X: Any) -> Fragment:
+    ball = N.terrific_ball(X, t=2, radii=(0.5, 1.0, 2.0), center=[0.0, 0.0, 0.0], radius=5.0, tries=3)
+    return Fragment({"ball": ball}, ball.id)
+
+
 # --------------------------------------------------------------------------- control
 
 
