@@ -13,7 +13,7 @@ from dpflow.nodes.control import Input, Recurse, Round, State, recurse
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
 from dpflow.nodes.ordinal import AddKnots, IntervalCounts, OrdinalCounts
-from dpflow.nodes.pca import Project, TopEigenvectors, private_pca
+from dpflow.nodes.pca import Gram, Project, TopEigenvectors, private_pca
 from dpflow.nodes.postprocess import Apply, Eigh, Get, NoiseScale, Pack, PSDProject, Public, noise_scale, param
 from dpflow.nodes.product import TruncatedBinaryMean
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
@@ -22,11 +22,14 @@ from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
 from dpflow.nodes.sparse_vector import NOT_FOUND, AboveThreshold, found_index
 from dpflow.nodes.stability import BinCounts, StabilityHistogram
 from dpflow.nodes.terrific import (
+    BallCounts,
     BallMean,
     CellBall,
     CellCounts,
+    GateBall,
     GridMaxCounts,
     GridValue,
+    PartitionByProjectedBall,
     ShellCounts,
     ShellRadii,
     TerrificDecision,
@@ -60,7 +63,8 @@ __all__ = [
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
-    "Project", "TopEigenvectors", "private_pca",
-    "BallMean", "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "ShellRadii", "TerrificDecision",
+    "Gram", "Project", "TopEigenvectors", "private_pca",
+    "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
+    "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
     "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
 ]

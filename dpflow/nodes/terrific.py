@@ -32,7 +32,7 @@ import numpy as np
 from dpflow.domains import Sym
 from dpflow.errors import DomainError
 from dpflow.handles import Ref, Released, Sensitive, Value, param
-from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, need, released_type, text_of
+from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess, Query, need, released_type, text_of
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech
 from dpflow.nodes.params import positive, released_or_positive
@@ -44,11 +44,12 @@ from dpflow.nodes.rules import changes_text
 from dpflow.nodes.sparse_vector import AboveThreshold
 from dpflow.nodes.stability import SparseCounts, StabilityHistogram
 from dpflow.nodes.transforms import Clip, PartitionByBall, split
-from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
+from dpflow.nodes.types import Inferred, PiecesT, ReleasedT, RowsT, SplitRule, StatT, VType
 from dpflow.references import Reference
 
 __all__ = [
-    "BallMean", "CellBall", "CellCounts", "GridMaxCounts", "GridValue", "ShellCounts", "ShellRadii",
+    "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
+    "PartitionByProjectedBall", "ShellCounts", "ShellRadii",
     "TerrificDecision", "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
 ]
 
@@ -90,19 +91,25 @@ def _pairwise_counts(X: np.ndarray, radii: np.ndarray, ratio: float) -> tuple[np
     ann = np.zeros((n, m), dtype=np.int64)
     if n == 0:
         return inn, ann
-    outer = radii * ratio
-    rows = max(1, _BLOCK // max(n * d, 1))
+    grid = np.concatenate([radii, radii * ratio])
+    order = np.argsort(grid, kind="stable")
+    sorted_grid = grid[order]
+    # column of each original grid value in the cumulative counts over the merged sorted grid
+    col = np.empty(2 * m, dtype=np.int64)
+    col[order] = np.arange(2 * m)
+    rows = max(1, _BLOCK // max(n, 1))
     for lo in range(0, n, rows):  # blocks of rows bound the memory; not a loop over single rows
         B = X[lo:lo + rows]
         b = B.shape[0]
+        D = np.zeros((b, n))
         with np.errstate(all="ignore"):
-            D = np.sqrt(np.square(B[:, None, :] - X[None, :, :]).sum(axis=2))
+            for a in range(d):  # the d coordinates in a fixed order: each distance depends on its two rows only
+                D += np.square(B[:, a, None] - X[None, :, a])
+            D = np.sqrt(D)
         D = np.where(np.isnan(D), np.inf, D)
-        offs = (np.arange(b) * (m + 1))[:, None]
-        k_in = np.searchsorted(radii, D, side="left") + offs
-        k_out = np.searchsorted(outer, D, side="left") + offs
-        c_in = np.bincount(k_in.ravel(), minlength=b * (m + 1)).reshape(b, m + 1).cumsum(axis=1)[:, :m]
-        c_out = np.bincount(k_out.ravel(), minlength=b * (m + 1)).reshape(b, m + 1).cumsum(axis=1)[:, :m]
+        k = np.searchsorted(sorted_grid, D, side="left") + (np.arange(b) * (2 * m + 1))[:, None]
+        cum = np.bincount(k.ravel(), minlength=b * (2 * m + 1)).reshape(b, 2 * m + 1).cumsum(axis=1)
+        c_in, c_out = cum[:, col[:m]], cum[:, col[m:]]
         inn[lo:lo + b] = c_in
         ann[lo:lo + b] = c_out - c_in
     return inn, ann
@@ -648,3 +655,116 @@ def terrific_ball(rows: Sensitive[Any], t: int, radii: Sequence[float], center: 
     r_in, r_out = ShellRadii(which=0, ratio=ratio)(r), ShellRadii(which=1, ratio=ratio)(r)
     shell = LaplaceMech(weight=w_cert)(ShellCounts(center=p2, inner=r_in, outer=r_out)(Y))
     return TerrificDecision(t=t, ratio=ratio, beta=beta)(p2, r, shell, noise_scale(shell))
+
+
+@attrs.frozen(kw_only=True)
+class BallCounts(Query):
+    """Counts of the rows within each public radius of ``radii`` around a released or public ``center``
+    (the private bounding-ball search of mixtures.md 5.3: ``AboveThreshold`` on these counts).  A record is
+    in a ball or not: each count moves by at most 1 under either relation (times the stability); over the
+    m radii, l1 ``m`` and l2 ``sqrt(m)`` times that.  Non-finite rows and a non-finite centre count as
+    outside every ball (declared policy).  Integers (floating-point error 0).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
+    >>> c = BallCounts(center=b.public([0.0, 0.0]), radii=(1.0, 2.0))(b.source("X", dp.Vectors(d=2), n=50))
+    """
+
+    kind: ClassVar[str] = "BallCounts"
+    reference: ClassVar[Reference] = Reference("counts of nested public balls around a released centre, "
+                                               "sensitivity 1 each", "mixtures.md", "5.3")
+    center: Ref = attrs.field(converter=param)
+    radii: tuple[float, ...] = attrs.field(converter=_radii)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        c = released_type(self.center, ctx, "center")
+        if c.shape is not None and c.shape != (rows.domain.d,):
+            raise DomainError(ctx.node_id, f"center has shape {c.shape}, rows have d={rows.domain.d}",
+                              "pass a centre of the rows' dimension")
+        linf = Sym.const(float(rows.stability))
+        l1, l2 = _vector_norms(linf, len(self.radii))
+        return Inferred(StatT((len(self.radii),), rows.source, l1, l2, linf,
+                              float_error=FloatError("exact", rows.domain)),
+                        f"counts within {len(self.radii)} radii, {changes_text(rows)}: linf {text_of(linf)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        c = np.asarray(ctx.value(self.center), dtype=float).reshape(-1)
+        if X.shape[0] == 0 or not np.all(np.isfinite(c)):
+            return np.zeros(len(self.radii))
+        with np.errstate(all="ignore"):
+            dist = np.linalg.norm(X - c, axis=1)
+        dist = np.sort(np.where(np.isfinite(dist), dist, np.inf))
+        return np.searchsorted(dist, np.asarray(self.radii), side="right").astype(float)
+
+
+@attrs.frozen(kw_only=True)
+class PartitionByProjectedBall(Node):
+    """Split rows by a ball in a projected space: piece 0 holds the rows with
+    ``||(x - origin) V - center|| <= radius`` for a released d x k ``basis`` V, a released ``origin`` (in
+    R^d) and a released ball ``(center, radius)`` in R^k; piece 1 the rest.  The rule reads only the row
+    and released values, so it is a value partition (private piece sizes; mixtures.md 2.4).  A non-finite
+    row, centre or radius puts the row in piece 1 (declared policy).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> rule = PartitionByProjectedBall(center=b.public([0.0]), radius=b.public(1.0),
+    ...                                 basis=b.public([[1.0], [0.0]]), origin=b.public([0.0, 0.0]))
+    >>> inside, outside = split(b.source("X", dp.Vectors(d=2), n=10), rule)
+    """
+
+    kind: ClassVar[str] = "PartitionByProjectedBall"
+    reference: ClassVar[Reference] = Reference("parallel composition over a partition by released parameters",
+                                               "mixtures.md", "2.4")
+    center: Ref = attrs.field(converter=param)
+    radius: Ref = attrs.field(converter=param)
+    basis: Ref = attrs.field(converter=param)
+    origin: Ref = attrs.field(converter=param)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        for slot in ("center", "radius", "basis", "origin"):
+            released_type(getattr(self, slot), ctx, slot)
+        return Inferred(PiecesT(rows, 2, SplitRule.VALUE), f"inside / outside a projected ball ({self.center.id})")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        V = np.asarray(ctx.value(self.basis), dtype=float)
+        o = np.asarray(ctx.value(self.origin), dtype=float).reshape(-1)
+        c = np.asarray(ctx.value(self.center), dtype=float).reshape(-1)
+        r = _released_scalar(ctx.value(self.radius))
+        if not (np.all(np.isfinite(V)) and np.all(np.isfinite(o)) and np.all(np.isfinite(c)) and math.isfinite(r)):
+            return [X[:0], X]
+        with np.errstate(all="ignore"):
+            inside = np.linalg.norm((X - o) @ V - c, axis=1) <= r
+        return [X[inside], X[~inside]]
+
+
+@attrs.frozen(kw_only=True)
+class GateBall(PostProcess):
+    """Recursion's branch on a released condition: the first input (a ball ``(centre, radius)``) is kept
+    when fewer than ``limit`` of the other inputs (earlier balls) are found, else the "not found" ball (NaN
+    centre and radius).  With ``limit = k - 1`` splits, a breadth-first recursion never makes more than k
+    parts (mixtures.md 5.2).  Post-processing: the cost of the gated branch is charged whatever it decides.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> g = GateBall(limit=1)(b.public([0.0, 1.0]), b.public([1.0, 2.0]))
+    """
+
+    kind: ClassVar[str] = "GateBall"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
+    limit: int = attrs.field(converter=int)
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        found = sum(1 for ball in ins[1:] if _is_found(ball))
+        ball = ins[0]
+        if found < self.limit:
+            return ball
+        c = np.asarray(ball[0], dtype=float)
+        return (np.full(c.shape, np.nan), math.nan)
+
+
+def _is_found(ball: Any) -> bool:
+    return isinstance(ball, tuple) and len(ball) == 2 and math.isfinite(_released_scalar(ball[1]))

@@ -482,6 +482,36 @@ def _terrific_decision(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"ball": ball}, ball.id)
 
 
+@example("BallCounts", relations=RELATIONS, budget=dp.PureDP(1), special=((1.0, 0.0, 0.0), (0.0, 2.0, 0.0)))
+def _ball_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.BallCounts(center=b.public([0.0, 0.0, 0.0]), radii=(1.0, 2.0))(X)
+    return Fragment({"j": N.AboveThreshold(threshold=3.0)(c)}, c.id, (c.id,))
+
+
+@example("PartitionByProjectedBall", relations=RELATIONS, special=((1.0, 0.0, 0.0), (3.0, 0.0, 0.0)))
+def _projected_partition(b: dp.PlanBuilder, X: Any) -> Fragment:
+    rule = N.PartitionByProjectedBall(center=b.public([0.5]), radius=b.public(1.0),
+                                      basis=b.public([[1.0], [0.0], [0.0]]), origin=b.public([0.0, 0.0, 0.0]))
+    split_id, (inside, outside) = _split(b, X, rule)
+    s, c = N.Sum()(N.Clip(radius=2.0)(inside)), N.Count()(outside)
+    return Fragment({"s": N.GaussianMech()(s), "c": N.GaussianMech()(c)}, split_id, (s.id, c.id))
+
+
+@example("GateBall")
+def _gate_ball(b: dp.PlanBuilder, X: Any) -> Fragment:
+    m = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))
+    g = N.GateBall(limit=1)(N.Pack()(m, b.public(1.0)), N.Pack()(m, b.public(2.0)))
+    return Fragment({"g": g}, g.id)
+
+
+@example("Gram", relations=RELATIONS, special=(_t(np.array(_CENTRE) + 1.5 * unit(3)),
+                                               _t(np.array(_CENTRE) - 1.5 * unit(3))))
+def _gram(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = b.public(_CENTRE)
+    G = N.Gram(center=c)(N.Clip(radius=1.5, center=c)(X))
+    return Fragment({"G": N.GaussianMech()(G)}, G.id, (G.id,))
+
+
 # --------------------------------------------------------------------------- control
 
 

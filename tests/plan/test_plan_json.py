@@ -45,7 +45,13 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
     rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
     return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
-                   **_discrete_kinds(b, X, Y), unit_b=N.noise_scale(pk))
+                   **_discrete_kinds(b, X, Y), **_mixture_kinds(X), unit_b=N.noise_scale(pk))
+
+
+def _mixture_kinds(X: Any) -> dict[str, Any]:
+    """The node kinds of dpflow/nodes/sparse_vector.py, pca.py and terrific.py."""
+    ball = N.terrific_ball(X, t=5, radii=(0.5, 1.0, 2.0), center=[0.0, 0.0, 0.0], radius=5.0, tries=3)
+    return {"ball": ball, "V": N.private_pca(X, k=2, radius=2.0)}
 
 
 def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
