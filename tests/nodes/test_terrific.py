@@ -160,3 +160,24 @@ def test_exact_source_runs_and_ledger_recomposes() -> None:
     out = execute(cert, {"Y": _two_clusters(2000, 30.0, 3)}, dp.SeededNoise(3, exact=True), NumpyBackend())
     c, r = out.released["ball"]
     assert np.isfinite(r) or math.isnan(r)
+
+
+def _add_remove_plan() -> dp.Plan:
+    """Every row-reading kind of the mixture family under add/remove (private n)."""
+    b = dp.PlanBuilder(budget=dp.ApproxZCDP(1.0, 1e-6), neighbors="add_remove")
+    X = b.source("X", dp.Vectors(d=2))
+    ball = N.terrific_ball(X, t=3, radii=(0.5, 1.0), center=[0.0, 0.0], radius=5.0, tries=3)
+    V = b.public([[1.0], [0.0]])
+    j = N.AboveThreshold(threshold=1.0)(N.BallCounts(center=b.public([0.0, 0.0]), radii=(1.0, 2.0))(X))
+    inside, _ = N.split(X, N.PartitionByProjectedBall(center=b.public([0.0]), radius=b.public(1.0), basis=V,
+                                                       origin=b.public([0.0, 0.0])))
+    G = N.GaussianMech()(N.Gram()(N.Clip(radius=1.0)(N.Project(basis=V)(inside))))
+    return b.build(ball=ball, j=j, G=G)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("rows", [0, 1])
+def test_add_remove_runs_on_zero_and_one_rows(rows: int, exact: bool) -> None:
+    """Under add/remove a 0-row dataset neighbours a 1-row one: every kind releases, nothing raises."""
+    out = _add_remove_plan().run({"X": np.ones((rows, 2))}, noise=dp.SeededNoise(1, exact=exact)).released
+    assert set(out) == {"ball", "j", "G"}
