@@ -11,10 +11,10 @@ contract suite and ``tests/nodes/test_terrific.py``.
 
 >>> import numpy as np, dpflow as dp
 >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(2.0, 1e-6))
->>> Y = b.source("Y", dp.Vectors(d=2), n=4000)
->>> ball = terrific_ball(Y, t=1000, radii=radius_grid(0.25, 40.0), center=[0.0, 0.0], radius=100.0)
+>>> Y = b.source("Y", dp.Vectors(d=2), n=2000)
+>>> ball = terrific_ball(Y, t=500, radii=radius_grid(0.25, 40.0), center=[0.0, 0.0], radius=100.0)
 >>> rng = np.random.default_rng(0)
->>> data = np.concatenate([rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)) + [30.0, 0.0]])
+>>> data = np.concatenate([rng.normal(size=(1000, 2)), rng.normal(size=(1000, 2)) + [30.0, 0.0]])
 >>> c, r = b.build(ball=ball).run({"Y": data}, noise=dp.SeededNoise(1)).released["ball"]
 >>> bool(np.isfinite(r) and (np.linalg.norm(c) < 3 or np.linalg.norm(c - [30.0, 0.0]) < 3) and 2 < r < 20)
 True
