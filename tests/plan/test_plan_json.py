@@ -50,8 +50,16 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
 
 def _mixture_kinds(X: Any) -> dict[str, Any]:
     """The node kinds of dpflow/nodes/sparse_vector.py, pca.py and terrific.py."""
+    b = X.builder
     ball = N.terrific_ball(X, t=5, radii=(0.5, 1.0, 2.0), center=[0.0, 0.0, 0.0], radius=5.0, tries=3)
-    return {"ball": ball, "V": N.private_pca(X, k=2, radius=2.0)}
+    V = N.private_pca(X, k=2, radius=2.0)
+    origin = b.public([0.0, 0.0, 0.0])
+    j = N.AboveThreshold(threshold=20.0)(N.BallCounts(center=origin, radii=(1.0, 2.0))(X))
+    gated = N.GateBall(limit=1)(ball, ball)
+    inside, _ = N.split(X, N.PartitionByProjectedBall(center=N.Get(index=0)(gated), radius=N.Get(index=1)(gated),
+                                                       basis=V, origin=origin))
+    G = N.GaussianMech()(N.Gram(center=origin)(N.Clip(radius=1.0, center=origin)(inside)))
+    return {"ball": ball, "V": V, "j": j, "G": G}
 
 
 def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
