@@ -106,20 +106,15 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Rc)
     per_node = WEIGHTS["partition"] / max(levels, 1)
     shares = (0.35 * per_node, 0.1 * per_node, 0.1 * per_node, 0.25 * per_node, 0.2 * per_node)
-    nodes: list[tuple[Any, Any, Any]] = [(Xb, b.public([0.0] * k), Rb)]
-    found: list[Any] = []
-    for level in range(levels):
-        nxt = []
-        for i, (Xn, pc, pr) in enumerate(nodes):
-            Y = N.Project(basis=V, center=c)(Xn)
-            ball = N.terrific_ball(Y, t=t, radii=radii_p, center=pc, radius=pr, d=k, beta=BETA, delta=delta,
-                                   seed=seed + 1000 * level + i, weights=shares)
-            gated = N.GateBall(limit=k - 1)(ball, *found)
-            found.append(gated)
-            cen, rad = N.Get(index=0)(gated), N.Get(index=1)(gated)
-            inside, outside = N.split(Xn, N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c))
-            nxt += [(inside, cen, rad), (outside, pc, pr)]
-        nodes = nxt
+
+    def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
+        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=k,
+                               beta=BETA, delta=delta, seed=seed + 1000 * level + i, weights=shares)
+
+    def rule(cen: Any, rad: Any) -> Any:
+        return N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c)
+
+    nodes = N.recursive_partition(Xb, levels, ball, rule, (b.public([0.0] * k), Rb), max_parts=k)
     # 4. per leaf: count, mean within the bounding ball, the radius holding 97% of the leaf around it
     #    (AboveThreshold on nested-ball counts, threshold 0.97 x the noisy count), the mean within that
     #    radius, and the Gram matrix about it of the rows within it
