@@ -157,6 +157,14 @@ def test_typed_node_references_are_the_spec_citing_ones() -> None:
         "IntervalCounts": ("sparse_discrete_heavy.md", "4.3"),
         "TruncatedBinaryMean": ("gaussian.md", "0.4"),
         "GradientStep": ("sparse_discrete_heavy.md", "3.4-3.5"),
+        "AboveThreshold": ("mixtures.md", "2.7"),
+        "CellCounts": ("mixtures.md", "2.5"),
+        "GridMaxCounts": ("mixtures.md", "3.2"),
+        "ShellCounts": ("mixtures.md", "4.3"),
+        "TerrificScores": ("mixtures.md", "4.2"),
+        "BallCounts": ("mixtures.md", "5.3"),
+        "PartitionByProjectedBall": ("mixtures.md", "2.4"),
+        "Gram": ("mixtures.md", "2.9"),
     }
 
 

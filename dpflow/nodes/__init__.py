@@ -14,12 +14,32 @@ from dpflow.nodes.control import Input, Recurse, Round, State, recurse
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
 from dpflow.nodes.ordinal import AddKnots, IntervalCounts, OrdinalCounts
+from dpflow.nodes.pca import Gram, Project, TopEigenvectors, private_pca
 from dpflow.nodes.postprocess import Apply, Eigh, Get, NoiseScale, Pack, PSDProject, Public, noise_scale, param
 from dpflow.nodes.product import TruncatedBinaryMean
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
+from dpflow.nodes.sparse_vector import NOT_FOUND, AboveThreshold, found_index
 from dpflow.nodes.stability import BinCounts, StabilityHistogram
+from dpflow.nodes.terrific import (
+    BallCounts,
+    BallMean,
+    CellBall,
+    CellCounts,
+    GateBall,
+    GridMaxCounts,
+    GridValue,
+    PartitionByProjectedBall,
+    ShellCounts,
+    ShellRadii,
+    TerrificDecision,
+    TerrificScores,
+    ball_mean,
+    radius_grid,
+    recursive_partition,
+    terrific_ball,
+)
 from dpflow.nodes.transforms import (
     Clip,
     Columns,
@@ -44,5 +64,9 @@ __all__ = [
     "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
     "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
-    "SubsampleAggregate", "TruncatedBinaryMean",
+    "SubsampleAggregate", "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
+    "Gram", "Project", "TopEigenvectors", "private_pca",
+    "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
+    "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
+    "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
 ]

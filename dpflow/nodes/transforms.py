@@ -542,8 +542,9 @@ class Piece(Node):
         return ins[0][self.index]
 
 
-def split(x: Sensitive[Rows], rule: SplitByIndex | PartitionByBall) -> tuple[Sensitive[Rows], ...]:
-    """Apply a split and return one handle per piece.
+def split(x: Sensitive[Rows], rule: Node) -> tuple[Sensitive[Rows], ...]:
+    """Apply a split (``SplitByIndex``, or a value partition of two pieces such as ``PartitionByBall``) and
+    return one handle per piece.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))

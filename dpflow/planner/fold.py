@@ -1,5 +1,8 @@
 """The per-record folds: a scope's sensitive nodes as typed steps, and the generic fold over them
-(reuse adds, index splits take the max, value partitions the max or the two largest, rounds add)."""
+(reuse adds, rounds add, splits by :func:`~dpflow.planner.ledger.split_rule`: the max over pieces for one
+record, and for a replaced record the worst of one piece changed within or two pieces each gaining or
+losing one record, so nested value partitions charge two root-to-leaf paths).  The rule is stated once,
+in the lowest planner module, because the ledger's re-walk of a composition tree uses it too."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
 from dpflow.nodes.control import Input
 from dpflow.nodes.types import PiecesT, Relation, RowsT, SplitRule, StatT
+from dpflow.planner.ledger import COST_OPS, Ops, PerRecord, of_relation, seq_pairs, split_rule
 from dpflow.privacy import Cost
 
 if TYPE_CHECKING:
@@ -58,7 +62,7 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
 def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
           rec_fn: Callable[[TypedScope, NodeRecord], T], seq: Callable[[Sequence[T]], T],
           par: Callable[[Sequence[T], SplitRule], T]) -> T:
-    """Fold the per-record cost structure below ``start`` (children before parents)."""
+    """Walk the per-record cost structure below ``start`` (children before parents)."""
     acc: dict[str, T] = {}
     for tag, rec, kids, groups, rule in space.steps:
         if tag is StepKind.SEQ:
@@ -73,6 +77,27 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
     return acc[start]
 
 
+def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
+                rec_fn: Callable[[TypedScope, NodeRecord], PerRecord[T]], ops: Ops[T]) -> PerRecord[T]:
+    """The per-record costs below ``start``: a mechanism costs the same for either kind of change (its
+    sensitivity covers the changes its rows can see), uses of the same rows add, splits follow
+    :func:`~dpflow.planner.ledger.split_rule`."""
+    def leaf2(sp: TypedScope, rec: NodeRecord) -> PerRecord[T]:
+        c = leaf(sp, rec)
+        return PerRecord(c, c)
+
+    return _fold(space, start, leaf2, rec_fn, lambda ps: seq_pairs(ps, ops),
+                 lambda ps, rule: split_rule(ps, rule, ops))
+
+
+def _top_two_frac(xs: Sequence[Fraction]) -> Fraction:
+    return sum(sorted(xs, reverse=True)[:2], Fraction(0))
+
+
+def _max_frac(xs: Sequence[Fraction]) -> Fraction:
+    return max(xs, default=Fraction(0))
+
+
 def _sum_frac(xs: Sequence[Fraction]) -> Fraction:
     return sum(xs, Fraction(0))
 
@@ -85,49 +110,45 @@ def _round_weights(node: Recurse) -> Counter[Fraction]:
     return Counter(Fraction(node.weight_of_round(k)) for k in range(node.times))
 
 
-def _par_frac(relation: Relation, xs: Sequence[Fraction], rule: SplitRule) -> Fraction:
-    if not xs:
-        return Fraction(0)
-    s = sorted(xs, reverse=True)
-    if rule is SplitRule.VALUE and relation == "replace":
-        return sum(s[:2], Fraction(0))
-    return s[0]
-
-
 def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
               per_round: bool) -> Fraction:
     """Fold fractions (shares, weights) below ``start``; a loop multiplies by the sum of its round
     weights (``per_round``) or by its number of rounds."""
-    def rec_fn(sp: TypedScope, rec: NodeRecord) -> Fraction:
+    return of_relation(relation, _fold_frac(space, start, leaf, per_round))
+
+
+_FRAC_OPS: Ops[Fraction] = Ops(_sum_frac, _max_frac, _top_two_frac)
+
+
+def _fold_frac(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
+               per_round: bool) -> PerRecord[Fraction]:
+    def rec_fn(sp: TypedScope, rec: NodeRecord) -> PerRecord[Fraction]:
         node = rec.node
         assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
-        inner = fold_frac(body, relation, _body_start(body), leaf, per_round)
+        inner = _fold_frac(body, _body_start(body), leaf, per_round)
         mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
-        return inner * mult
+        return PerRecord(inner.one * mult, inner.both * mult)
 
-    def par(xs: Sequence[Fraction], rule: SplitRule) -> Fraction:
-        return _par_frac(relation, xs, rule)
-
-    return _fold(space, start, leaf, rec_fn, _sum_frac, par)
+    return _fold_pairs(space, start, leaf, rec_fn, _FRAC_OPS)
 
 
 def fold_cost(space: TypedScope, relation: Relation, start: str,
               leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost], mult: Fraction = Fraction(1)) -> Cost:
     """Fold the certified costs below ``start``, each mechanism charged ``leaf``'s cost at round weight ``mult``."""
-    def rec_fn(sp: TypedScope, rec: NodeRecord) -> Cost:
+    return of_relation(relation, _fold_cost(space, start, leaf, mult))
+
+
+def _fold_cost(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost],
+               mult: Fraction) -> PerRecord[Cost]:
+    def rec_fn(sp: TypedScope, rec: NodeRecord) -> PerRecord[Cost]:
         node = rec.node
         assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
-        total = _ZERO
+        one, both = _ZERO, _ZERO
         for w, count in sorted(_round_weights(node).items()):
-            total = total.then(fold_cost(body, relation, _body_start(body), leaf, mult * w).scaled(count))
-        return total
+            inner = _fold_cost(body, _body_start(body), leaf, mult * w)
+            one, both = one.then(inner.one.scaled(count)), both.then(inner.both.scaled(count))
+        return PerRecord(one, both)
 
-    def par(xs: Sequence[Cost], rule: SplitRule) -> Cost:
-        if not xs:
-            return _ZERO
-        return Cost.parallel(xs, "add_remove" if rule is SplitRule.INDEX else relation)
-
-
-    return _fold(space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, Cost.sequential, par)
+    return _fold_pairs(space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, COST_OPS)

@@ -15,8 +15,10 @@ these values, never parsed back.  The JSON layout and its versions are described
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import attrs
 
@@ -101,6 +103,75 @@ class CostEvent:
         return CostEvent(**{**d, "share": Fraction(d["share"]), "cost": cost_from_data(d["cost"])})
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PerRecord(Generic[T]):
+    """The two per-record costs of a subtree (rows, a split, a statistic) that the tight rule for nested
+    value partitions needs: ``one`` when one record enters or leaves the subtree's rows (add/remove, or
+    a replace-one change of which the subtree sees only one side), ``both`` when a record of the rows is
+    replaced by another (both sides inside them)."""
+
+    one: T
+    both: T
+
+
+@dataclass(frozen=True)
+class Ops(Generic[T]):
+    """How costs of type T compose: ``seq`` (the same records), ``most`` (a bound on each of them: the max)
+    and ``top_two`` (a bound on any two of them together: the sum of the two largest)."""
+
+    seq: Callable[[Sequence[T]], T]
+    most: Callable[[Sequence[T]], T]
+    top_two: Callable[[Sequence[T]], T]
+
+
+def split_rule(pieces: Sequence[PerRecord[T]], rule: SplitRule, ops: Ops[T]) -> PerRecord[T]:
+    """The per-record rule of a split (McSherry 2009 Thm. 4; tight for nested value partitions).
+
+    An added or removed record lies in exactly one piece: ``one = max_i one_i`` (either rule).  A replaced
+    record x -> x' of the split's rows: an index split keeps both in the same block
+    (``both = max_i both_i``); a value partition sends x to piece i and x' to piece j, both functions of
+    the record's own value and released parameters: if i = j that piece sees a replacement (``both_i``),
+    otherwise piece i loses x and piece j gains x' (``one_i + one_j``), and no other piece changes.  So
+    ``both = max(max_i both_i, max_{i != j} (one_i + one_j))``, bounded by ``max(max_i both_i, top_two(one))``.
+
+    Proof that nesting is then charged for two leaves, not 2^L: by induction on the depth, ``one`` of a
+    subtree is the largest cost along one root-to-leaf path (each partition keeps the record on one path)
+    and ``both`` the largest over two paths (the records x and x'), because the recursion only ever adds
+    the ``one`` of two distinct pieces (the two paths part there and never meet again) or the ``both`` of
+    one piece (they have not parted yet).  A depth-L tree of leaves of cost c therefore costs ``2c`` under
+    replace-one, not ``2^L c`` as summing the two largest pieces at every level does.
+
+    >>> add = Ops(sum, max, lambda xs: sum(sorted(xs)[-2:]))
+    >>> leaf = PerRecord(1, 1)
+    >>> inner = split_rule([leaf, leaf], SplitRule.VALUE, add)
+    >>> split_rule([inner, inner], SplitRule.VALUE, add)
+    PerRecord(one=1, both=2)
+    """
+    one = ops.most([p.one for p in pieces])
+    if rule is SplitRule.INDEX:
+        return PerRecord(one, ops.most([p.both for p in pieces]))
+    return PerRecord(one, ops.most([ops.most([p.both for p in pieces]), ops.top_two([p.one for p in pieces])]))
+
+
+def seq_pairs(parts: Sequence[PerRecord[T]], ops: Ops[T]) -> PerRecord[T]:
+    """Uses of the same records compose sequentially, for either kind of change."""
+    return PerRecord(ops.seq([p.one for p in parts]), ops.seq([p.both for p in parts]))
+
+
+def of_relation(relation: Relation, r: PerRecord[T]) -> T:
+    """A source's cost: a replaced record of the source's rows (``both``) or an added/removed one."""
+    return r.both if relation == "replace" else r.one
+
+
+COST_OPS: Ops[Cost] = Ops(Cost.sequential, lambda xs: Cost.parallel(xs, "add_remove"),
+                          lambda xs: Cost.parallel(xs, "replace"))
+"""Costs compose exactly (:class:`~dpflow.privacy.Cost`): the max and the two largest are its parallel
+composition under add/remove and replace-one."""
+
+
 @attrs.frozen
 class Charge:
     """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight)."""
@@ -121,7 +192,8 @@ class Parallel:
     """Parallel composition over the disjoint pieces of a split, one part per piece.
 
     ``rule`` is the split's: ``"index"`` (a record stays in its block, so the max over parts) or
-    ``"value"`` (the max under add/remove neighbours, the sum of the two largest under replace).
+    ``"value"`` (the max under add/remove neighbours; under replace, the worst of one part changed within
+    and two parts each gaining or losing one record: :func:`split_rule`).
 
     >>> t = Parallel("value", (Charge("a", Cost.pure(1)), Rounds("r", Fraction(1), 2, Charge("r/b", Cost.pure(1)))))
     >>> composition_from_data(composition_to_data(t)) == t
@@ -175,7 +247,8 @@ def composition_from_data(d: dict[str, Any]) -> Composition:
 
 def recompose(c: Composition, relation: Relation) -> Cost:
     """The cost of a composition tree by its documented meaning alone: a sequence adds, a split's parts
-    compose in parallel (index blocks: the max under either relation; value pieces: the relation's rule),
+    compose in parallel (:func:`split_rule`: one record is in one piece; a replaced
+    record changes one index block, or at most two value pieces, each by one record),
     ``count`` rounds are a ``count``-fold composition.  Any accountant can re-walk a ledger this way; the
     test suite checks it gives every source total the planner's fold computed.
 
@@ -183,14 +256,20 @@ def recompose(c: Composition, relation: Relation) -> Cost:
     >>> recompose(t, "replace").pure_eps
     Fraction(3, 1)
     """
+    return of_relation(relation, _recompose(c))
+
+
+def _recompose(c: Composition) -> PerRecord[Cost]:
+    """The per-record costs of a tree (one record added or removed, one replaced): splits by
+    :func:`split_rule`, the one statement of the parallel rule."""
     if isinstance(c, Charge):
-        return c.cost
+        return PerRecord(c.cost, c.cost)
     if isinstance(c, Sequential):
-        return Cost.sequential([recompose(p, relation) for p in c.parts])
+        return seq_pairs([_recompose(p) for p in c.parts], COST_OPS)
     if isinstance(c, Parallel):
-        rel: Relation = "add_remove" if c.rule is SplitRule.INDEX else relation
-        return Cost.parallel([recompose(p, relation) for p in c.parts], rel)
-    return recompose(c.body, relation).scaled(c.count)
+        return split_rule([_recompose(p) for p in c.parts], c.rule, COST_OPS)
+    body = _recompose(c.body)
+    return PerRecord(body.one.scaled(c.count), body.both.scaled(c.count))
 
 
 @attrs.frozen

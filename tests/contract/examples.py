@@ -409,6 +409,117 @@ def _add_knots(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"cdf": cdf}, cdf.id)
 
 
+@example("TopEigenvectors")
+def _top_eigenvectors(b: dp.PlanBuilder, X: Any) -> Fragment:
+    V = N.private_pca(X, k=2, radius=2.0)
+    return Fragment({"V": V}, V.id)
+
+
+@example("Project", relations=RELATIONS, special=((3.0, 0.0, 0.0), (-3.0, 1.0, 0.0)))
+def _project(b: dp.PlanBuilder, X: Any) -> Fragment:
+    P = N.Project(basis=b.public([[0.6, 0.0], [0.8, 0.0], [0.0, 1.0]]), center=b.public([0.5, 0.0, 0.0]))(X)
+    s = N.Sum()(N.Clip(radius=1.0)(P))
+    return Fragment({"s": N.GaussianMech()(s)}, P.id, (s.id,))
+
+
+@example("AboveThreshold", domain=dp.Reals(), budget=dp.PureDP(1), relations=RELATIONS)
+def _above_threshold(b: dp.PlanBuilder, X: Any) -> Fragment:
+    h = N.Histogram(edges=[-3.0, -1.0, 0.0, 1.0, 3.0])(X)
+    i = N.AboveThreshold(threshold=b.public(2.0))(h)
+    return Fragment({"i": i}, i.id, (h.id,))
+
+
+_APPROX = dp.ApproxZCDP(1, "1/1000000")
+
+
+@example("TerrificScores", relations=RELATIONS, budget=dp.PureDP(1), special=((0.0, 0.0, 0.0), (0.6, 0.0, 0.0)))
+def _terrific_scores(b: dp.PlanBuilder, X: Any) -> Fragment:
+    s = N.TerrificScores(radii=(0.25, 0.5, 1.0, 2.0), t=2)(X)
+    return Fragment({"j": N.AboveThreshold(threshold=2.0)(s)}, s.id, (s.id,))
+
+
+@example("GridValue", budget=dp.PureDP(1))
+def _grid_value(b: dp.PlanBuilder, X: Any) -> Fragment:
+    j = N.AboveThreshold(threshold=2.0)(N.TerrificScores(radii=(0.5, 1.0), t=2)(X))
+    r = N.GridValue(values=(0.5, 1.0))(j)
+    return Fragment({"r": r}, r.id)
+
+
+@example("GridMaxCounts", relations=RELATIONS, budget=dp.PureDP(1), special=((0.0, 0.0, 0.0), (0.99, 0.0, 0.0)))
+def _grid_max(b: dp.PlanBuilder, X: Any) -> Fragment:
+    g = N.GridMaxCounts(radius=b.public(0.5), factor=2.0, tries=4, seed=3)(X)
+    return Fragment({"j": N.AboveThreshold(threshold=3.0)(g)}, g.id, (g.id,))
+
+
+@example("CellCounts", relations=RELATIONS, budget=_APPROX, special=((0.0, 0.0, 0.0), (0.99, 0.0, 0.0)))
+def _cell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.CellCounts(radius=0.5, choice=b.public(1.0), factor=2.0, tries=4, seed=3)(X)
+    return Fragment({"h": N.StabilityHistogram(delta="1/10000000")(c)}, c.id, (c.id,))
+
+
+@example("CellBall", budget=_APPROX)
+def _cell_ball(b: dp.PlanBuilder, X: Any) -> Fragment:
+    r = b.public(0.5)
+    j = N.AboveThreshold(threshold=3.0)(N.GridMaxCounts(radius=r, factor=2.0, tries=4)(X))
+    h = N.StabilityHistogram(delta="1/10000000")(N.CellCounts(radius=r, choice=j, factor=2.0, tries=4)(X))
+    cb = N.CellBall(d=3, factor=2.0, tries=4)(r, j, h, b.public([0.0, 0.0, 0.0]), b.public(5.0))
+    return Fragment({"cb": cb}, cb.id)
+
+
+@example("BallMean")
+def _ball_mean(b: dp.PlanBuilder, X: Any) -> Fragment:
+    m = N.ball_mean(X, b.public([0.0, 0.0, 0.0]), b.public(1.0), 1.0, 1.0)
+    return Fragment({"m": m}, m.id)
+
+
+@example("ShellCounts", relations=RELATIONS, budget=dp.PureDP(1), special=((1.0, 0.0, 0.0), (2.0, 0.0, 0.0)))
+def _shell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.ShellCounts(center=b.public([0.0, 0.0, 0.0]), inner=b.public(1.0), outer=b.public(2.0))(X)
+    return Fragment({"c": N.LaplaceMech()(c)}, c.id, (c.id,))
+
+
+@example("ShellRadii")
+def _shell_radii(b: dp.PlanBuilder, X: Any) -> Fragment:
+    r = N.ShellRadii(which=1)(N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
+    return Fragment({"r": r}, r.id)
+
+
+@example("TerrificDecision", budget=_APPROX)
+def _terrific_decision(b: dp.PlanBuilder, X: Any) -> Fragment:
+    ball = N.terrific_ball(X, t=2, radii=(0.5, 1.0, 2.0), center=[0.0, 0.0, 0.0], radius=5.0, tries=3)
+    return Fragment({"ball": ball}, ball.id)
+
+
+@example("BallCounts", relations=RELATIONS, budget=dp.PureDP(1), special=((1.0, 0.0, 0.0), (0.0, 2.0, 0.0)))
+def _ball_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.BallCounts(center=b.public([0.0, 0.0, 0.0]), radii=(1.0, 2.0))(X)
+    return Fragment({"j": N.AboveThreshold(threshold=3.0)(c)}, c.id, (c.id,))
+
+
+@example("PartitionByProjectedBall", relations=RELATIONS, special=((1.0, 0.0, 0.0), (3.0, 0.0, 0.0)))
+def _projected_partition(b: dp.PlanBuilder, X: Any) -> Fragment:
+    rule = N.PartitionByProjectedBall(center=b.public([0.5]), radius=b.public(1.0),
+                                      basis=b.public([[1.0], [0.0], [0.0]]), origin=b.public([0.0, 0.0, 0.0]))
+    split_id, (inside, outside) = _split(b, X, rule)
+    s, c = N.Sum()(N.Clip(radius=2.0)(inside)), N.Count()(outside)
+    return Fragment({"s": N.GaussianMech()(s), "c": N.GaussianMech()(c)}, split_id, (s.id, c.id))
+
+
+@example("GateBall")
+def _gate_ball(b: dp.PlanBuilder, X: Any) -> Fragment:
+    m = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))
+    g = N.GateBall(limit=1)(N.Pack()(m, b.public(1.0)), N.Pack()(m, b.public(2.0)))
+    return Fragment({"g": g}, g.id)
+
+
+@example("Gram", relations=RELATIONS, special=(_t(np.array(_CENTRE) + 1.5 * unit(3)),
+                                               _t(np.array(_CENTRE) - 1.5 * unit(3))))
+def _gram(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = b.public(_CENTRE)
+    G = N.Gram(center=c)(N.Clip(radius=1.5, center=c)(X))
+    return Fragment({"G": N.GaussianMech()(G)}, G.id, (G.id,))
+
+
 # --------------------------------------------------------------------------- control
 
 

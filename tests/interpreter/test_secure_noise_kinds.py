@@ -83,7 +83,7 @@ def _draws(kind: str) -> tuple[set[str], set[str]]:
 
 
 def test_the_registry_has_the_mechanisms_this_test_knows() -> None:
-    assert set(MECHANISMS) == {"GaussianMech", "LaplaceMech", "Peel", "DyadicExpMech", "Quantile",
+    assert set(MECHANISMS) == {"AboveThreshold", "GaussianMech", "LaplaceMech", "Peel", "DyadicExpMech", "Quantile",
                                "StabilityHistogram"}
 
 

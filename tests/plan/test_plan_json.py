@@ -47,7 +47,21 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
     rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
     return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
-                   **_discrete_kinds(b, X, Y), unit_b=N.noise_scale(pk))
+                   **_discrete_kinds(b, X, Y), **_mixture_kinds(X), unit_b=N.noise_scale(pk))
+
+
+def _mixture_kinds(X: Any) -> dict[str, Any]:
+    """The node kinds of dpflow/nodes/sparse_vector.py, pca.py and terrific.py."""
+    b = X.builder
+    ball = N.terrific_ball(X, t=5, radii=(0.5, 1.0, 2.0), center=[0.0, 0.0, 0.0], radius=5.0, tries=3)
+    V = N.private_pca(X, k=2, radius=2.0)
+    origin = b.public([0.0, 0.0, 0.0])
+    j = N.AboveThreshold(threshold=20.0)(N.BallCounts(center=origin, radii=(1.0, 2.0))(X))
+    gated = N.GateBall(limit=1)(ball, ball)
+    inside, _ = N.split(X, N.PartitionByProjectedBall(center=N.Get(index=0)(gated), radius=N.Get(index=1)(gated),
+                                                       basis=V, origin=origin))
+    G = N.GaussianMech()(N.Gram(center=origin)(N.Clip(radius=1.0, center=origin)(inside)))
+    return {"ball": ball, "V": V, "j": j, "G": G}
 
 
 def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:

@@ -1,0 +1,195 @@
+"""Private PCA by Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014, Alg. 1; mixtures.md 2.9): the
+second moment of rows clipped to a ball, released with symmetric Gaussian noise (``SecondMoment`` +
+``GaussianMech``, whose Frobenius sensitivity ``sqrt(2) r^2 / n`` under replace-one is the spec's
+``Delta_F`` over n), then post-processing: the top-``k`` eigenvectors (:class:`TopEigenvectors`) and
+the projection of the rows onto them (:class:`Project`, a row map of stability 1).
+
+>>> import numpy as np, dpflow as dp
+>>> b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+>>> X = b.source("X", dp.Vectors(d=3), n=2000)
+>>> V = private_pca(X, k=1, radius=10.0)
+>>> rng = np.random.default_rng(0)
+>>> data = rng.normal(size=(2000, 3)) * [5.0, 0.5, 0.5]
+>>> v = b.build(V=V).run({"X": data}, noise=dp.SeededNoise(0)).released["V"]
+>>> bool(abs(v[0, 0]) > 0.99)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from dpflow.domains import Vectors
+from dpflow.errors import DomainError
+from dpflow.handles import Ref, Released, Sensitive, Value, param
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    PostProcess,
+    Query,
+    Transform,
+    change_bound,
+    need,
+    released_type,
+    text_of,
+)
+from dpflow.nodes.mechanisms import GaussianMech
+from dpflow.nodes.queries import SecondMoment
+from dpflow.nodes.rules import changes_text
+from dpflow.nodes.transforms import Clip
+from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
+from dpflow.references import Reference
+
+__all__ = ["Gram", "Project", "TopEigenvectors", "private_pca"]
+
+
+def _pos_int(x: Any) -> int:
+    if isinstance(x, bool) or int(x) != x or int(x) < 1:
+        raise ValueError(f"k must be a positive integer, got {x!r}")
+    return int(x)
+
+
+@attrs.frozen(kw_only=True)
+class TopEigenvectors(PostProcess):
+    """The ``k`` eigenvectors of the largest eigenvalues of a released symmetric matrix, as the columns of
+    a d x k matrix (largest first).  Declared policy: non-finite entries count as 0.
+
+    >>> import dpflow as dp
+    >>> V = TopEigenvectors(k=1)(dp.PlanBuilder(budget=dp.ZCDP(0.5)).public([[1.0, 0.0], [0.0, 3.0]]))
+    """
+
+    kind: ClassVar[str] = "TopEigenvectors"
+    reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
+    k: int = attrs.field(converter=_pos_int)
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        s = ins[0].shape
+        return None if s is None or len(s) != 2 else (s[0], self.k)
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        S = np.nan_to_num(np.asarray(ins[0], dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        w, V = np.linalg.eigh((S + S.T) / 2.0)
+        k = min(self.k, S.shape[0])
+        return V[:, np.argsort(w)[::-1][:k]]
+
+
+@attrs.frozen(kw_only=True)
+class Project(Transform):
+    """Rows mapped to ``(x - c) V`` for a released d x k ``basis`` V (the identity when absent: a
+    re-centring) and a released or public ``center`` c (the origin when absent): a row map, so stability 1;
+    the output rows have no bound (clip them again).  Declared policies: non-finite entries of V or c
+    count as 0; a non-finite row gives a non-finite output row (which ``Clip`` maps to its centre).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> Y = Project(basis=b.public([[1.0], [0.0]]))(b.source("X", dp.Vectors(d=2), n=10))
+    """
+
+    kind: ClassVar[str] = "Project"
+    reference: ClassVar[str] = "row-wise map of public parameters (stability 1, Dwork-Roth 2014 Prop. 2.1)"
+    basis: Ref | None = attrs.field(default=None, converter=param)
+    center: Ref | None = attrs.field(default=None, converter=param)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        k = rows.domain.d
+        if self.basis is not None:
+            t = released_type(self.basis, ctx, "basis")
+            if t.shape is None or len(t.shape) != 2 or t.shape[0] != rows.domain.d:
+                raise DomainError(ctx.node_id, f"basis {self.basis.id} has shape {t.shape}, rows have "
+                                  f"d={rows.domain.d}", "pass a d x k matrix (TopEigenvectors of a second moment)")
+            k = t.shape[1]
+        if self.center is not None:
+            c = released_type(self.center, ctx, "center")
+            if c.shape is not None and c.shape != (rows.domain.d,):
+                raise DomainError(ctx.node_id, f"center {self.center.id} has shape {c.shape}",
+                                  "pass a centre of the rows' dimension")
+        out = Vectors(d=k)
+        onto = "identity" if self.basis is None else self.basis.id
+        return Inferred(attrs.evolve(rows, domain=out), f"projection onto {onto}: d={k}, unbounded")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        V = (None if self.basis is None else
+             np.nan_to_num(np.asarray(ctx.value(self.basis), dtype=float), nan=0.0, posinf=0.0, neginf=0.0))
+        if self.center is not None:
+            c = np.nan_to_num(np.asarray(ctx.value(self.center), dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        else:
+            c = np.zeros(X.shape[1])
+
+        def proj(A: np.ndarray) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                out: np.ndarray = A - c if V is None else (A - c) @ V
+            return out
+
+        return ctx.backend.row_map(X, proj)
+
+
+PCA_REFERENCE = Reference("Analyze Gauss, Dwork-Talwar-Thakurta-Zhang 2014 Alg. 1", "mixtures.md", "2.9")
+
+
+def private_pca(x: Sensitive[Any], k: int, radius: float | Released[Value],
+                center: Released[Value] | None = None, weight: float = 1.0) -> Released[Value]:
+    """Analyze Gauss: the top-``k`` eigenvectors (d x k) of the second moment of the rows clipped to the
+    ball ``B(center, radius)``, released by ``GaussianMech`` (symmetric noise on the upper triangle,
+    sigma = sqrt(2) radius^2 / (n sqrt(2 rho)) under replace-one); the eigenvectors are post-processing.
+    ``weight`` is the Gaussian mechanism's share of the budget.  Needs a public row count (SecondMoment).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> V = private_pca(b.source("X", dp.Vectors(d=4), n=100), k=2, radius=1.0)
+    """
+    c = center
+    clipped = Clip(radius=radius, center=c)(x)
+    S = SecondMoment(center=c)(clipped)
+    return TopEigenvectors(k=k)(GaussianMech(weight=weight)(S))
+
+
+@attrs.frozen(kw_only=True)
+class Gram(Query):
+    """The unnormalised second moment ``sum_i (x_i - c)(x_i - c)^T`` about the origin or a released centre
+    c: usable on pieces of private size (divide by a released count afterwards).
+
+    Frobenius sensitivity for rows with ``||x - c|| <= r`` (clip around the same centre first): a replaced
+    row moves it by ``||ww^T - vv^T||_F <= sqrt(2) r^2`` (``||w||^4 + ||v||^4 - 2 (w.v)^2 <= 2 r^4``), an
+    added or removed one by ``||ww^T||_F = ||w||^2 <= r^2`` (mixtures.md 2.9); times the stability.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
+    >>> G = Gram()(Clip(radius=1.0)(b.source("X", dp.Vectors(d=2))))
+    """
+
+    kind: ClassVar[str] = "Gram"
+    reference: ClassVar[Reference] = Reference("Analyze Gauss sensitivity: r^2 add/remove, sqrt(2) r^2 replace-one",
+                                               "mixtures.md", "2.9")
+    center: Ref | None = attrs.field(default=None, converter=param)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        dom = rows.domain
+        if self.center is None:
+            r = dom.norm_l2()
+        else:
+            ct = released_type(self.center, ctx, "center")
+            if ct.shape is not None and ct.shape != (dom.d,):
+                raise DomainError(ctx.node_id, f"center {self.center.id} has shape {ct.shape}, rows have d={dom.d}",
+                                  "pass a centre of the rows' dimension")
+            r = dom.l2_bound if dom.center == self.center.id else None
+        fro = None if r is None else change_bound(rows, r.pow(2) * math.sqrt(2.0), r.pow(2))
+        # no floating-point error bound is claimed for the unnormalised sum: exact sources add continuous noise
+        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=None)
+        around = "origin" if self.center is None else self.center.id
+        return Inferred(stat, f"Gram about {around} over {dom.describe()}, {changes_text(rows)}: "
+                              f"Frobenius {text_of(fro)}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        X = np.asarray(ins[0], dtype=float)
+        if self.center is not None:
+            c = np.asarray(ctx.value(self.center), dtype=float)
+            X = ctx.backend.row_map(X, lambda Z: Z - c)
+        return ctx.backend.gram(X)

@@ -1,0 +1,89 @@
+"""GaussianMixture (KSSU19 RPGMP + PGME): separated mixtures give pure parts and accurate parameters,
+overlapping ones give fewer parts (a released outcome, no crash), and the certified total is the
+recomposition of the ledger's per-mechanism charges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow.estimators.mixtures import GaussianMixture, gaussian_mixture_plan
+from dpflow.planner.certify import certify
+from dpflow.planner.ledger import recompose
+
+
+def _mixture(n: int, means: np.ndarray, seed: int, weights: list[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    k, d = means.shape
+    labels = rng.choice(k, size=n, p=weights)
+    return means[labels] + rng.normal(size=(n, d)), labels
+
+
+def _misclassified(pred: np.ndarray, labels: np.ndarray, k: int) -> float:
+    """Misclassification under the best matching of found parts to true components."""
+    from itertools import permutations
+
+    best = 1.0
+    for perm in permutations(range(k)):
+        best = min(best, float(np.mean(np.array(perm)[pred] != labels)))
+    return best
+
+
+def test_two_separated_components_are_found_with_accurate_parameters() -> None:
+    means = np.array([[0.0, 0.0], [25.0, 10.0]])
+    X, labels = _mixture(6000, means, 0)
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), radius=1e3, sigma_range=(0.5, 2.0),
+                         noise=dp.SeededNoise(0)).fit(X)
+    assert gm.n_found_ == 2
+    order = np.argsort(gm.means_[:, 0])
+    assert np.abs(gm.means_[order] - means).max() < 0.3
+    assert np.abs(gm.weights_[order] - 0.5).max() < 0.03
+    for c in gm.covariances_:
+        assert np.linalg.norm(c - np.eye(2), 2) < 0.3
+    assert _misclassified(gm.predict(X), labels, 2) < 0.01
+    proba = gm.predict_proba(X[:5])
+    assert proba.shape == (5, 2) and np.allclose(proba.sum(axis=1), 1.0)
+
+
+def test_one_gaussian_gives_one_part_and_nothing_raises() -> None:
+    X, _ = _mixture(4000, np.array([[3.0, -2.0]]), 1)
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), radius=100.0, sigma_range=(0.5, 2.0),
+                         noise=dp.SeededNoise(1)).fit(X)
+    assert gm.n_found_ == 1  # fewer parts than asked for: a released outcome
+    assert np.abs(gm.means_[0] - [3.0, -2.0]).max() < 0.3
+
+
+def test_ledger_total_is_the_recomposition_of_its_charges() -> None:
+    plan = gaussian_mixture_plan(d=2, n=2000, k=3, budget=dp.ApproxZCDP(1.0, 1e-6), radius=100.0,
+                                 sigma_range=(0.5, 2.0))
+    cert = certify(plan)
+    (total,) = cert.ledger.totals
+    again = recompose(total.composition, "replace")
+    assert again.rho == total.rho and again.delta0 == total.delta0
+    assert total.rho <= 1 and total.delta0 <= 1e-6
+    kinds = {e.kind for e in cert.ledger.events()}
+    assert {"Quantile", "AboveThreshold", "StabilityHistogram", "GaussianMech", "LaplaceMech"} <= kinds
+
+
+def test_public_errors_raise_before_data() -> None:
+    with pytest.raises(dp.errors.DpflowError):
+        gaussian_mixture_plan(d=2, n=100, k=2, budget=dp.ZCDP(1.0))
+    with pytest.raises(ValueError, match="sigma_range"):
+        gaussian_mixture_plan(d=2, n=100, k=2, budget=dp.ApproxZCDP(1.0, 1e-6), sigma_range=(2.0, 1.0))
+    with pytest.raises(ValueError, match="method"):
+        GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), method="sample_aggregate")
+    with pytest.raises(ValueError, match="fit"):
+        GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6)).predict(np.zeros((1, 2)))
+
+
+@pytest.mark.slow
+def test_three_separated_components_in_five_dimensions() -> None:
+    rng = np.random.default_rng(4)
+    means = rng.normal(size=(3, 5))
+    means *= 30.0 / np.linalg.norm(means, axis=1, keepdims=True)
+    X, labels = _mixture(15000, means, 5)
+    gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=1e4, sigma_range=(0.5, 2.0),
+                         noise=dp.SeededNoise(2)).fit(X)
+    assert gm.n_found_ == 3
+    assert _misclassified(gm.predict(X), labels, 3) < 0.01
