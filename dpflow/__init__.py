@@ -35,9 +35,10 @@ from dpflow.plan import Plan, PlanBuilder
 from dpflow.planner import Ledger, certify
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpflow.report import Report
+from dpflow.tables import Category
 
 __all__ = [
-    "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "DataError", "DomainError", "DpflowError",
+    "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "Category", "DataError", "DomainError", "DpflowError",
     "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
     "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "Report", "Result", "SecureNoise",
     "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",

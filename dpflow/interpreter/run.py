@@ -20,7 +20,7 @@ from dpflow.interpreter.noise import NoiseSource
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Backend
 from dpflow.nodes.control import Input, Round, State
-from dpflow.nodes.types import Allocation, StatT
+from dpflow.nodes.types import Allocation, StatT, VType
 from dpflow.plan.graph import Plan
 from dpflow.planner import Certified, TypedScope
 from dpflow.privacy.rounding import up
@@ -81,6 +81,10 @@ class _Ctx:
         t = self.space.types[self._rec.inputs[0]]
         assert isinstance(t, StatT)
         return t
+
+    def input_type(self, k: int = 0) -> VType:
+        assert self._rec is not None
+        return self.space.types[self._rec.inputs[k]]
 
     def record(self, key: str, value: Any) -> None:
         self.run.facts[self.node_id].append({key: value})
