@@ -3,7 +3,8 @@
 Node parameters are encoded by type: a reference to a released node as
 ``{"$ref": id}``, an exact rational as ``{"$frac": "1/2"}``, a bound as
 ``{"$sym": ...}``, a domain as ``{"$domain": kind, ...}``, a categorical column as
-``{"$category": ...}``, a user function as ``{"$fn": "module:qualname"}`` and the body of a ``Recurse`` as ``{"$subplan": ...}``.
+``{"$category": ...}``, a user function as ``{"$fn": "module:qualname"}``
+and the body of a ``Recurse`` as ``{"$subplan": ...}``.
 """
 
 from __future__ import annotations
