@@ -27,8 +27,11 @@ import math
 from statistics import NormalDist
 from typing import Any
 
+import numpy as np
+
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.estimators.scale import column_scales, standardize, truncation_level, unstandardize
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
@@ -113,12 +116,19 @@ def truncated_mean(
     accounting: str = "auto",
 ) -> Plan:
     """Private mean by coordinate truncation and the Gaussian mechanism (CWZ 2021 Alg. 3.1,
-    sparse_discrete_heavy.md 3.1) with a data-driven truncation level by default.
+    sparse_discrete_heavy.md 3.1) with a data-driven truncation by default.
 
-    With ``radius=None`` the level is ``R = gaussian_factor(n) * median(|x_ij|)`` from
-    :func:`private_radius` (weight ``truncation_weight``, split between the range histogram when
-    ``upper`` is ``None`` and the quantile), the mean gets the rest.  The l2 sensitivity of the
-    truncated mean is ``2 R sqrt(d) / n``.  Source ``X``; outputs ``mean`` and ``radius``.
+    With neither ``radius`` nor ``upper`` (the default) the truncation is CWZ's rule centred first,
+    location- and scale-invariant: a private centre c_j (median) and scale s_j (from the 75% quantile of
+    ``|x_j - c_j|``) per coordinate (:func:`dpflow.estimators.scale.column_scales`, weight
+    ``truncation_weight``); the rows are standardised to ``(x_j - c_j) / s_j``, truncated to
+    ``[-T, T]`` with ``T = sqrt(2 ln n)`` (CWZ's ``sigma sqrt(2 ln n)``), averaged with Gaussian noise
+    (l2 sensitivity ``2 T sqrt(d) / n``) and mapped back (``c + s * mean``, post-processing).  Output
+    ``radius`` is then the per-coordinate truncation half-width ``T s_j``.
+    With a public ``upper`` bound on the magnitudes the level is ``R = gaussian_factor(n) * median(|x_ij|)``
+    (:func:`private_radius`, the quantile searched in ``[0, upper]``); with ``radius`` it is public.
+    The l2 sensitivity of the truncated mean is ``2 R sqrt(d) / n``.  Source ``X``; outputs ``mean``
+    and ``radius``.
 
     >>> import dpflow as dp
     >>> plan = truncated_mean(d=5, n=10_000, budget=dp.ZCDP(0.5))
@@ -130,7 +140,12 @@ def truncated_mean(
         raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
     b = PlanBuilder(budget=budget, neighbors="replace", name="truncated_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
+    if radius is None and upper is None:
+        centre, scale = column_scales(X, d, truncation_weight)
+        T = truncation_level(n)
+        noisy = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=T)(standardize(X, centre, scale, d)))
+        mean = N.Apply(fn=unstandardize, shape=(d,))(noisy, centre, scale)
+        return b.build(mean=mean, radius=N.Apply(fn=np.multiply, shape=(d,))(scale, b.public(T)))
     R = radius_or_private(X, n, radius, upper, truncation_weight)
     mean = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=R)(X))
     return b.build(mean=mean, radius=R if isinstance(R, Released) else b.public(R))
-
