@@ -12,7 +12,7 @@
 (3,)
 """
 
-from dpflow import estimators, nodes
+from dpflow import estimators, nodes, stats
 from dpflow._version import __version__
 from dpflow.api import Result, run
 from dpflow.domains import BooleanCube, Ordinal, Reals, Sym, SymmetricMatrices, Vectors
@@ -42,5 +42,5 @@ __all__ = [
     "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
     "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "Report", "Result", "SecureNoise",
     "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",
-    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run",
+    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run", "stats",
 ]

@@ -8,7 +8,7 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.estimators.scale import column_scales, inverse_diag, truncation_level
+from dpflow.estimators.scale import column_scales, inverse_diag, times, truncation_level
 from dpflow.estimators.truncation import radius_or_private
 from dpflow.handles import Released
 from dpflow.plan import Plan, PlanBuilder
@@ -71,7 +71,7 @@ def sparse_mean(
         R = N.Apply(fn=coordinate_radii, shape=(d,))(centre, scale, b.public(truncation_level(n)))
         Y = N.Precondition(matrix=N.Apply(fn=inverse_diag, shape=(d, d))(R))(X)
         peeled = N.Peel(s=s, weight=1 - truncation_weight)(N.TruncatedMean(bound=1.0)(Y))
-        return b.build(mean=N.Apply(fn=np.multiply, shape=(d,))(peeled, R), radius=R)
+        return b.build(mean=N.Apply(fn=times, shape=(d,))(peeled, R), radius=R)
     Rp = radius_or_private(X, n, radius, upper, truncation_weight)
     mean = N.Peel(s=s, weight=1 - truncation_weight)(N.TruncatedMean(bound=Rp)(X))
     return b.build(mean=mean, radius=Rp if isinstance(Rp, Released) else b.public(Rp))

@@ -27,11 +27,9 @@ import math
 from statistics import NormalDist
 from typing import Any
 
-import numpy as np
-
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.estimators.scale import column_scales, standardize, truncation_level, unstandardize
+from dpflow.estimators.scale import column_scales, standardize, times, truncation_level, unstandardize
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
@@ -145,7 +143,7 @@ def truncated_mean(
         T = truncation_level(n)
         noisy = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=T)(standardize(X, centre, scale, d)))
         mean = N.Apply(fn=unstandardize, shape=(d,))(noisy, centre, scale)
-        return b.build(mean=mean, radius=N.Apply(fn=np.multiply, shape=(d,))(scale, b.public(T)))
+        return b.build(mean=mean, radius=N.Apply(fn=times, shape=(d,))(scale, b.public(T)))
     R = radius_or_private(X, n, radius, upper, truncation_weight)
     mean = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=R)(X))
     return b.build(mean=mean, radius=R if isinstance(R, Released) else b.public(R))
