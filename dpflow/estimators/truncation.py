@@ -112,19 +112,23 @@ def truncated_mean(
     truncation_weight: float = 0.1,
     upper: float | None = None,
     accounting: str = "auto",
+    truncation: str = "auto",
 ) -> Plan:
     """Private mean by coordinate truncation and the Gaussian mechanism (CWZ 2021 Alg. 3.1,
     sparse_discrete_heavy.md 3.1) with a data-driven truncation by default.
 
-    With neither ``radius`` nor ``upper`` (the default) the truncation is CWZ's rule centred first,
+    With neither ``radius`` nor ``upper`` (``truncation="auto"``, the default, or ``"percentile"``) the
+    truncation is CWZ's rule centred first,
     location- and scale-invariant: a private centre c_j (median) and scale s_j (from the 75% quantile of
     ``|x_j - c_j|``) per coordinate (:func:`dpflow.estimators.scale.column_scales`, weight
     ``truncation_weight``); the rows are standardised to ``(x_j - c_j) / s_j``, truncated to
     ``[-T, T]`` with ``T = sqrt(2 ln n)`` (CWZ's ``sigma sqrt(2 ln n)``), averaged with Gaussian noise
     (l2 sensitivity ``2 T sqrt(d) / n``) and mapped back (``c + s * mean``, post-processing).  Output
     ``radius`` is then the per-coordinate truncation half-width ``T s_j``.
-    With a public ``upper`` bound on the magnitudes the level is ``R = gaussian_factor(n) * median(|x_ij|)``
-    (:func:`private_radius`, the quantile searched in ``[0, upper]``); with ``radius`` it is public.
+    With a public ``upper`` bound on the magnitudes, or ``truncation="magnitude"``, the level is the pooled
+    ``R = gaussian_factor(n) * median(|x_ij|)`` (:func:`private_radius`, the quantile searched in
+    ``[0, upper]`` or in a range from a log-scale histogram), which needs data centred near 0 with columns
+    of one scale; with ``radius`` it is public.
     The l2 sensitivity of the truncated mean is ``2 R sqrt(d) / n``.  Source ``X``; outputs ``mean``
     and ``radius``.
 
@@ -136,9 +140,11 @@ def truncated_mean(
     require_budget(budget, "truncation", (ZCDP, ApproxDP))
     if not 0 < truncation_weight < 1:
         raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
+    if truncation not in ("auto", "percentile", "magnitude"):
+        raise ValueError(f"truncation must be 'auto', 'percentile' or 'magnitude', got {truncation!r}")
     b = PlanBuilder(budget=budget, neighbors="replace", name="truncated_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
-    if radius is None and upper is None:
+    if radius is None and (truncation == "percentile" or (truncation == "auto" and upper is None)):
         centre, scale = column_scales(X, d, truncation_weight)
         T = truncation_level(n)
         noisy = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=T)(standardize(X, centre, scale, d)))
