@@ -28,7 +28,8 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.estimators.scale import column_scales, standardize
+from dpflow.estimators.scale import column_scales, standardize, warn_if_capped
+from dpflow.estimators.scale import scale_weight as auto_scale_weight
 from dpflow.estimators.truncation import gaussian_factor, private_radius
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.regression import l1_bound
@@ -221,12 +222,13 @@ def zero_centre(scale: Any) -> np.ndarray:
 
 
 def scaled_ssp(d: int, n: int, budget: Measure, fit_intercept: bool = True, ridge: float = 1.0,
-               truncation_weight: float = 0.1, scale_weight: float = 0.1, accounting: str = "auto") -> Plan:
+               truncation_weight: float = 0.1, scale_weight: float | None = None, accounting: str = "auto") -> Plan:
     """Scale-free SSP: a private per-column scale step, then :func:`sufficient_statistics` on the
     standardised rows, and the coefficients mapped back to the data's scale.
 
     Source ``Z`` holds rows ``[x, 1, y]`` (``[x, y]`` without intercept).  The scale step
-    (:func:`dpflow.estimators.scale.column_scales`, weight ``scale_weight``) releases a centre and a
+    (:func:`dpflow.estimators.scale.column_scales`, weight ``scale_weight``, by default the share the
+    data size needs, :func:`dpflow.estimators.scale.scale_weight`) releases a centre and a
     scale for the d features and y; the rows are standardised (a ``Precondition`` by released values,
     stability 1; the constant column is left as it is; without intercept nothing is centred), clipped at
     the data-driven row radius and their second moment released with Gaussian noise as in SSP.  The
@@ -241,10 +243,14 @@ def scaled_ssp(d: int, n: int, budget: Measure, fit_intercept: bool = True, ridg
     ['GaussianMech', 'LaplaceMech', 'Quantile']
     """
     _common(d, n, budget, truncation_weight)
+    capped = False
+    if scale_weight is None:
+        scale_weight, capped = auto_scale_weight(n, d + 1, budget)
     if not 0 < scale_weight < 1 - truncation_weight:
         raise ValueError(f"scale_weight must be in (0, 1 - truncation_weight), got {scale_weight}")
     p = d + (1 if fit_intercept else 0)
     b = PlanBuilder(budget=budget, neighbors="replace", name="scaled_ssp_regression", accounting=accounting)
+    warn_if_capped(b, n, d + 1, capped)
     Z = b.source("Z", Vectors(d=p + 1), n=n)
     centre, scale = column_scales(N.Columns(keep=[*range(d), p])(Z), d + 1, scale_weight)
     if fit_intercept:
@@ -311,7 +317,8 @@ class LinearRegression:
     an ``ApproxDP`` budget).  ``gd`` and ``niht`` need public ``x_bound`` (|x_ij| <= x_bound) and
     ``coef_bound`` (||beta||_2 <= coef_bound); every radius nobody gives is chosen privately from the
     data.  ``standardize`` (default: for ``ssp`` without a public ``radius``) adds the private
-    per-column scale step (:func:`scaled_ssp`, ``scale_weight`` of the budget), so raw-scale data need
+    per-column scale step (:func:`scaled_ssp`, ``scale_weight`` of the budget, by default the share the
+    data size needs), so raw-scale data need
     no bounds at all.  With ``fit_intercept`` a constant column is appended (it counts in ``sparsity``
     as one more coordinate).  ``X`` may be a DataFrame (its columns' names are kept in
     ``feature_names_in_``).  After ``fit``: ``coef_``, ``intercept_``, ``plan_`` and ``report_`` (the
@@ -343,7 +350,7 @@ class LinearRegression:
         ridge: float = 1.0,
         truncation_weight: float = 0.1,
         standardize: bool | None = None,
-        scale_weight: float = 0.1,
+        scale_weight: float | None = None,
         noise: Any = None,
     ) -> None:
         self.budget, self.sparsity, self.method, self.accounting = budget, sparsity, method, accounting

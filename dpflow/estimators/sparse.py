@@ -8,8 +8,8 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.estimators.scale import column_scales, inverse_diag, times, truncation_level
-from dpflow.estimators.truncation import radius_or_private
+from dpflow.estimators.scale import column_scales, inverse_diag, times, truncation_level, warn_if_capped
+from dpflow.estimators.truncation import radius_or_private, truncation_share
 from dpflow.handles import Released
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
@@ -27,7 +27,7 @@ def sparse_mean(
     s: int,
     budget: Measure,
     radius: float | None = None,
-    truncation_weight: float = 0.1,
+    truncation_weight: float | None = None,
     upper: float | None = None,
     accounting: str = "auto",
     truncation: str = "auto",
@@ -38,7 +38,8 @@ def sparse_mean(
     ``lambda = 2R/n`` under replace-one), then :class:`dpflow.nodes.Peel` selects s coordinates by
     report-noisy-max and releases them with fresh Laplace noise; every other coordinate is 0.
 
-    Data-driven truncation when ``radius`` is None (weight ``truncation_weight``):
+    Data-driven truncation when ``radius`` is None (weight ``truncation_weight``; by default the share
+    the data size needs for the percentile rule, :func:`dpflow.estimators.scale.scale_weight`, else 0.1):
     ``truncation="percentile"`` is per coordinate and scale-free: a private centre c_j and scale s_j
     (:func:`dpflow.estimators.scale.column_scales`) give ``R_j = |c_j| + sqrt(2 ln n) s_j`` (CWZ's
     public ``||mu||_inf + sigma sqrt(2 ln n)``, one coordinate at a time); the rows are divided by R_j
@@ -59,14 +60,15 @@ def sparse_mean(
     require_budget(budget, "sparse_mean", (ZCDP, ApproxDP))
     if not 1 <= s <= d:
         raise ValueError(f"sparse_mean needs 1 <= s <= d, got s={s}, d={d}")
-    if not 0 < truncation_weight < 1:
-        raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
     if truncation not in ("auto", "percentile", "magnitude"):
         raise ValueError(f"truncation must be 'auto', 'percentile' or 'magnitude', got {truncation!r}")
+    percentile = radius is None and (
+        truncation == "percentile" or (truncation == "auto" and upper is None and d <= PERCENTILE_MAX_D))
+    truncation_weight, capped = truncation_share(truncation_weight, percentile, n, d, budget)
     b = PlanBuilder(budget=budget, neighbors="replace", name="sparse_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
-    percentile = truncation == "percentile" or (truncation == "auto" and upper is None and d <= PERCENTILE_MAX_D)
-    if radius is None and percentile:
+    if percentile:
+        warn_if_capped(b, n, d, capped)
         centre, scale = column_scales(X, d, truncation_weight)
         R = N.Apply(fn=coordinate_radii, shape=(d,))(centre, scale, b.public(truncation_level(n)))
         Y = N.Precondition(matrix=N.Apply(fn=inverse_diag, shape=(d, d))(R))(X)

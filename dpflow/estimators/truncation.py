@@ -29,7 +29,15 @@ from typing import Any
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.estimators.scale import column_scales, standardize, times, truncation_level, unstandardize
+from dpflow.estimators.scale import (
+    column_scales,
+    scale_weight,
+    standardize,
+    times,
+    truncation_level,
+    unstandardize,
+    warn_if_capped,
+)
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
@@ -104,12 +112,23 @@ def radius_or_private(
     return radius
 
 
+def truncation_share(weight: float | None, percentile: bool, n: int, d: int, budget: Measure) -> tuple[float, bool]:
+    """The truncation step's share: ``weight`` if given (checked to be in (0, 1)), else the scale step's
+    data-size share (:func:`dpflow.estimators.scale.scale_weight`) for the percentile rule and 0.1 for the
+    others; and whether the scale step's share was capped."""
+    if weight is not None:
+        if not 0 < weight < 1:
+            raise ValueError(f"truncation_weight must be in (0, 1), got {weight}")
+        return weight, False
+    return scale_weight(n, d, budget) if percentile else (0.1, False)
+
+
 def truncated_mean(
     d: int,
     n: int,
     budget: Measure,
     radius: float | None = None,
-    truncation_weight: float = 0.1,
+    truncation_weight: float | None = None,
     upper: float | None = None,
     accounting: str = "auto",
     truncation: str = "auto",
@@ -121,7 +140,8 @@ def truncated_mean(
     truncation is CWZ's rule centred first,
     location- and scale-invariant: a private centre c_j (median) and scale s_j (from the 75% quantile of
     ``|x_j - c_j|``) per coordinate (:func:`dpflow.estimators.scale.column_scales`, weight
-    ``truncation_weight``); the rows are standardised to ``(x_j - c_j) / s_j``, truncated to
+    ``truncation_weight``, by default the share the data size needs,
+    :func:`dpflow.estimators.scale.scale_weight`); the rows are standardised to ``(x_j - c_j) / s_j``, truncated to
     ``[-T, T]`` with ``T = sqrt(2 ln n)`` (CWZ's ``sigma sqrt(2 ln n)``), averaged with Gaussian noise
     (l2 sensitivity ``2 T sqrt(d) / n``) and mapped back (``c + s * mean``, post-processing).  Output
     ``radius`` is then the per-coordinate truncation half-width ``T s_j``.
@@ -138,13 +158,14 @@ def truncated_mean(
     '100%'
     """
     require_budget(budget, "truncation", (ZCDP, ApproxDP))
-    if not 0 < truncation_weight < 1:
-        raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
     if truncation not in ("auto", "percentile", "magnitude"):
         raise ValueError(f"truncation must be 'auto', 'percentile' or 'magnitude', got {truncation!r}")
+    percentile = radius is None and (truncation == "percentile" or (truncation == "auto" and upper is None))
+    truncation_weight, capped = truncation_share(truncation_weight, percentile, n, d, budget)
     b = PlanBuilder(budget=budget, neighbors="replace", name="truncated_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
-    if radius is None and (truncation == "percentile" or (truncation == "auto" and upper is None)):
+    if percentile:
+        warn_if_capped(b, n, d, capped)
         centre, scale = column_scales(X, d, truncation_weight)
         T = truncation_level(n)
         noisy = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=T)(standardize(X, centre, scale, d)))

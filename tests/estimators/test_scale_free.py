@@ -52,33 +52,47 @@ def test_the_scale_step_is_in_the_ledger_with_its_share() -> None:
     ledger = plan.check()
     events = {e.node: e.event for e in ledger.entries if e.event is not None}
     kinds = sorted(e.kind for e in events.values())
-    # 5 columns (4 features and y): a median and a spread each, 2 range histograms; the SSP radius's
+    # 5 columns (4 features and y): two range histograms, a median and a spread each; the SSP radius's
     # histogram and median; the second moment
-    assert kinds == ["GaussianMech"] + ["LaplaceMech"] * 3 + ["Quantile"] * 11
+    assert kinds == ["GaussianMech"] + ["LaplaceMech"] * 11 + ["Quantile"] * 11
     shares = sorted(e.share for e in events.values())
     assert sum(shares) == 1
     assert shares[-1] == pytest.approx(0.8, abs=1e-12)                       # the Gaussian
-    scale_step = [sh for sh in shares if sh == pytest.approx(0.1 * 0.8 / 10, abs=1e-12)]
-    assert len(scale_step) == 10                                             # 2d quantiles share 80% of 0.1
-    assert len([sh for sh in shares if sh == pytest.approx(0.1 * 0.2 / 2, abs=1e-12)]) == 2   # the histograms
+    for share in S.SHARES:                                                   # each column: 0.1 / 5 split
+        assert len([sh for sh in shares if sh == pytest.approx(0.1 / 5 * share, abs=1e-12)]) >= 5
 
 
 def test_column_scales_pins_its_rule() -> None:
-    assert S.SPREAD_Q == 0.75 and S.RANGE_SHARE == 0.2
+    assert S.SPREAD_Q == 0.75 and (S.HIST_EPS, S.MEDIAN_EPS, S.SPREAD_EPS) == (75.0, 4.0, 8.0)
     assert S.SPREAD_SIGMAS == pytest.approx(1.1503493803760079, abs=1e-15)
     assert S.truncation_level(10_000) == pytest.approx(math.sqrt(2 * math.log(10_000)))
+    L = math.log(4e4) + 2
+    need = [75.0**2, (4 * L) ** 2, 75.0**2, (8 * L) ** 2]
+    assert S.SHARES == pytest.approx(tuple(x / sum(need) for x in need), rel=1e-12)
+    # the scale step's share: d columns' rho over the budget's, within [0.02, 0.5]
+    n, d = 5000, 3
+    Ln = math.log(4 * n) + 2
+    rho = d * (2 * 75.0**2 + (4 * Ln) ** 2 + (8 * Ln) ** 2) / n**2 / 2
+    assert S.scale_weight(n, d, dp.ZCDP(0.05)) == (pytest.approx(rho / 0.05, rel=1e-12), False)
+    assert S.scale_weight(n, d, dp.ZCDP(10.0)) == (0.02, False)
+    assert S.scale_weight(n, d, dp.ZCDP(0.001)) == (0.5, True)
     b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
     X = b.source("X", dp.Vectors(d=3), n=1000)
     c, s = S.column_scales(X, d=3, weight=0.5)
     plan = b.build(c=c, s=s)
-    nodes = {r.id: r.node for r in plan.records}
-    qs = sorted((n.q, n.weight) for n in nodes.values() if n.kind == "Quantile")
-    assert qs == [(0.5, 0.5 * 0.8 / 6)] * 3 + [(0.75, 0.5 * 0.8 / 6)] * 3
-    lap = [n.weight for n in nodes.values() if n.kind == "LaplaceMech"]
-    assert lap == [0.5 * 0.2 / 2] * 2
-    # the spreads are searched from 0 in the range of the centred rows; the medians in [-U, U]
-    lowers = sorted(str(n.lower) for n in nodes.values() if n.kind == "OrderStatistics")
-    assert lowers.count("0.0") == 3
+    nodes = [r.node for r in plan.records]
+    qs = sorted((nd.q, nd.weight) for nd in nodes if nd.kind == "Quantile")
+    w = 0.5 / 3
+    assert qs == [(0.5, pytest.approx(w * S.SHARES[1]))] * 3 + [(0.75, pytest.approx(w * S.SHARES[3]))] * 3
+    assert sorted(nd.weight for nd in nodes if nd.kind == "LaplaceMech") == pytest.approx(
+        sorted([w * S.SHARES[0]] * 3 + [w * S.SHARES[2]] * 3))
+    assert sum(nd.kind == "OrderStatistics" and nd.lower == 0.0 for nd in nodes) == 3   # the spreads from 0
+
+
+def test_too_few_rows_for_the_scale_step_is_a_public_warning() -> None:
+    with pytest.warns(dp.errors.AccuracyWarning, match="too few for a reliable private scale step"):
+        plan = scaled_ssp(d=10, n=352, budget=dp.ApproxDP(1, 1e-6))
+    assert any("scale step" in w for w in plan.check().warnings)
 
 
 def test_spread_scale_and_coefficient_maps() -> None:
@@ -152,3 +166,7 @@ def test_scale_step_refusals() -> None:
         LinearRegression(budget=dp.ZCDP(1.0), radius=2.0, standardize=True)
     with pytest.raises(ValueError, match="scale_weight"):
         scaled_ssp(d=2, n=100, budget=dp.ZCDP(1.0), scale_weight=0.95)
+    with pytest.raises(ValueError, match="truncation_weight"):
+        truncated_mean(2, 100, dp.ZCDP(1.0), truncation_weight=1.0)
+    with pytest.raises(ValueError, match="truncation must be"):
+        sparse_mean(2, 100, 1, dp.ZCDP(1.0), truncation="median")
