@@ -177,24 +177,35 @@ def is_series(raw: Any) -> bool:
     return hasattr(raw, "to_numpy") and hasattr(raw, "name") and getattr(raw, "ndim", 0) == 1
 
 
+def _as_float(v: Any) -> float:
+    """One value of an object column as a float: a number (a bool is 0 or 1), else NaN (declared policy)."""
+    if isinstance(v, (numbers.Real, np.bool_)):
+        return float(v)
+    return math.nan
+
+
+_AS_FLOAT = np.frompyfunc(_as_float, 1, 1)
+
+
 def _numeric(col: Any, where: str, what: str) -> np.ndarray:
-    """A column as floats, missing values as NaN; a non-numeric column is a public schema error."""
-    if hasattr(col, "to_numpy"):
-        kind = getattr(getattr(col, "dtype", None), "kind", "O")
-        if kind in "biuf":  # numpy and pandas nullable numeric dtypes (pandas.NA becomes NaN)
+    """A column as floats, missing values as NaN.
+
+    Decided by the dtype (public schema), never by the values: numeric dtypes (numpy, pandas nullable)
+    convert; a numpy object column (numbers held as objects, e.g. a mixed table) converts value by value,
+    anything that is not a number counting as missing (NaN, then each node's non-finite policy); a text or
+    categorical dtype is a schema error whose fix is to declare the column as a :class:`Category`.
+    """
+    dtype = getattr(col, "dtype", None) if hasattr(col, "to_numpy") else np.asarray(col).dtype
+    kind = getattr(dtype, "kind", "")
+    if kind in tuple("biuf"):
+        if hasattr(col, "to_numpy"):  # numpy and pandas nullable numeric dtypes (pandas.NA becomes NaN)
             arr: np.ndarray = np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
             return arr
-        arr = np.asarray(col.to_numpy())
-    else:
-        arr = np.asarray(col)
-    if arr.dtype.kind in "biuf":
-        return arr.astype(float)
-    if arr.dtype.kind == "O":  # numbers held as objects (a mixed array); None becomes NaN
-        try:
-            return arr.astype(float)
-        except (TypeError, ValueError):
-            pass
-    raise DataError(where, f"{what} is not numeric (dtype {arr.dtype})",
+        return np.asarray(col, dtype=float)
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        raw = np.asarray(col.to_numpy() if hasattr(col, "to_numpy") else col, dtype=object)
+        return np.asarray(_AS_FLOAT(raw), dtype=float)
+    raise DataError(where, f"{what} is not numeric (dtype {dtype})",
                     f"declare it as dpflow.Category({what.split()[-1]}, [...categories...]) in the source's "
                     "columns, or convert it to numbers")
 

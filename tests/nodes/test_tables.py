@@ -87,8 +87,17 @@ def test_undeclared_text_column_is_a_schema_error_with_the_fix() -> None:
     b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
     X = b.source("X", dp.Vectors(d=4), n=400)
     plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
-    with pytest.raises(dp.DataError, match="'sex' is not numeric.*Category"):
-        plan.run(_frame(), noise=dp.SeededNoise(0))
+    for dtype in ("string", "category"):                    # decided by the dtype, which is public
+        df = _frame().astype({"sex": dtype})
+        with pytest.raises(dp.DataError, match="'sex' is not numeric.*Category"):
+            plan.run(df, noise=dp.SeededNoise(0))
+
+
+def test_object_columns_never_raise_on_their_values() -> None:
+    # whether a value parses must not decide an exception: non-numbers in an object column count as missing
+    col = np.array([1.0, "N/A", None, 3, True], dtype=object)
+    rows = to_rows(col.reshape(-1, 1), ["x"], "X")
+    assert rows[[0, 3, 4], 0].tolist() == [1.0, 3.0, 1.0] and np.isnan(rows[[1, 2], 0]).all()
 
 
 def test_missing_column_is_a_schema_error_naming_it() -> None:
