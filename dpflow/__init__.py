@@ -12,7 +12,7 @@
 (3,)
 """
 
-from dpflow import estimators, nodes
+from dpflow import estimators, nodes, stats
 from dpflow._version import __version__
 from dpflow.api import Result, run
 from dpflow.domains import (
@@ -45,12 +45,13 @@ from dpflow.plan import Plan, PlanBuilder
 from dpflow.planner import Ledger, certify
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpflow.report import Report
+from dpflow.tables import Category
 
 __all__ = [
-    "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "DataError", "DomainError", "DpflowError",
+    "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "Category", "DataError", "DomainError", "DpflowError",
     "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
     "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "ReleasedNorm", "ReleasedScalar", "Report",
     "Result", "RowCount", "SecureNoise",
     "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",
-    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run",
+    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run", "stats",
 ]

@@ -5,7 +5,7 @@ the node and the fix) or an argument is invalid, 1 on any other error.
 
     dpflow demo [--out DIR] [--seed N]
     dpflow check PLAN.py [--alpha A]
-    dpflow run PLAN.py --data NAME=path.npy|.csv [--data ...] --report DIR [--seed N]
+    dpflow run PLAN.py --data NAME=path.npy|.csv|.parquet [--data ...] --report DIR [--seed N]
     dpflow privacy convert --rho R --delta D [--all]
     dpflow budget open|show|verify DATASET [--store PATH] [--rho R | --epsilon E]
 """
@@ -44,19 +44,46 @@ def load_plan(path: str) -> Plan:
     return plan
 
 
-def load_data(specs: Sequence[str]) -> dict[str, np.ndarray]:
-    """Parse ``NAME=path.npy`` / ``NAME=path.csv`` options into arrays."""
-    out: dict[str, np.ndarray] = {}
+def _has_header(path: str) -> bool:
+    """True when the first line of a CSV file has a field that is not a number (a header)."""
+    with open(path, encoding="utf-8") as f:
+        first = f.readline().strip()
+    for field in first.split(","):
+        try:
+            float(field)
+        except ValueError:
+            if field.strip():
+                return True
+    return False
+
+
+def _pandas(path: str) -> Any:
+    try:
+        import pandas as pd
+    except ImportError as e:
+        raise ValueError(f"{path}: reading a CSV file with a header or a Parquet file needs pandas "
+                         "(pip install 'dpflow[pandas]')") from e
+    return pd
+
+
+def load_data(specs: Sequence[str]) -> dict[str, Any]:
+    """Parse ``NAME=path`` options: ``.npy``, ``.csv`` (numbers only, or a header row: read as a DataFrame,
+    so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame)."""
+    out: dict[str, Any] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name:
             raise ValueError(f"--data expects NAME=path, got {spec!r}")
         if path.endswith(".npy"):
             out[name] = np.load(path, allow_pickle=False)
-        elif path.endswith(".csv"):
+        elif path.endswith(".csv") and not _has_header(path):
             out[name] = np.loadtxt(path, delimiter=",", ndmin=2)
+        elif path.endswith(".csv"):
+            out[name] = _pandas(path).read_csv(path)
+        elif path.endswith((".parquet", ".pq")):
+            out[name] = _pandas(path).read_parquet(path)
         else:
-            raise ValueError(f"--data {spec!r}: only .npy and .csv files are read")
+            raise ValueError(f"--data {spec!r}: only .npy, .csv and .parquet files are read")
     return out
 
 
@@ -211,7 +238,8 @@ def parser() -> argparse.ArgumentParser:
 
     runp = sub.add_parser("run", help="certify and run a plan file on data")
     runp.add_argument("plan")
-    runp.add_argument("--data", action="append", default=[], metavar="NAME=PATH", help=".npy or .csv")
+    runp.add_argument("--data", action="append", default=[], metavar="NAME=PATH",
+                      help=".npy, .csv (a header row names the columns) or .parquet")
     runp.add_argument("--report", required=True, help="directory for report.json and report.md")
     runp.add_argument("--seed", type=int, default=None, help="seeded noise (reports say NOT FOR RELEASE)")
     runp.add_argument("--dataset", default=None, help="charge the run to this dataset in the budget store")

@@ -28,6 +28,8 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.estimators.scale import column_scales, standardize, warn_if_capped
+from dpflow.estimators.scale import scale_weight as auto_scale_weight
 from dpflow.estimators.truncation import gaussian_factor, private_radius
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.regression import l1_bound
@@ -184,6 +186,92 @@ def _ssp(d: int, n: int, budget: Measure, radius: float | None, ridge: float, tr
     return b.build(coef=coef, radius=r_out)
 
 
+def raw_coefficients(beta: Any, centre: Any, scale: Any, intercept: Any) -> np.ndarray:
+    """Coefficients on the data's own scale from ``beta`` fitted on standardised rows.
+
+    The standardised model ``(y - c_y)/s_y = sum_j b_j (x_j - c_j)/s_j [+ b_0]`` is
+    ``y = sum_j (s_y b_j / s_j) x_j + (c_y + s_y b_0 - sum_j c_j s_y b_j / s_j)``; ``centre`` and
+    ``scale`` hold the d feature columns then y.  ``intercept`` (1 or 0, public) says whether the last
+    coordinate of ``beta`` is b_0; the result has the same layout as ``beta``.
+
+    >>> raw_coefficients(np.array([0.5, 0.1]), np.array([1.0, 3.0]), np.array([2.0, 4.0]), 1.0).tolist()
+    [1.0, 2.4]
+    """
+    b = np.asarray(beta, dtype=float).reshape(-1)
+    c, sc = np.asarray(centre, dtype=float), np.asarray(scale, dtype=float)
+    d = c.shape[0] - 1
+    coef = sc[d] * b[:d] / sc[:d]
+    if float(np.asarray(intercept).reshape(-1)[0]) == 0.0:
+        out: np.ndarray = coef
+        return out
+    return np.append(coef, c[d] + sc[d] * b[d] - float(coef @ c[:d]))
+
+
+def intercept_centre(centre: Any) -> np.ndarray:
+    """The centre of rows ``[x, 1, y]`` from the centre of ``[x, y]`` (the constant column stays 1)."""
+    c = np.asarray(centre, dtype=float).reshape(-1)
+    return np.concatenate([c[:-1], [0.0], c[-1:]])
+
+
+def intercept_scale(scale: Any) -> np.ndarray:
+    """The scale of rows ``[x, 1, y]`` from the scale of ``[x, y]`` (the constant column keeps scale 1)."""
+    s = np.asarray(scale, dtype=float).reshape(-1)
+    return np.concatenate([s[:-1], [1.0], s[-1:]])
+
+
+def zero_centre(scale: Any) -> np.ndarray:
+    """No centring (a model without intercept must not be shifted): zeros of the scale's shape."""
+    return np.zeros_like(np.asarray(scale, dtype=float))
+
+
+def scaled_ssp(d: int, n: int, budget: Measure, fit_intercept: bool = True, ridge: float = 1.0,
+               truncation_weight: float = 0.1, scale_weight: float | None = None, accounting: str = "auto") -> Plan:
+    """Scale-free SSP: a private per-column scale step, then :func:`sufficient_statistics` on the
+    standardised rows, and the coefficients mapped back to the data's scale.
+
+    Source ``Z`` holds rows ``[x, 1, y]`` (``[x, y]`` without intercept).  The scale step
+    (:func:`dpflow.estimators.scale.column_scales`, weight ``scale_weight``, by default the share the
+    data size needs, :func:`dpflow.estimators.scale.scale_weight`) releases a centre and a
+    scale for the d features and y; the rows are standardised (a ``Precondition`` by released values,
+    stability 1; the constant column is left as it is; without intercept nothing is centred), clipped at
+    the data-driven row radius and their second moment released with Gaussian noise as in SSP.  The
+    solve and :func:`raw_coefficients` are post-processing.  With one clipping radius for the whole
+    row, raw scales let the largest column drown the others (the diabetes target, 25 to 346, against
+    features around 0.05); standardising first removes that.  Outputs ``coef`` (raw scale, intercept
+    last), ``radius``, ``centre`` and ``scale``.
+
+    >>> import dpflow as dp
+    >>> plan = scaled_ssp(d=3, n=10_000, budget=dp.ZCDP(0.5))
+    >>> sorted({e.kind for e in plan.check().entries if e.cost})
+    ['GaussianMech', 'LaplaceMech', 'Quantile']
+    """
+    _common(d, n, budget, truncation_weight)
+    capped = False
+    if scale_weight is None:
+        scale_weight, capped = auto_scale_weight(n, d + 1, budget)
+    if not 0 < scale_weight < 1 - truncation_weight:
+        raise ValueError(f"scale_weight must be in (0, 1 - truncation_weight), got {scale_weight}")
+    p = d + (1 if fit_intercept else 0)
+    b = PlanBuilder(budget=budget, neighbors="replace", name="scaled_ssp_regression", accounting=accounting)
+    warn_if_capped(b, n, d + 1, capped)
+    Z = b.source("Z", Vectors(d=p + 1), n=n)
+    centre, scale = column_scales(N.Columns(keep=[*range(d), p])(Z), d + 1, scale_weight)
+    if fit_intercept:
+        full_c = N.Apply(fn=intercept_centre, shape=(p + 1,))(centre)
+        full_s = N.Apply(fn=intercept_scale, shape=(p + 1,))(scale)
+    else:
+        full_c, full_s = N.Apply(fn=zero_centre, shape=(p + 1,))(scale), scale
+    S = standardize(Z, full_c, full_s, p + 1)
+    r = private_radius(S, of="rows", factor=ROW_FACTOR, weight=truncation_weight / 2,
+                       range_weight=truncation_weight / 2)
+    noisy = N.GaussianMech(weight=1.0 - truncation_weight - scale_weight)(N.SecondMoment()(N.Clip(radius=r)(S)))
+    ridge_scale = N.Apply(fn=ssp_ridge_scale, shape=())(N.noise_scale(noisy), r, b.public(float(n)))
+    beta = N.RidgeSolve(ridge=ridge * math.sqrt(p + 1), scale=ridge_scale)(N.PSDProject()(noisy))
+    coef = N.Apply(fn=raw_coefficients, shape=(p,))(beta, full_c if not fit_intercept else centre, scale,
+                                                     b.public(1.0 if fit_intercept else 0.0))
+    return b.build(coef=coef, radius=r, centre=centre, scale=scale)
+
+
 def sufficient_statistics(
     d: int,
     n: int,
@@ -217,25 +305,37 @@ def sufficient_statistics(
     return _ssp(d, n, budget, radius, ridge, truncation_weight, accounting)
 
 
+_PARAMS = ("budget", "sparsity", "method", "accounting", "fit_intercept", "x_bound", "coef_bound", "response_bound",
+           "radius", "iterations", "step", "ridge", "truncation_weight", "standardize", "scale_weight", "noise")
+
+
 class LinearRegression:
-    """Differentially private least squares with a scikit-learn-like surface.
+    """Differentially private least squares with a scikit-learn surface (``fit``, ``predict``, ``score``,
+    ``get_params``/``set_params``: it works with ``sklearn.base.clone``, in a ``Pipeline`` and in
+    ``cross_val_score``; each fit spends its budget).
 
     ``method``: ``"ssp"`` (sufficient-statistics perturbation, the default without ``sparsity``),
     ``"gd"`` (noisy gradient descent) or ``"niht"`` (the default with ``sparsity``).  ``accounting``:
     ``"zcdp"`` (default) or ``"paper"`` (per-iteration (eps/T, delta/T) and basic composition; needs
     an ``ApproxDP`` budget).  ``gd`` and ``niht`` need public ``x_bound`` (|x_ij| <= x_bound) and
     ``coef_bound`` (||beta||_2 <= coef_bound); every radius nobody gives is chosen privately from the
-    data.  With ``fit_intercept`` a constant column is appended (it counts in ``sparsity`` as one more
-    coordinate).  After ``fit``: ``coef_``, ``intercept_``, ``plan_`` and ``report_`` (the ledger,
-    the released values and the run settings).
+    data.  ``standardize`` (default: for ``ssp`` without a public ``radius``) adds the private
+    per-column scale step (:func:`scaled_ssp`, ``scale_weight`` of the budget, by default the share the
+    data size needs), so raw-scale data need
+    no bounds at all.  With ``fit_intercept`` a constant column is appended (it counts in ``sparsity``
+    as one more coordinate).  ``X`` may be a DataFrame (its columns' names are kept in
+    ``feature_names_in_``).  After ``fit``: ``coef_``, ``intercept_``, ``plan_`` and ``report_`` (the
+    ledger, the released values and the run settings).
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(1)
     >>> X = rng.normal(size=(2000, 2)); y = X @ [2.0, 0.0] + 1.0
     >>> m = LinearRegression(budget=dp.ZCDP(1.0), noise=dp.SeededNoise(0)).fit(X, y)
-    >>> bool(abs(m.intercept_ - 1.0) < 0.3)
-    True
+    >>> bool(abs(m.intercept_ - 1.0) < 0.3), bool(m.score(X, y) > 0.95)
+    (True, True)
     """
+
+    _estimator_type = "regressor"
 
     def __init__(
         self,
@@ -252,42 +352,91 @@ class LinearRegression:
         step: float = 0.5,
         ridge: float = 1.0,
         truncation_weight: float = 0.1,
+        standardize: bool | None = None,
+        scale_weight: float | None = None,
         noise: Any = None,
     ) -> None:
-        self.method = method or ("ssp" if sparsity is None else "niht")
-        if self.method not in ("ssp", "gd", "niht"):
-            raise ValueError(f"method must be 'ssp', 'gd' or 'niht', got {self.method!r}")
-        if accounting not in ("zcdp", "paper"):
-            raise ValueError(f"accounting must be 'zcdp' or 'paper', got {accounting!r}")
-        if accounting == "paper" and not isinstance(budget, ApproxDP):
-            raise ValueError("the paper accounting needs an ApproxDP(epsilon, delta) budget")
-        if sparsity is not None and (isinstance(sparsity, bool) or int(sparsity) != sparsity or sparsity < 1):
-            raise ValueError(f"sparsity must be a positive integer, got {sparsity!r}")
-        if self.method == "niht" and sparsity is None:
-            raise ValueError("method='niht' needs sparsity=s")
-        if self.method in ("gd", "niht"):
-            _pos("x_bound", x_bound)
-            _pos("coef_bound", coef_bound)
-        self.budget, self.sparsity, self.accounting = budget, sparsity, accounting
+        self.budget, self.sparsity, self.method, self.accounting = budget, sparsity, method, accounting
         self.fit_intercept, self.x_bound, self.coef_bound = fit_intercept, x_bound, coef_bound
         self.response_bound, self.radius, self.iterations = response_bound, radius, iterations
         self.step, self.ridge, self.truncation_weight, self.noise = step, ridge, truncation_weight, noise
+        self.standardize, self.scale_weight = standardize, scale_weight
+        self._check()
         self.coef_: np.ndarray | None = None
         self.intercept_: float = 0.0
         self.plan_: Plan | None = None
         self.report_: Any = None
 
+    @property
+    def method_(self) -> str:
+        """The method in use (``method``, or its default for ``sparsity``)."""
+        return self.method or ("ssp" if self.sparsity is None else "niht")
+
+    def _check(self) -> None:
+        if self.method_ not in ("ssp", "gd", "niht"):
+            raise ValueError(f"method must be 'ssp', 'gd' or 'niht', got {self.method!r}")
+        if self.accounting not in ("zcdp", "paper"):
+            raise ValueError(f"accounting must be 'zcdp' or 'paper', got {self.accounting!r}")
+        if self.accounting == "paper" and not isinstance(self.budget, ApproxDP):
+            raise ValueError("the paper accounting needs an ApproxDP(epsilon, delta) budget")
+        sp = self.sparsity
+        if sp is not None and (isinstance(sp, bool) or int(sp) != sp or sp < 1):
+            raise ValueError(f"sparsity must be a positive integer, got {sp!r}")
+        if self.method_ == "niht" and sp is None:
+            raise ValueError("method='niht' needs sparsity=s")
+        if self.method_ in ("gd", "niht"):
+            _pos("x_bound", self.x_bound)
+            _pos("coef_bound", self.coef_bound)
+            if self.standardize:
+                raise ValueError("standardize=True is for method='ssp' (gd and niht take public bounds)")
+        if self.standardize and self.radius is not None:
+            raise ValueError("standardize=True finds the radius privately on standardised rows: drop radius=")
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters (scikit-learn's estimator protocol)."""
+        return {k: getattr(self, k) for k in _PARAMS}
+
+    def set_params(self, **params: Any) -> LinearRegression:
+        """Set constructor parameters (scikit-learn's estimator protocol); checked as in ``__init__``."""
+        bad = sorted(set(params) - set(_PARAMS))
+        if bad:
+            raise ValueError(f"invalid parameters {bad} for LinearRegression; valid: {list(_PARAMS)}")
+        for k, v in params.items():
+            setattr(self, k, v)
+        self._check()
+        return self
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags (1.6+): a regressor, non-deterministic (its noise), y required."""
+        from sklearn.utils import RegressorTags, Tags, TargetTags
+
+        return Tags(estimator_type="regressor", target_tags=TargetTags(required=True),
+                    regressor_tags=RegressorTags(), non_deterministic=True)
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.coef_ is not None
+
+    def __repr__(self) -> str:
+        return f"LinearRegression(budget={self.budget!r}, method={self.method_!r})"
+
+    def _scaled(self) -> bool:
+        return self.standardize if self.standardize is not None else (self.method_ == "ssp" and self.radius is None)
+
     def make_plan(self, d: int, n: int) -> Plan:
         """The plan ``fit`` runs for ``d`` features (before the intercept column) and ``n`` rows."""
+        self._check()
         p = d + (1 if self.fit_intercept else 0)
         if self.sparsity is not None and self.sparsity > d:
             raise ValueError(f"sparsity s={self.sparsity} exceeds the number of features d={d}")
         acc = "basic" if self.accounting == "paper" else "auto"
-        if self.method == "ssp":
+        if self.method_ == "ssp" and self._scaled():
+            return scaled_ssp(d, n, self.budget, self.fit_intercept, self.ridge, self.truncation_weight,
+                              self.scale_weight, acc)
+        if self.method_ == "ssp":
             return sufficient_statistics(p, n, self.budget, self.radius, self.ridge, self.truncation_weight, acc)
         assert self.x_bound is not None and self.coef_bound is not None
         cx = max(self.x_bound, 1.0) if self.fit_intercept else self.x_bound
-        if self.method == "gd":
+        if self.method_ == "gd":
             return noisy_gd(p, n, self.budget, cx, self.coef_bound, self.iterations, self.step,
                             self.response_bound, self.truncation_weight, acc)
         assert self.sparsity is not None
@@ -296,10 +445,15 @@ class LinearRegression:
                     self.response_bound, self.truncation_weight, acc)
 
     def fit(self, X: Any, y: Any) -> LinearRegression:
-        """Certify and run the plan on ``X`` (n x d) and ``y`` (n,); public shape errors raise first."""
+        """Certify and run the plan on ``X`` (n x d array or DataFrame) and ``y`` (n,); public shape errors
+        raise first.  Missing values follow the plan's clipping policy (a non-finite row is clipped to
+        the centre)."""
         from dpflow.interpreter.noise import SecureNoise
+        from dpflow.tables import is_frame, to_rows
 
-        Xa, ya = np.asarray(X), np.asarray(y)
+        if is_frame(X):
+            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        Xa, ya = np.asarray(to_rows(X, None, "X")), np.asarray(to_rows(y, None, "y"))
         if Xa.ndim != 2:
             raise ValueError(f"X must be a 2-d array (n, d), got shape {Xa.shape}")
         if ya.ndim == 2 and ya.shape[1] == 1:
@@ -309,6 +463,7 @@ class LinearRegression:
         if Xa.dtype.kind not in "biuf" or ya.dtype.kind not in "biuf":
             raise ValueError("X and y must be numeric")
         n, d = Xa.shape
+        self.n_features_in_ = d
         plan = self.make_plan(d, n)
         cols = [Xa.astype(float)] + ([np.ones((n, 1))] if self.fit_intercept else []) + [ya.astype(float)[:, None]]
         result = plan.run({"Z": np.hstack(cols)}, noise=self.noise if self.noise is not None else SecureNoise())
@@ -320,7 +475,20 @@ class LinearRegression:
 
     def predict(self, X: Any) -> np.ndarray:
         """``X @ coef_ + intercept_`` (post-processing of the released coefficients)."""
+        from dpflow.tables import to_rows
+
         if self.coef_ is None:
             raise ValueError("call fit before predict")
-        out: np.ndarray = np.asarray(X, dtype=float) @ self.coef_ + self.intercept_
+        out: np.ndarray = np.asarray(to_rows(X, None, "X"), dtype=float) @ self.coef_ + self.intercept_
         return out
+
+    def score(self, X: Any, y: Any) -> float:
+        """The coefficient of determination R^2 of ``predict(X)`` against ``y`` (as scikit-learn's);
+        evaluating on held-out public data costs nothing, on the private training data it is not a
+        private release."""
+        from dpflow.tables import to_rows
+
+        yt = np.asarray(to_rows(y, None, "y"), dtype=float).reshape(-1)
+        resid = yt - self.predict(X)
+        total = float(((yt - yt.mean()) ** 2).sum())
+        return 1.0 - float(resid @ resid) / total if total > 0 else (1.0 if not resid.any() else 0.0)

@@ -29,6 +29,15 @@ from typing import Any
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.estimators.scale import (
+    column_scales,
+    scale_weight,
+    standardize,
+    times,
+    truncation_level,
+    unstandardize,
+    warn_if_capped,
+)
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
@@ -103,22 +112,45 @@ def radius_or_private(
     return radius
 
 
+def truncation_share(weight: float | None, percentile: bool, n: int, d: int, budget: Measure) -> tuple[float, bool]:
+    """The truncation step's share: ``weight`` if given (checked to be in (0, 1)), else the scale step's
+    data-size share (:func:`dpflow.estimators.scale.scale_weight`) for the percentile rule and 0.1 for the
+    others; and whether the scale step's share was capped."""
+    if weight is not None:
+        if not 0 < weight < 1:
+            raise ValueError(f"truncation_weight must be in (0, 1), got {weight}")
+        return weight, False
+    return scale_weight(n, d, budget) if percentile else (0.1, False)
+
+
 def truncated_mean(
     d: int,
     n: int,
     budget: Measure,
     radius: float | None = None,
-    truncation_weight: float = 0.1,
+    truncation_weight: float | None = None,
     upper: float | None = None,
     accounting: str = "auto",
+    truncation: str = "auto",
 ) -> Plan:
     """Private mean by coordinate truncation and the Gaussian mechanism (CWZ 2021 Alg. 3.1,
-    sparse_discrete_heavy.md 3.1) with a data-driven truncation level by default.
+    sparse_discrete_heavy.md 3.1) with a data-driven truncation by default.
 
-    With ``radius=None`` the level is ``R = gaussian_factor(n) * median(|x_ij|)`` from
-    :func:`private_radius` (weight ``truncation_weight``, split between the range histogram when
-    ``upper`` is ``None`` and the quantile), the mean gets the rest.  The l2 sensitivity of the
-    truncated mean is ``2 R sqrt(d) / n``.  Source ``X``; outputs ``mean`` and ``radius``.
+    With neither ``radius`` nor ``upper`` (``truncation="auto"``, the default, or ``"percentile"``) the
+    truncation is CWZ's rule centred first,
+    location- and scale-invariant: a private centre c_j (median) and scale s_j (from the 75% quantile of
+    ``|x_j - c_j|``) per coordinate (:func:`dpflow.estimators.scale.column_scales`, weight
+    ``truncation_weight``, by default the share the data size needs,
+    :func:`dpflow.estimators.scale.scale_weight`); the rows are standardised to ``(x_j - c_j) / s_j``, truncated to
+    ``[-T, T]`` with ``T = sqrt(2 ln n)`` (CWZ's ``sigma sqrt(2 ln n)``), averaged with Gaussian noise
+    (l2 sensitivity ``2 T sqrt(d) / n``) and mapped back (``c + s * mean``, post-processing).  Output
+    ``radius`` is then the per-coordinate truncation half-width ``T s_j``.
+    With a public ``upper`` bound on the magnitudes, or ``truncation="magnitude"``, the level is the pooled
+    ``R = gaussian_factor(n) * median(|x_ij|)`` (:func:`private_radius`, the quantile searched in
+    ``[0, upper]`` or in a range from a log-scale histogram), which needs data centred near 0 with columns
+    of one scale; with ``radius`` it is public.
+    The l2 sensitivity of the truncated mean is ``2 R sqrt(d) / n``.  Source ``X``; outputs ``mean``
+    and ``radius``.
 
     >>> import dpflow as dp
     >>> plan = truncated_mean(d=5, n=10_000, budget=dp.ZCDP(0.5))
@@ -126,11 +158,19 @@ def truncated_mean(
     '100%'
     """
     require_budget(budget, "truncation", (ZCDP, ApproxDP))
-    if not 0 < truncation_weight < 1:
-        raise ValueError(f"truncation_weight must be in (0, 1), got {truncation_weight}")
+    if truncation not in ("auto", "percentile", "magnitude"):
+        raise ValueError(f"truncation must be 'auto', 'percentile' or 'magnitude', got {truncation!r}")
+    percentile = radius is None and (truncation == "percentile" or (truncation == "auto" and upper is None))
+    truncation_weight, capped = truncation_share(truncation_weight, percentile, n, d, budget)
     b = PlanBuilder(budget=budget, neighbors="replace", name="truncated_mean", accounting=accounting)
     X = b.source("X", Vectors(d=d), n=n)
+    if percentile:
+        warn_if_capped(b, n, d, capped)
+        centre, scale = column_scales(X, d, truncation_weight)
+        T = truncation_level(n)
+        noisy = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=T)(standardize(X, centre, scale, d)))
+        mean = N.Apply(fn=unstandardize, shape=(d,))(noisy, centre, scale)
+        return b.build(mean=mean, radius=N.Apply(fn=times, shape=(d,))(scale, b.public(T)))
     R = radius_or_private(X, n, radius, upper, truncation_weight)
     mean = N.GaussianMech(weight=1 - truncation_weight)(N.TruncatedMean(bound=R)(X))
     return b.build(mean=mean, radius=R if isinstance(R, Released) else b.public(R))
-

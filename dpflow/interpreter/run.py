@@ -17,10 +17,11 @@ from dpflow.domains import ReleasedNorm, RowCount, Sym, SymRef
 from dpflow.errors import UnknownSourceError
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
+from dpflow.interpreter.progress import Progress
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Backend
 from dpflow.nodes.control import Input, Round, State
-from dpflow.nodes.types import Allocation, StatT
+from dpflow.nodes.types import Allocation, StatT, VType
 from dpflow.plan.graph import Plan
 from dpflow.planner import Certified, TypedScope
 from dpflow.privacy.rounding import up
@@ -35,6 +36,8 @@ class Execution:
     noise: str
     seeded: bool
     backend: str
+    outputs: dict[str, str] = attrs.field(factory=dict)
+    """Output name -> the id of the node that released it (public: the plan's structure)."""
 
 
 class _Ctx:
@@ -83,6 +86,10 @@ class _Ctx:
         assert isinstance(t, StatT)
         return t
 
+    def input_type(self, k: int = 0) -> VType:
+        assert self._rec is not None
+        return self.space.types[self._rec.inputs[k]]
+
     def record(self, key: str, value: Any) -> None:
         self.run.facts[self.node_id].append({key: value})
 
@@ -97,11 +104,21 @@ class _Run:
         self.noise = noise
         self.backend = backend
         self.facts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.progress = Progress(cert.plan.name)
+        self.rounds_text = ""
+        self.top_done = 0
+        self.top_total = 0
 
     def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
         """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds."""
         ctx = _Ctx(self, space, env, rounds)
-        for rec in space.order:
+        top = not space.path
+        for i, rec in enumerate(space.order):
+            if top:
+                self.rounds_text = ""
+            self.progress.update(i if top else self.top_done, self.top_total, self.rounds_text)
+            if top:
+                self.top_done = i
             node = rec.node
             ctx.node_id = space.path + rec.id
             ctx._rec = rec
@@ -129,6 +146,7 @@ class _Run:
         ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
         state = env[rec.inputs[1]]
         for k in range(node.times):
+            self.rounds_text = f"{space.path + rec.id} round {k + 1}/{node.times}"
             inner = {ids[Input]: env[rec.inputs[0]], ids[State]: state, ids.get(Round, "_round"): float(k)}
             state = self.space_values(body, inner, (*rounds, classes[k]))[node.body.output]
         return state
@@ -195,6 +213,11 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     """
     prepared = prepare_data(cert, data)
     run = _Run(cert, prepared, noise, backend)
-    env = run.space_values(cert.space, {})
+    run.top_total = len(cert.space.order)
+    try:
+        env = run.space_values(cert.space, {})
+    finally:
+        run.progress.close()
     released = {name: env[nid] for name, nid in cert.plan.outputs}
-    return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name)
+    return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name,
+                     dict(cert.plan.outputs))

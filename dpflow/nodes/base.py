@@ -134,6 +134,10 @@ class EvalContext(Protocol):
         """The static type (with sensitivities) of the mechanism's input."""
         ...
 
+    def input_type(self, k: int = 0) -> VType:
+        """The static type the planner inferred for the node's ``k``-th input."""
+        ...
+
     def data(self, name: str) -> Any:
         """The raw data bound to a source."""
         ...

@@ -68,12 +68,12 @@ class Magnitudes(Transform):
         if self.of == "rows":
             nb = dom.norm_l2()
             out = Vectors(d=1, box=None if nb is None or not nb.is_const else (0.0, nb.coef))
-            return Inferred(attrs.evolve(rows, domain=out), f"row l2 norms of {dom.describe()}")
+            return Inferred(attrs.evolve(rows, domain=out, columns=None), f"row l2 norms of {dom.describe()}")
         nb = dom.norm_linf()
         out = Vectors(d=1, box=None if nb is None or not nb.is_const else (0.0, nb.coef))
         known = None if rows.size.known is None else rows.size.known * dom.d
         size = Size(public=rows.size.public, known=known, ref=ctx.row_count())
-        return Inferred(attrs.evolve(rows, domain=out, size=size, stability=rows.stability * dom.d),
+        return Inferred(attrs.evolve(rows, domain=out, size=size, stability=rows.stability * dom.d, columns=None),
                         f"|x_ij| pooled over d={dom.d} coordinates: stability x {dom.d}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

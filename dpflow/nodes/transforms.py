@@ -22,6 +22,7 @@ from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative
 from dpflow.nodes.rules import capped, public_n
 from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
 from dpflow.references import Reference
+from dpflow.tables import Column, column_param, encoded_names, to_rows
 
 
 def _vec_param(x: Any) -> Any:
@@ -35,6 +36,12 @@ def _vec_param(x: Any) -> Any:
 
 def _int_tuple(k: Any) -> tuple[int, ...]:
     return tuple(int(i) for i in k)
+
+
+def _keys(k: Any) -> tuple[int | str, ...]:
+    """Column keys: names (strings) or indices (integers)."""
+    k = [k] if isinstance(k, (str, int)) else k
+    return tuple(i if isinstance(i, str) else int(i) for i in k)
 
 
 def _clip_radius(x: Any) -> Any:
@@ -121,6 +128,8 @@ class Source(Node):
     name: str
     domain: RowDomain
     n: int | None = None
+    columns: tuple[Column, ...] | None = attrs.field(default=None, converter=column_param)
+    """Declared columns (names, :class:`dpflow.Category`): a DataFrame's are selected by name and encoded."""
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         if ins:
@@ -144,9 +153,14 @@ class Source(Node):
         if vec.l2_bound is not None and vec.box is not None and not vec.box[0] <= 0.0 <= vec.box[1]:
             raise DomainError(ctx.node_id, "a source with both an l2 bound and a box needs 0 inside the box",
                               "declare one of the two bounds, or Clip after the source")
+        names = None if self.columns is None else encoded_names(self.columns)
+        if names is not None and len(names) != vec.d:
+            raise DomainError(ctx.node_id, f"source {self.name} declares d={vec.d} but its columns encode to "
+                              f"{len(names)} coordinates {list(names)[:12]}",
+                              f"declare d={len(names)}, or omit the domain (b.source(name, columns=...))")
         public = ctx.relation == "replace"
         size = Size(public=public, known=self.n if public else None, ref=ctx.row_count())
-        rows = RowsT(as_vectors(self.domain), self.name, size, 1, frozenset({ctx.relation}))
+        rows = RowsT(as_vectors(self.domain), self.name, size, 1, frozenset({ctx.relation}), names)
         return Inferred(rows, f"source {self.name}: {self.domain.describe()}, n={size.text()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -166,10 +180,11 @@ class Source(Node):
         """
         from dpflow.domains import BooleanCube, Ordinal, Reals
 
-        arr = np.asarray(raw)
+        arr = np.asarray(to_rows(raw, self.columns, node_id))
         if arr.dtype.kind not in "biuf":
             raise DataError(node_id, f"source {self.name} needs numeric data, got dtype {arr.dtype}",
-                            "pass a numeric array (encode categories as integers first)")
+                            "pass a numeric array, or declare categorical columns with "
+                            "columns=[..., dpflow.Category(name, [categories])]")
         d = as_vectors(self.domain).d
         if arr.size == 0 and relation == "add_remove":
             arr = arr.reshape(0, d)
@@ -384,7 +399,8 @@ class Precondition(Transform):
             d_out = mt.shape[0] if d_out is None else d_out
         _check_ref(self.center, ctx, "center", (rows.domain.d,))
         out = Vectors(d=d_out if d_out is not None else rows.domain.d)
-        return Inferred(attrs.evolve(rows, domain=out), f"affine map by {self.matrix.id} -> {out.describe()}")
+        return Inferred(attrs.evolve(rows, domain=out, columns=None),
+                        f"affine map by {self.matrix.id} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = np.asarray(ins[0], dtype=float)
@@ -569,18 +585,35 @@ class Columns(Transform):
 
     kind: ClassVar[str] = "Columns"
     reference: ClassVar[str] = "coordinate projection (row-wise, stability 1)"
-    keep: tuple[int, ...] = attrs.field(converter=_int_tuple)
+    keep: tuple[int | str, ...] = attrs.field(converter=_keys)
+
+    def indices(self, rows: RowsT, node_id: str) -> tuple[int, ...]:
+        """The kept coordinates' indices (names resolved against the rows' column names)."""
+        names = rows.columns
+        if any(isinstance(k, str) for k in self.keep) and names is None:
+            raise DomainError(node_id, f"columns {list(self.keep)} are named, but the rows have no column names",
+                              "declare the source's columns (b.source(name, columns=[...])) or keep by index")
+        idx = tuple(k if isinstance(k, int) else (names.index(k) if names and k in names else -1)
+                    for k in self.keep)
+        d = rows.domain.d
+        if not idx or any(not 0 <= i < d for i in idx) or len(set(idx)) != len(idx):
+            known = "" if names is None else f" (columns {list(names)[:20]})"
+            raise DomainError(node_id, f"columns {list(self.keep)} do not select from d={d}{known}",
+                              f"pass distinct column names or indices in [0, {d})")
+        return idx
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         dom = rows.domain
-        if not self.keep or any(not 0 <= i < dom.d for i in self.keep) or len(set(self.keep)) != len(self.keep):
-            raise DomainError(ctx.node_id, f"columns {list(self.keep)} do not select from d={dom.d}",
-                              f"pass distinct column indices in [0, {dom.d})")
+        idx = self.indices(rows, ctx.node_id)
         l2 = dom.l2_bound if dom.center is None else None
-        out = Vectors(d=len(self.keep), l2_bound=l2, box=dom.box)
-        return Inferred(attrs.evolve(rows, domain=out), f"columns {list(self.keep)} -> {out.describe()}")
+        out = Vectors(d=len(idx), l2_bound=l2, box=dom.box)
+        names = None if rows.columns is None else tuple(rows.columns[i] for i in idx)
+        return Inferred(attrs.evolve(rows, domain=out, columns=names),
+                        f"columns {list(self.keep)} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        idx = list(self.keep)
+        t = ctx.input_type(0)
+        assert isinstance(t, RowsT)
+        idx = list(self.indices(t, ctx.node_id))
         return ctx.backend.row_map(ins[0], lambda Z: Z[:, idx])

@@ -66,6 +66,8 @@ class RowsT:
     size: Size
     stability: int
     changes: frozenset[str]
+    columns: tuple[str, ...] | None = None
+    """The coordinates' names (a source's declared columns, kept by the maps that keep coordinates)."""
 
     def describe(self) -> str:
         """Readable form used in ledgers."""

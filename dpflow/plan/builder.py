@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from dpflow.domains import RowDomain
+from dpflow.domains import RowDomain, Vectors
 from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes import Node, NodeRecord, Public, Source, SubPlan
 from dpflow.nodes.types import Relation
 from dpflow.plan.graph import Plan, accounting_option, check_budget
 from dpflow.privacy import Measure
+from dpflow.tables import Column, column_param, encoded_names
 
 
 def _snake(kind: str) -> str:
@@ -80,18 +82,35 @@ class PlanBuilder:
         self._ids.add(nid)
         return nid
 
-    def source(self, name: str, domain: RowDomain, n: int | None = None) -> Sensitive[Rows]:
+    def source(self, name: str, domain: RowDomain | None = None, n: int | None = None,
+               columns: Sequence[Column] | None = None) -> Sensitive[Rows]:
         """Declare a private dataset ``name`` of rows in ``domain`` (``n`` public under replace).
 
-        Only on the top-level builder: a ``Recurse`` body reads the rows passed to ``recurse``.
+        ``columns`` names the columns to read from a DataFrame (numeric names, or :class:`dpflow.Category`
+        for categorical ones, encoded through their public category list); later nodes may select them
+        by name (``Columns(keep=["age"])``).  Without ``domain`` the rows are ``Vectors(d)`` with one
+        coordinate per encoded column.  Only on the top-level builder: a ``Recurse`` body reads the rows
+        passed to ``recurse``.
+
+        >>> import dpflow as dp
+        >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+        >>> X = b.source("X", columns=["age", dp.Category("sex", ["F", "M"])], n=100)
+        >>> b._records[0].node.domain.describe()
+        'Vectors(d=4)'
         """
+        cols = column_param(columns)
+        if domain is None:
+            if cols is None:
+                raise PlanTypeError(name, "the source declares neither a domain nor columns",
+                                    "pass a domain (dp.Vectors(d=...)) or columns=[...]")
+            domain = Vectors(d=len(encoded_names(cols)))
         if self._prefix:
             raise PlanTypeError(name, "a source is declared inside a Recurse body",
                                 "declare every source on the top-level builder and pass its rows into the "
                                 "body as the first argument of recurse")
         if any(isinstance(r.node, Source) and r.node.name == name for r in self._records):
             raise PlanTypeError(name, "the source is declared twice", "declare each source once")
-        return Sensitive(self.add(Source(name=name, domain=domain, n=n), ()), self)
+        return Sensitive(self.add(Source(name=name, domain=domain, n=n, columns=cols), ()), self)
 
     def public(self, value: Any) -> Released[Value]:
         """A public constant (scalar or array), released by definition."""

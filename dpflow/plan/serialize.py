@@ -4,8 +4,9 @@ Node parameters are encoded by type: a reference to a released node as
 ``{"$ref": id}``, an exact rational as ``{"$frac": "1/2"}``, a bound as
 ``{"$sym": [coef, [[ref, power], ...]]}`` with each run-time ref tagged by its type
 (``{"$n": node}`` a public row count, ``{"$released": node}`` a released scalar, ``{"$norm": node}``
-the norm of a released vector; plan schema 2), a domain as ``{"$domain": kind, ...}``, a user function as
-``{"$fn": "module:qualname"}`` and the body of a ``Recurse`` as ``{"$subplan": ...}``.
+the norm of a released vector; plan schema 2), a domain as ``{"$domain": kind, ...}``, a categorical
+column as ``{"$category": ...}``, a user function as ``{"$fn": "module:qualname"}`` and the body of a
+``Recurse`` as ``{"$subplan": ...}``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dpflow.handles import Ref
 from dpflow.nodes import NODE_KINDS, NodeRecord, SubPlan
 from dpflow.nodes.postprocess import function_path, load_function
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
+from dpflow.tables import Category
 
 _DOMAINS: dict[str, type[Any]] = {
     c.__name__: c
@@ -77,6 +79,8 @@ def encode(value: Any) -> Any:
     if type(value) in _DOMAINS.values():
         fields = attrs.fields(type(value))
         return {"$domain": type(value).__name__, **{f.name: encode(getattr(value, f.name)) for f in fields}}
+    if isinstance(value, Category):
+        return {"$category": {f.name: encode(getattr(value, f.name)) for f in attrs.fields(Category)}}
     if isinstance(value, SubPlan):
         return {"$subplan": {"records": [encode_record(r) for r in value.records], "output": value.output}}
     if isinstance(value, (tuple, list)):
@@ -109,6 +113,8 @@ def decode(data: Any) -> Any:
     if "$subplan" in data:
         sp = data["$subplan"]
         return SubPlan(tuple(decode_record(r) for r in sp["records"]), sp["output"])
+    if "$category" in data:
+        return Category(**{k: decode(v) for k, v in data["$category"].items()})
     if "$domain" in data:
         cls = _DOMAINS.get(data["$domain"])
         if cls is None:

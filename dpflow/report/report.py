@@ -13,13 +13,14 @@ import numpy as np
 
 from dpflow.interpreter.run import Execution
 from dpflow.planner.ledger import Ledger
+from dpflow.report.html import render_html
 from dpflow.report.markdown import render_markdown
 
 REPORT_SCHEMA = "dpflow.report"
 REPORT_SCHEMA_VERSION = 3
 """Version 3 embeds a version 3 ledger (noise calibrations for the accuracy section); version 2 embedded a
 version 2 ledger (typed cost events and exact totals; docs/report_schema.md)."""
-REPORT_FILES = ("report.json", "report.md")
+REPORT_FILES = ("report.json", "report.md", "report.html")
 NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are reproducible from the seed, "
                    "not private")
 
@@ -44,7 +45,8 @@ def prepare_report_dir(directory: str | Path) -> Path:
         raise type(e)(f"report directory {d} cannot be created ({e.strerror}): choose a writable path") from e
     earlier = [name for name in REPORT_FILES if os.path.lexists(d / name)]
     if earlier:
-        raise FileExistsError(f"report directory {d} already holds {' and '.join(earlier)} from an earlier run, "
+        names = earlier[0] if len(earlier) == 1 else f"{', '.join(earlier[:-1])} and {earlier[-1]}"
+        raise FileExistsError(f"report directory {d} already holds {names} from an earlier run, "
                               "which is never overwritten: choose a new directory, or move the earlier report "
                               "away")
     try:
@@ -101,6 +103,7 @@ class Report:
                 "release_status": "NOT FOR RELEASE (seeded noise)" if ex.seeded else "releasable",
                 "backend": ex.backend,
                 "noise_scales": _jsonable(ex.facts),
+                "outputs": dict(ex.outputs),
             },
         }
 
@@ -126,14 +129,19 @@ class Report:
         """A readable page."""
         return render_markdown(self.to_data())
 
+    def to_html(self) -> str:
+        """A self-contained HTML page (inline CSS and SVG, no network): values with error bars, the budget
+        split, the composition and every derivation."""
+        return render_html(self.to_data())
+
     def write(self, directory: str | Path) -> list[Path]:
-        """Write ``report.json`` and ``report.md`` into ``directory``; return the paths.
+        """Write ``report.json``, ``report.md`` and ``report.html`` into ``directory``; return the paths.
 
         Each file appears complete or not at all (written to a temporary file, synced, then linked
         into place); an earlier report is never overwritten (``FileExistsError``, nothing written).
         """
         d = prepare_report_dir(directory)
-        texts = (self.to_json() + "\n", self.to_markdown())
+        texts = (self.to_json() + "\n", self.to_markdown(), self.to_html())
         temps: list[str] = []
         try:
             for name, text in zip(REPORT_FILES, texts, strict=True):

@@ -74,7 +74,7 @@ def test_reports_are_never_overwritten(setup: dict[str, Any], capsys: pytest.Cap
     assert main(setup["charged"] + ["--report", str(out)]) == 0
     first = (out / "report.json").read_text()
     assert main(setup["charged"] + ["--report", str(out)]) == 1
-    assert "already holds report.json and report.md from an earlier run" in capsys.readouterr().err
+    assert "already holds report.json, report.md and report.html from an earlier run" in capsys.readouterr().err
     assert (out / "report.json").read_text() == first and _kinds(setup["store"]) == ["open", "reserve", "commit"]
     res = dp.run(_plan(), {"X": np.zeros((20, 2))})
     with pytest.raises(FileExistsError, match="never overwritten"):
@@ -102,9 +102,9 @@ def test_a_report_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: py
     assert list((tmp_path / "r").iterdir()) == []  # no report.json without its report.md, no temporary files
     monkeypatch.undo()
     paths = res.report.write(tmp_path / "r")
-    assert [p.name for p in paths] == ["report.json", "report.md"]
+    assert [p.name for p in paths] == ["report.json", "report.md", "report.html"]
     assert json.loads(paths[0].read_text()) == json.loads(res.report.to_json())
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["report.json", "report.md"]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["report.html", "report.json", "report.md"]
 
 
 def test_a_failed_write_leaves_no_partial_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

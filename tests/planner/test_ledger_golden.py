@@ -48,6 +48,16 @@ Changes recorded so far:
 
   Their released values changed accordingly (``niht``, ``noisy_gd``, ``sparse_mean``, ``truncated_mean``
   under ``approx``).
+* issue 12 (scale-free truncation): the default data-driven truncation of ``truncated_mean`` and
+  ``sparse_mean`` (no ``radius``, no ``upper``; d <= 64 for ``sparse_mean``) is now per coordinate and
+  location/scale-invariant (``dpflow.estimators.scale.column_scales``: per column two Laplace range
+  histograms, a private median and a private spread, then standardise, truncate at sqrt(2 ln n), map
+  back), and its share is the one the data size needs (``scale_weight``: 0.02 for ``truncated_mean``
+  d=3 under zCDP 0.5, 0.28 under ApproxDP(1, 1e-6); 0.052 and 0.5 (capped, with an accuracy warning) for
+  ``sparse_mean`` d=10).  Exactly four ledgers changed, ``truncated_mean/{zcdp,approx}`` and
+  ``sparse_mean/{zcdp,approx}`` (new mechanisms and shares; ``*/approx`` PLD totals rho 0.0283507 ->
+  0.0285781 and 0.0990105 -> 0.0349872; ``*/pure`` still refused), and their released values.
+  ``truncated_mean_upper`` and ``sparse_mean_radius`` (the pooled rules) are unchanged.
 """
 
 from __future__ import annotations

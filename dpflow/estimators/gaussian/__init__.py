@@ -340,6 +340,83 @@ def gaussian(
     return b.build(mean=mu, covariance=cov)
 
 
+SCALED_R_PER_COORD = 4.0
+"""After the private scale step each standardised coordinate's mean is within 4 scales of its private
+median (the mean and the median of a Gaussian coincide; 4 covers the median's error): ``R = 4 sqrt(d)``."""
+
+SCALED_K_PER_COORD = 2.0
+"""Standardised coordinates have variance about 1, so ``Sigma_z <= trace <= 2 d I`` with slack 2 for the
+private scales' error."""
+
+
+def unscale_covariance(cov: Any, scale: Any) -> np.ndarray:
+    """``diag(s) C diag(s)``: a covariance of standardised rows back on the data's scale.
+
+    >>> unscale_covariance(np.eye(2), np.array([2.0, 3.0])).tolist()
+    [[4.0, 0.0], [0.0, 9.0]]
+    """
+    sc = np.asarray(scale, dtype=float)
+    out: np.ndarray = np.asarray(cov, dtype=float) * np.outer(sc, sc)
+    return out
+
+
+def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight: float | None = None) -> Plan:
+    """:func:`gaussian` with no bounds at all: the private per-column scale step first
+    (:func:`dpflow.estimators.scale.column_scales`, ``weight`` of the budget, by default the share the data
+    size needs), then CoinPress on the standardised rows ``(x - c) / s`` with the public bounds
+    ``R = 4 sqrt(d)`` and ``K = 2d`` that standardisation makes true (up to the scales' error), and the
+    estimates mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).  Location- and
+    scale-invariant.  The plan is no longer all-Gaussian (the scale step's histograms and quantiles), so an
+    ``ApproxDP`` budget is met by the planner's general rule (PLD / zCDP + CKS) instead of the exact
+    Gaussian-DP profile; the predicted radius schedule in the ledger uses the Gaussian-DP rho times the
+    CoinPress share (an approximation: it only feeds the warnings).  Outputs ``mean``, ``covariance``,
+    ``centre``, ``scale``.
+
+    >>> import numpy as np, dpflow as dp
+    >>> plan = scaled_gaussian(d=3, n=20_000, budget=dp.ZCDP(0.5))
+    >>> X = np.random.default_rng(0).normal(size=(20_000, 3)) * [1.0, 100.0, 0.01] + [5.0, -300.0, 0.0]
+    >>> out = plan.run({"X": X}, noise=dp.SeededNoise(1)).released
+    >>> bool(np.all(np.abs(out["mean"] - X.mean(axis=0)) < 0.05 * X.std(axis=0)))
+    True
+    """
+    from dpflow.estimators.scale import column_scales, scale_weight, standardize, unstandardize, warn_if_capped
+
+    where = "gaussian.scaled_gaussian"
+    rho = _check_common(where, d, n, budget)
+    if not 0.0 < split < 1.0:
+        raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    capped = False
+    if weight is None:
+        weight, capped = scale_weight(n, d, budget)
+    if not 0.0 < weight < 1.0:
+        raise _refuse(where, f"weight={weight}", "pass 0 < weight < 1 (the scale step's share)")
+    R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
+    t_cov, t_mean = default_rounds(K, d, 3), default_rounds(R, d, 2)
+    rest = 1.0 - weight
+    b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_scaled")
+    warn_if_capped(b, n, d, capped)
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, f"private scale step; then {spec('gaussian.md', '1.4')} [REC] on the standardised "
+                                 f"rows: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
+    N.param(b, "bounds", [R, K], "R = 4 sqrt(d), K = 2 d on standardised rows (public: they follow from d)")
+    centre, scale = column_scales(X, d, weight)
+    Z = standardize(X, centre, scale, d)
+    cov_z, A = _cov_part(b, N.PairDifferences()(Z), n // 2, d, K, "coinpress", split * rest, t_cov, None)
+    assert A is not None
+    rho_mean = coinpress.part_rhos(Fraction(rho) * Fraction(rest),
+                                   [(split, t_cov), (1.0 - split, t_mean)])[1]
+    radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
+    N.param(b, "predicted_radii", radii, f"whitened-mean radius schedule if ||A|| = 1 ({spec('gaussian.md', '1.2')})")
+    _warn_if_vacuous(b, n, radii)
+    radius = N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R))
+    init = N.Pack(names=coinpress.MEAN_STATE)(b.public(np.zeros(d)), radius)
+    state = coinpress.mvm_rec(N.Precondition(matrix=A)(Z), init, n, d, (1.0 - split) * rest, t_mean)
+    mu_z = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
+    mean = N.Apply(fn=unstandardize, shape=(d,))(mu_z, centre, scale)
+    cov = N.Apply(fn=unscale_covariance, shape=(d, d))(cov_z, scale)
+    return b.build(mean=mean, covariance=cov, centre=centre, scale=scale)
+
+
 @attrs.frozen(eq=False)
 class ScaleSearch:
     """The first plan of a no-bounds :func:`fit`: its report (ledger: the ``share`` of the budget spent
@@ -375,7 +452,11 @@ def fit(
     scale_share: Fraction = unbounded.SCALE_SHARE,
 ) -> Fit:
     """Estimate the mean and covariance of the rows of ``X`` (n x d) privately with :func:`gaussian`:
-    ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``.  ``noise`` defaults to
+    ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``; with neither, a
+    private scale search runs first (KMSSU under approximate budgets, a float64 exponent search under zCDP;
+    its ``scale_share`` of the budget is in ``Fit.scale``), then :func:`gaussian` on the recentred rows
+    (:func:`scaled_gaussian` is the one-plan alternative: a per-column scale step, then CoinPress).  ``X`` may
+    be a DataFrame.  ``noise`` defaults to
     OS entropy (``dpflow.SecureNoise``).  When n is too small for d and the budget the plan's warnings are
     emitted as :class:`dpflow.errors.AccuracyWarning` and shown by ``fit(...).report.summary()``.
 
@@ -399,6 +480,9 @@ def fit(
     >>> round(float(f.scale.report.ledger.totals[0].rho), 9), f.report.ledger.totals[0].rho
     (0.2, Fraction(4, 5))
     """
+    from dpflow.tables import to_rows
+
+    X = to_rows(X, None, "gaussian.fit")
     shape = np.shape(X)
     if len(shape) != 2:
         raise _refuse("gaussian.fit", f"X has shape {shape}", "pass an (n, d) array")
@@ -436,4 +520,5 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
 
 
 __all__ = ["Fit", "ScaleSearch", "coinpress", "covariance", "default_rounds", "fit", "gaussian", "klsu", "kv", "mean",
-           "steps", "total_rho", "unbounded", "univariate_mean"]
+           "scaled_gaussian", "steps", "total_rho", "unbounded",
+           "univariate_mean"]

@@ -1,0 +1,210 @@
+"""The private per-column scale step: where each column lives and how wide it is, found from the data
+under a small slice of the budget, so that estimators work on raw-scale data with no user bounds.
+
+CWZ 2021's data-driven truncation (Sec. 5; sparse_discrete_heavy.md 3.6) in its "centre first" form,
+per column j: a Laplace histogram of ``|x_j|`` over the public log-scale bins ``[2^k, 2^(k+1))``
+locates the column's magnitude (``U_j = 2 x`` the right edge of the modal bin,
+:class:`dpflow.nodes.ModeBinUpper`), and the private median ``c_j`` of the column clamped to
+``[-U_j, U_j]`` is its centre.  A second histogram, of ``|x_j - c_j|``, locates the spread's magnitude
+``U'_j``, and the private 75% quantile of ``|x_j - c_j|`` searched in ``[0, U'_j]`` is the column's
+spread.  Ranges per column keep a small column's search range near its own values (a range shared with
+a column a thousand times larger is a thousand times wider than it).  The quantiles are the exponential
+mechanism over gaps (:class:`dpflow.nodes.Quantile`).  The scale is the spread in Gaussian units,
+``s_j = spread_j / 1.1503`` (``P(|Z| <= 1.1503) = 0.75``).  Both released values move with the data's
+location and scale, so a plan that standardises by them (``Precondition``) and truncates at a fixed
+level is location- and scale-invariant (up to the log-scale bins, which only set the search ranges).
+
+Why central quantiles: an extreme one (CWZ's 1%/99%) is ``0.01 n`` ranks from the end of the range, so
+under a small epsilon the mechanism picks the empty stretch between the data and the range's end (its
+width dwarfs the data's gaps); the median and the 75% quantile are at least ``n/4`` ranks from either
+end, which outweighs any range located by the histogram.  Declared policy: a column with more than 75% of its values
+on its median (an indicator column, typically) has spread 0 and is given scale 1 (left unscaled).
+
+>>> import dpflow as dp
+>>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+>>> X = b.source("X", dp.Vectors(d=2), n=1000)
+>>> centre, scale = column_scales(X, d=2, weight=0.1)
+>>> sorted({e.kind for e in b.build(c=centre, s=scale).check().entries if e.cost})
+['LaplaceMech', 'Quantile']
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from dpflow import nodes as N
+from dpflow.handles import Released, Rows, Sensitive, Value
+from dpflow.nodes.postprocess import accuracy_warning
+from dpflow.nodes.quantile import log2_edges
+from dpflow.privacy import Measure, PureDP, gaussian_budget_rho
+
+SPREAD_Q = 0.75
+"""The quantile of ``|x_j - c_j|`` taken as the column's spread."""
+
+SPREAD_SIGMAS = NormalDist().inv_cdf(0.5 + SPREAD_Q / 2)
+"""The 75% quantile of ``|Z|``, Z ~ N(0, 1): 1.1503..., the spread of a Gaussian column in sigmas."""
+
+HIST_EPS, MEDIAN_EPS, SPREAD_EPS = 75.0, 4.0, 8.0
+"""What each mechanism of a column needs for a reliable answer, as epsilon times n (the quantiles' times
+``L = ln(4n) + 2``, the log of the ratio between a search range and the data's gaps, plus slack).
+Histogram: the modal bin holds about n/4 rows and 122 Laplace noises of scale 2/epsilon stay below n/8
+with probability 0.99 when epsilon >= 75/n.  Median: the utility gap n/4 (half the ranks to either end)
+times epsilon/2 must beat L, so epsilon >= 4L/n for a margin of L.  Spread (75% quantile): n/4 ranks to
+the top end, so epsilon >= 8L/n.  Under zCDP a mechanism's share of rho goes as epsilon^2."""
+
+
+def _column_needs(n: int) -> tuple[float, float, float, float]:
+    L = math.log(4.0 * max(n, 2)) + 2.0
+    return (HIST_EPS / n, MEDIAN_EPS * L / n, HIST_EPS / n, SPREAD_EPS * L / n)
+
+
+SHARES = tuple(e * e / sum(x * x for x in _column_needs(10_000)) for e in _column_needs(10_000))
+"""A column's weight split between its four mechanisms (range of ``|x|``, median, range of ``|x - c|``,
+spread) in proportion to the rho each needs (epsilon^2, at n = 10^4): about 0.25, 0.10, 0.25, 0.40."""
+
+MIN_SCALE_WEIGHT, MAX_SCALE_WEIGHT = 0.02, 0.5
+"""The range of the scale step's share chosen by :func:`scale_weight`."""
+
+
+def scale_weight(n: int, d: int, budget: Measure) -> tuple[float, bool]:
+    """The share of ``budget`` the scale step of d columns needs on n rows (public inputs only), and
+    whether it was capped at :data:`MAX_SCALE_WEIGHT` (then n is too small for this budget: the plan
+    carries an accuracy warning).  The rho of d columns, each needing the epsilons of
+    :func:`_column_needs`, over the budget's zCDP rho (:func:`dpflow.privacy.gaussian_budget_rho`; a
+    ``PureDP`` budget counts as rho = epsilon^2 / 2), kept within ``[0.02, 0.5]``.
+
+    >>> import dpflow as dp
+    >>> w, capped = scale_weight(44_352, 11, dp.ApproxDP(1.0, 1e-6)); round(w, 3), capped
+    (0.02, False)
+    >>> scale_weight(352, 11, dp.ApproxDP(1.0, 1e-6))
+    (0.5, True)
+    """
+    rho = float(budget.epsilon) ** 2 / 2 if isinstance(budget, PureDP) else float(gaussian_budget_rho(budget))
+    need = d * sum(e * e for e in _column_needs(n)) / 2.0
+    share = need / rho if rho > 0 else math.inf
+    return min(max(share, MIN_SCALE_WEIGHT), MAX_SCALE_WEIGHT), share > MAX_SCALE_WEIGHT
+
+
+def warn_if_capped(builder: Any, n: int, d: int, capped: bool) -> None:
+    """Record an accuracy warning (public: n, d and the budget) when the scale step's share was capped."""
+    if capped:
+        accuracy_warning(builder, f"n={n} rows are too few for a reliable private scale step of {d} columns under "
+                                  f"this budget (it would need more than {MAX_SCALE_WEIGHT:.0%} of it): the centres "
+                                  "and scales may be far off. Fix: give public bounds (radius=, upper=, bounds=), "
+                                  "a larger budget, or more rows")
+
+
+def truncation_level(n: int) -> float:
+    """CWZ's truncation ``sqrt(2 ln n)`` in units of the column scale (sigma for Gaussian columns).
+
+    >>> round(truncation_level(10_000), 4)
+    4.2919
+    """
+    return math.sqrt(2.0 * math.log(max(n, 2)))
+
+
+def negate(x: Any) -> float:
+    """``-x`` of a released scalar (the lower end of a symmetric range).
+
+    >>> negate(2.0)
+    -2.0
+    """
+    return -float(np.asarray(x, dtype=float).reshape(-1)[0])
+
+
+def stack(*values: Any) -> np.ndarray:
+    """Released scalars as one vector.
+
+    >>> stack(1.0, np.array([2.0])).tolist()
+    [1.0, 2.0]
+    """
+    out: np.ndarray = np.asarray([float(np.asarray(v, dtype=float).reshape(-1)[0]) for v in values])
+    return out
+
+
+def spread_scale(*spreads: Any) -> np.ndarray:
+    """The released spreads as scales in Gaussian units (``spread / 1.1503``); a zero (or NaN) spread
+    gives scale 1 (the declared policy for columns with most values on their median).
+
+    >>> spread_scale(0.0, 1.1503493803760079).tolist()
+    [1.0, 1.0]
+    """
+    v = np.nan_to_num(stack(*spreads), nan=0.0)
+    out: np.ndarray = np.where(v > 0, v / SPREAD_SIGMAS, 1.0)
+    return out
+
+
+def inverse_diag(scale: Any) -> np.ndarray:
+    """``diag(1 / scale_j)`` (a zero scale maps its column to 0).
+
+    >>> inverse_diag(np.array([2.0, 0.0])).tolist()
+    [[0.5, 0.0], [0.0, 0.0]]
+    """
+    s = np.asarray(scale, dtype=float).reshape(-1)
+    with np.errstate(divide="ignore"):
+        inv = np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)
+    out: np.ndarray = np.diag(inv)
+    return out
+
+
+def times(a: Any, b: Any) -> np.ndarray:
+    """``a * b`` elementwise (released vectors; an importable function, so plans keep their JSON form).
+
+    >>> times(np.array([1.0, 2.0]), 3.0).tolist()
+    [3.0, 6.0]
+    """
+    out: np.ndarray = np.asarray(a, dtype=float) * np.asarray(b, dtype=float)
+    return out
+
+
+def unstandardize(values: Any, centre: Any, scale: Any) -> np.ndarray:
+    """``centre + scale * values``: a released standardised vector back on the data's scale.
+
+    >>> unstandardize(np.array([1.0, -1.0]), np.array([10.0, 0.0]), np.array([2.0, 3.0])).tolist()
+    [12.0, -3.0]
+    """
+    out: np.ndarray = np.asarray(centre, dtype=float) + np.asarray(scale, dtype=float) * np.asarray(values, float)
+    return out
+
+
+def _range(rows: Sensitive[Rows], weight: float) -> Released[Value]:
+    """``U``: twice the right edge of the modal log-scale bin of the row norms (a Laplace histogram)."""
+    edges = log2_edges()
+    counts = N.LaplaceMech(weight=weight)(N.Histogram(edges=edges)(N.Magnitudes(of="rows")(rows)))
+    return N.ModeBinUpper(edges=edges, factor=2.0)(counts)
+
+
+def column_centre_scale(col: Sensitive[Rows], weight: float) -> tuple[Released[Value], Released[Value]]:
+    """The private centre (median) and spread (75% quantile of ``|x - c|``) of one column, each searched
+    in a range located by its own log-scale histogram; ``weight`` is split by :data:`SHARES`."""
+    w_range, w_median, w_spread_range, w_spread = (weight * share for share in SHARES)
+    upper = _range(col, w_range)
+    median = N.Quantile(q=0.5, weight=w_median)(
+        N.OrderStatistics(lower=N.Apply(fn=negate, shape=())(upper), upper=upper)(col))
+    centred = N.Precondition(matrix=col.builder.public([[1.0]]), center=N.Apply(fn=stack, shape=(1,))(median))(col)
+    spread = N.Quantile(q=SPREAD_Q, weight=w_spread)(
+        N.OrderStatistics(lower=0.0, upper=_range(centred, w_spread_range))(N.Magnitudes(of="rows")(centred)))
+    return median, spread
+
+
+def column_scales(X: Sensitive[Rows], d: int, weight: float) -> tuple[Released[Value], Released[Value]]:
+    """Released ``(centre, scale)`` vectors of the d columns of ``X`` under ``weight`` of the budget
+    (split equally between the columns).
+
+    Columns are separate views of the same record, so their costs add (the planner composes them).
+    """
+    centres, spreads = [], []
+    for j in range(d):
+        c, sp = column_centre_scale(N.Columns(keep=[j])(X), weight / d)
+        centres.append(c)
+        spreads.append(sp)
+    return N.Apply(fn=stack, shape=(d,))(*centres), N.Apply(fn=spread_scale, shape=(d,))(*spreads)
+
+
+def standardize(X: Sensitive[Rows], centre: Released[Value], scale: Released[Value], d: int) -> Sensitive[Rows]:
+    """The rows mapped to ``(x_j - centre_j) / scale_j`` (a row-wise map by released values, stability 1)."""
+    return N.Precondition(matrix=N.Apply(fn=inverse_diag, shape=(d, d))(scale), center=centre)(X)

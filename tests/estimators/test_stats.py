@@ -1,0 +1,107 @@
+"""One-call statistics (dpflow.stats): each statistic against the truth within its certified noise, private
+bounds, several statistics under one budget, add/remove neighbours, pure DP, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpflow as dp
+from dpflow import stats
+from dpflow.plan.graph import Plan
+
+
+def _df(n: int = 20_000) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"age": rng.normal(45, 12, n), "income": rng.lognormal(10, 1, n),
+                         "sex": rng.choice(["F", "M"], n)})
+
+
+def _sigma(res: stats.StatsResult, kind: str) -> list[float]:
+    return [f[0]["sigma"] for k, f in res.report.execution.facts.items() if k.startswith(kind) and "sigma" in f[0]]
+
+
+def test_public_bounds_each_statistic_within_its_noise() -> None:
+    df = _df()
+    q = (stats.Statistics(budget=dp.ZCDP(1.0)).count().sum("age", bounds=(0, 100)).mean("age", bounds=(0, 100))
+         .variance("age", bounds=(0, 100)).histogram("age", bins=4, bounds=(0, 100)))
+    res = q.run(df, noise=dp.SeededNoise(1))
+    assert res["count"] == len(df)                                  # n is public under replace: no noise
+    age = df.age.clip(0, 100)
+    sigmas = _sigma(res, "gaussian")
+    assert len(sigmas) == 5 and max(sigmas) > 0
+    assert abs(res["sum(age)"] - age.sum()) <= 5 * 100 / np.sqrt(2 * 0.25)   # sensitivity 100, rho 1/4
+    assert abs(res["mean(age)"] - age.mean()) <= 5 * 100 / len(df) / np.sqrt(2 * 0.25)
+    assert abs(res["variance(age)"] - age.var(ddof=0)) <= 0.02 * age.var()
+    truth = np.histogram(age, np.linspace(0, 100, 5))[0]
+    assert np.all(np.abs(res["histogram(age)"] - truth) <= 5 * np.sqrt(2) / np.sqrt(2 * 0.25))
+    assert res.bounds == {"age": (0.0, 100.0)}
+    # one budget, used in full, shared by weight (variance: two mechanisms at half weight)
+    ledger = res.report.ledger
+    assert ledger.totals[0].budget_used == "100%"
+    shares = sorted(float(e.event.share) for e in ledger.entries if e.event is not None)
+    assert sum(shares) == pytest.approx(1.0)
+    assert shares.count(pytest.approx(0.25)) == 3 and shares.count(pytest.approx(0.125)) == 2
+
+
+def test_private_bounds_quantiles_and_categories() -> None:
+    df = _df()
+    q = (stats.Statistics(budget=dp.ZCDP(1.0)).mean("age").quantiles("income", [0.1, 0.5, 0.9])
+         .histogram(dp.Category("sex", ["F", "M"])).histogram("age", bins=5))
+    res = q.run(df, noise=dp.SeededNoise(0))
+    lo, hi = res.bounds["age"]
+    assert lo < df.age.quantile(0.001) and hi > df.age.quantile(0.999) and hi - lo < 12 * 12   # about +-4.4 sd
+    assert abs(res["mean(age)"] - df.age.mean()) < 0.1
+    true_q = df.income.quantile([0.1, 0.5, 0.9]).to_numpy()
+    assert np.all(np.abs(res["quantiles(income)"] - true_q) <= 0.02 * true_q)
+    assert np.all(np.diff(res["quantiles(income)"]) >= 0)
+    sex = res["histogram(sex)"]
+    assert sex.shape == (3,) and abs(sex[0] - (df.sex == "F").sum()) < 50 and abs(sex[2]) < 50
+    edges = res["edges(age)"]
+    assert edges[0] == pytest.approx(lo) and edges[-1] == pytest.approx(hi)
+    assert np.all(np.abs(res["histogram(age)"] - np.histogram(df.age.clip(lo, hi), edges)[0]) < 60)
+    # the bounds step of a column is shared by its statistics: one per column without bounds
+    kinds = [e.kind for e in res.report.ledger.entries if e.event is not None]
+    assert kinds.count("LaplaceMech") == 2 * 2                      # two range histograms per column (age, income)
+
+
+def test_one_call_functions_and_mappings() -> None:
+    data = {"x": np.random.default_rng(1).normal(40, 5, 20_000)}
+    r = stats.mean(data, "x", dp.ZCDP(1.0), noise=dp.SeededNoise(2))
+    assert abs(r["mean(x)"] - 40) < 0.1 and isinstance(r.plan, Plan)
+    assert abs(stats.variance(data, "x", dp.ZCDP(1.0), noise=dp.SeededNoise(2))["variance(x)"] - 25) < 1.0
+    assert stats.count(data, dp.ZCDP(1.0))["count"] == 20_000
+    med = stats.quantiles(data, "x", dp.ZCDP(1.0), qs=[0.5], bounds=(0, 100), noise=dp.SeededNoise(3))
+    assert abs(med["quantiles(x)"][0] - np.median(data["x"])) < 0.2
+    h = stats.histogram(data, "x", dp.ZCDP(1.0), edges=[0, 40, 100], noise=dp.SeededNoise(4))["histogram(x)"]
+    assert abs(h[0] - (data["x"] < 40).sum()) < 20
+    assert abs(stats.sum(data, "x", dp.ZCDP(1.0), bounds=(0, 100), noise=dp.SeededNoise(5))["sum(x)"]
+               - data["x"].sum()) < 2000
+    plan = stats.Statistics(budget=dp.ZCDP(1.0)).mean("x").plan(data)
+    assert Plan.from_json(plan.to_json()).hash == plan.hash
+
+
+def test_add_remove_and_pure_dp() -> None:
+    data = {"x": np.random.default_rng(2).uniform(0, 10, 10_000)}
+    q = stats.Statistics(budget=dp.PureDP(1.0), neighbors="add_remove").count().mean("x", bounds=(0, 10))
+    res = q.run(data, noise=dp.SeededNoise(0))
+    assert abs(res["count"] - 10_000) < 30 and abs(res["mean(x)"] - data["x"].mean()) < 0.05
+    assert {e.kind for e in res.report.ledger.entries if e.event is not None} == {"LaplaceMech"}
+    with pytest.raises(ValueError, match="private bounds need neighbors='replace'"):
+        stats.Statistics(budget=dp.ZCDP(1.0), neighbors="add_remove").mean("x").plan(data)
+    with pytest.raises(ValueError, match="divides by n"):
+        stats.Statistics(budget=dp.ZCDP(1.0), neighbors="add_remove").variance("x", bounds=(0, 1)).plan(data)
+
+
+def test_refusals() -> None:
+    with pytest.raises(ValueError, match="no statistic"):
+        stats.Statistics(budget=dp.ZCDP(1.0)).plan({"x": [1.0]})
+    with pytest.raises(ValueError, match="asked twice"):
+        stats.Statistics(budget=dp.ZCDP(1.0)).mean("x").mean("x")
+    with pytest.raises(ValueError, match="lower < upper"):
+        stats.Statistics(budget=dp.ZCDP(1.0)).mean("x", bounds=(1, 1))
+    with pytest.raises(ValueError, match="levels in"):
+        stats.Statistics(budget=dp.ZCDP(1.0)).quantiles("x", [1.5])
+    with pytest.raises(dp.DataError, match="no column"):
+        stats.mean({"y": np.zeros(10)}, "x", dp.ZCDP(1.0), bounds=(0, 1))
