@@ -90,7 +90,6 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
     when several totals are tried."""
     mode, total = choice.accounting.mode, choice.total
     allocations: dict[str, Allocation] = {}
-    shares: dict[str, Fraction] = {}
     warnings: list[str] = []
     per_source: dict[str, tuple[Fraction, Fraction]] = {}
     for name, (fixed, weights) in (source_folds(ctx, mode) if folds is None else folds).items():
@@ -99,26 +98,31 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
-    costs: dict[tuple[Mechanism, Fraction], Cost] = {}  # equal mechanisms at equal shares: cost each once
+    # equal mechanisms on one source have equal shares: share and cost each once (no Fraction work per node)
+    seen: dict[tuple[Mechanism, str], tuple[Fraction, Cost | None]] = {}
     for sp, rec, node in ctx.mechs:
-        f = node.fixed_share(mode)
-        if f is None:
-            remaining, weights = per_source[_source_of(sp, rec)]
-            if remaining == 0:
-                raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {_source_of(sp, rec)} "
-                                  "use the whole budget, leaving nothing for this weighted mechanism",
-                                  "lower the fixed costs, or give every mechanism on the source a weight=")
-            f = remaining * Fraction(node.weight) / weights
-        shares[_key(sp, rec.id)] = f
-        if ctx.basic:
+        source = _source_of(sp, rec)
+        hit = seen.get((node, source))
+        if hit is None:
+            f = node.fixed_share(mode)
+            if f is None:
+                remaining, weights = per_source[source]
+                if remaining == 0:
+                    raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {source} "
+                                      "use the whole budget, leaving nothing for this weighted mechanism",
+                                      "lower the fixed costs, or give every mechanism on the source a weight=")
+                f = remaining * Fraction(node.weight) / weights
+            cost = None
+            if not ctx.basic:
+                try:
+                    cost = node.cost(f, mode)
+                except PlanError as e:
+                    raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
+            hit = seen[node, source] = (f, cost)
+        f, cost = hit
+        if cost is None:
             allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
             continue
-        cost = costs.get((node, f))
-        if cost is None:
-            try:
-                cost = costs[node, f] = node.cost(f, mode)
-            except PlanError as e:
-                raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
         allocations[_key(sp, rec.id)] = Allocation(
             mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
     return allocations, warnings
@@ -226,7 +230,7 @@ def pld_total(ctx: PlanContext, start: Fraction) -> Fraction | None:
     For a total R the allocation, the per-source folds and the epsilon are exactly the planner's
     (:func:`allocate_budget`, :func:`source_cost`, :func:`approx_dp_epsilon` at :func:`approx_dp_target`),
     so the ledger's budget check at the chosen R passes by construction.  R is the largest point of a fixed
-    grid of 21 significant bits (:func:`~dpflow.privacy.calibration.largest_on_grid`: rounded down and
+    grid of 14 significant bits (:func:`~dpflow.privacy.calibration.largest_on_grid`: rounded down and
     verified, and a larger epsilon never gives a smaller R).  The PLD does not apply (epsilon infinite) when
     a source's cost has none (a generic zCDP event, too many distinct events, group privacy), when the
     mechanisms' own delta0 reaches delta, when a mechanism whose cost holds a Gaussian PLD event lacks the

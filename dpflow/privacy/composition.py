@@ -404,6 +404,12 @@ class Cost:
             return Cost.zero()
         if len(costs) == 1:
             return costs[0]
+        if len(costs) > 8:  # the same cost object many times (equal mechanisms): one self-composition each
+            groups: dict[int, list[Any]] = {}
+            for c in costs:
+                groups.setdefault(id(c), [c, 0])[1] += 1
+            if len(groups) < len(costs):
+                return Cost.sequential([c if k == 1 else c.scaled(k) for c, k in groups.values()])
         return Cost._trusted(
             _fsum(c.rho for c in costs),
             _fsum(c.delta0 for c in costs),

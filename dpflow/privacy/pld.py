@@ -66,8 +66,11 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
+import numpy as np
 from dp_accounting.pld import common as _common
+from dp_accounting.pld import pld_pmf as _pmf
 from dp_accounting.pld import privacy_loss_distribution as _pld
+from dp_accounting.pld import privacy_loss_mechanism as _mech
 
 from .measures import exact
 from .rounding import down, to_float_down, to_float_up, up
@@ -280,6 +283,26 @@ def _event_pld(event: LaplacePLD | PurePLD | ApproxPLD, count: int) -> _pld.Priv
     return base.self_compose(count) if count > 1 else base
 
 
+def _gaussian_pld(sigma: float) -> _pld.PrivacyLossDistribution:
+    """The pessimistic connect-the-dots PLD of N(0, sigma^2) noise at sensitivity 1: exactly what
+    ``from_gaussian_mechanism(sigma, pessimistic_estimate=True)`` builds (its defaults: truncation bound
+    e^-50, add-or-remove neighbours, the two directions identical), with the hockey-stick divergence
+    evaluated on the whole loss grid at once (dp_accounting inverts the privacy loss in a Python loop, one
+    grid point at a time: most of a search step).  The inverse of the loss L(x) = (-1/2 - x) / sigma^2 of the
+    remove direction is x = -1/2 - epsilon sigma^2; delta(epsilon) = P(x' <= x) - e^epsilon Q(x' <= x)
+    (dp_accounting's ``get_delta_for_epsilon``).  Tests check it equal to ``from_gaussian_mechanism``."""
+    vdi = VALUE_DISCRETIZATION_INTERVAL
+    loss = _mech.GaussianPrivacyLoss(sigma, sensitivity=1.0, pessimistic_estimate=True, log_mass_truncation_bound=-50,
+                                     adjacency_type=_mech.AdjacencyType.REMOVE)
+    bounds = loss.connect_dots_bounds()
+    assert bounds.epsilon_lower is not None and bounds.epsilon_upper is not None
+    lower, upper = math.floor(bounds.epsilon_lower / vdi), math.ceil(bounds.epsilon_upper / vdi)
+    eps = np.arange(lower, upper + 1) * vdi
+    x = -0.5 - eps * sigma**2
+    deltas = np.clip(loss.mu_upper_cdf(x) - np.exp(eps + loss.mu_lower_log_cdf(x)), 0.0, 1.0)
+    return _pld.PrivacyLossDistribution(_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(vdi, lower, upper, deltas))
+
+
 def _loss_width(events: PldEvents, mu2: Fraction) -> float:
     """The width of the composed loss grid: 2 epsilon per pure / (epsilon, delta) / Laplace event (losses in
     [-epsilon, epsilon]); for the Gaussian, whose loss is N(mu^2/2, mu^2), mean plus 12 sd on each side."""
@@ -296,8 +319,7 @@ def _epsilon(events: PldEvents, delta: float) -> float:
     plds = [_event_pld(e, k) for e, k in events.counts if not isinstance(e, GaussianPLD)]
     if mu2 > 0:  # Gaussians compose to one Gaussian, mu^2 summed (Dong, Roth & Su 2022, Cor. 3.3)
         sigma = down(1.0 / up(math.sqrt(to_float_up(mu2))))
-        plds.append(_pld.from_gaussian_mechanism(sigma, sensitivity=1.0, pessimistic_estimate=True,
-                                                 value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL))
+        plds.append(_gaussian_pld(sigma))
     if not plds:
         return 0.0
     total = functools.reduce(lambda a, b: a.compose(b), plds)

@@ -1,7 +1,7 @@
 """Issue 16, part 2: an ``ApproxDP(epsilon, delta)`` budget is met through the privacy loss distribution.
 
 PLD mode (``Accounting.PLD``) shares rho by weight exactly as zCDP mode does; its total R is the largest
-point of a fixed grid (21 significant bits) at which every source's composed cost meets the budget by its
+point of a fixed grid (14 significant bits) at which every source's composed cost meets the budget by its
 tightest valid conversion, the PLD among them, with the allocation and folds of the ledger itself.  The
 planner takes it when it has the least noise variance; all-Gaussian plans keep the exact Gaussian-DP path.
 """
@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import dpflow as dp
@@ -107,7 +107,7 @@ def test_two_gaussians_and_a_laplace_get_less_noise_than_under_zcdp_allocation()
     (t,) = ledger.totals
     assert 1 - 1e-12 < t.used <= 1  # the Laplace's epsilon from its rho share is rounded down
     pld = next(c for c in t.conversions if c.rule == PLD_RULE)
-    assert pld.tightest and 1.0 - 1e-5 < pld.epsilon <= 1.0
+    assert pld.tightest and 1.0 - 2.0 ** -(GRID_BITS - 1) < pld.epsilon <= 1.0  # used up to one grid step of rho
     assert pld.epsilon == pld_epsilon([(GaussianPLD(2 * total / 3), 2), PurePLD(pure_eps_for_zcdp(total / 3))], 1e-6)
     assert next(c for c in t.conversions if "CKS" in c.rule).epsilon > 1.08  # what zCDP would have certified
 
@@ -174,12 +174,16 @@ def test_mixed_plans_are_never_over_budget_and_use_it(w: tuple[float, float, flo
 @settings(max_examples=10, deadline=None)
 @given(w=st.tuples(st.floats(0.1, 10.0), st.floats(0.1, 10.0)), eps=st.floats(0.05, 5.0),
        delta=st.floats(1e-9, 1e-3), times=st.integers(1, 4))
+@example(w=(1.0, 2.0), eps=1.0664923801867268, delta=1e-9, times=1)
 def test_pure_capable_plans_are_never_over_budget(w: tuple[float, float], eps: float, delta: float,
                                                   times: int) -> None:
     plan = _pure_plan(dp.ApproxDP(eps, delta), w, times)
     cert = certify(plan)
     (t,) = cert.ledger.totals
-    assert t.tightest().epsilon <= eps and t.tightest().delta <= delta
+    # a decimal budget means the decimal (issue 12): an exact pure composition may meet it while its float is
+    # one ulp above the float eps (hypothesis found w = (1, 2), eps = 1.0664923801867268, delta = 1e-9, pure mode)
+    exact_pure = t.pure_eps is not None and t.pure_eps <= Fraction(repr(eps))
+    assert (t.tightest().epsilon <= eps or exact_pure) and t.tightest().delta <= delta
     if cert.ledger.allocation.startswith("PLD mode"):  # met by the tightest conversion (the PLD, or pure here)
         # The search finds a crossing of the budget, not always the largest grid point: the discretised PLD
         # epsilon is not monotone in rho at the 1e-4 loss-grid scale (hypothesis found w = (1.5, 0.25),

@@ -397,3 +397,29 @@ def test_privacy_convert_all_shows_the_gaussian_pld_and_says_plain_zcdp_has_none
              for line in gaussian.splitlines() if "\t" in line}
     assert lines[PLD_RULE] == pytest.approx(4.8868, abs=1e-3)
     assert "exact Gaussian-DP  (tightest valid)" in gaussian
+
+
+# --------------------------------------------------------------------------- speed without changing a number
+
+@pytest.mark.parametrize("sigma", [0.15, 0.5, 1.0, 2.7, 40.0])
+def test_vectorised_gaussian_pld_is_dp_accountings_own(sigma: float) -> None:
+    """``_gaussian_pld`` evaluates the hockey-stick divergence on the whole grid at once; it must build
+    exactly the PMF of ``from_gaussian_mechanism`` (pessimistic, connect-the-dots, its defaults)."""
+    ref = dp_pld.from_gaussian_mechanism(sigma, sensitivity=1.0, pessimistic_estimate=True,
+                                         value_discretization_interval=pld_mod.VALUE_DISCRETIZATION_INTERVAL)
+    ours = pld_mod._gaussian_pld(sigma)
+    a, b = ref._pmf_remove, ours._pmf_remove
+    assert a._lower_loss == b._lower_loss and a._infinity_mass == b._infinity_mass
+    np.testing.assert_array_equal(a._probs, b._probs)
+    assert ref.get_epsilon_for_delta(1e-6) == ours.get_epsilon_for_delta(1e-6)
+
+
+def test_sequential_groups_repeated_costs_into_self_compositions() -> None:
+    """Many copies of the same cost object compose as one self-composition each: the same Cost, exactly."""
+    g, p = Cost.gaussian_zcdp(Fraction(1, 30)), Cost.pure(Fraction(1, 7))
+    many = [g, p, g, g, p, g, g, g, p, g, Cost.pure(Fraction(1, 7))]
+    one_by_one = Cost.zero()
+    for c in many:
+        one_by_one = one_by_one.then(c)
+    assert Cost.sequential(many) == one_by_one
+    assert Cost.sequential(many).pld == PldEvents.of([(GaussianPLD(Fraction(1, 15)), 7), (PurePLD(Fraction(1, 7)), 4)])
