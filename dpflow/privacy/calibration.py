@@ -15,12 +15,20 @@ from fractions import Fraction
 from scipy import optimize
 
 from .composition import advanced_composition
-from .conversions import gaussian_dp_delta, gaussian_dp_epsilon, gdp_mu_of_mu2, pure_to_zcdp, zcdp_to_approx_dp
+from .conversions import (
+    bounded_range_to_zcdp,
+    gaussian_dp_delta,
+    gaussian_dp_epsilon,
+    gdp_mu_of_mu2,
+    pure_to_zcdp,
+    zcdp_to_approx_dp,
+)
 from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, exact
 from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
     "analytic_gaussian_sigma",
+    "bounded_range_eps_for_zcdp",
     "classical_gaussian_sigma",
     "gaussian_budget_rho",
     "gaussian_sigma_for_zcdp",
@@ -439,6 +447,27 @@ def pure_eps_for_zcdp(rho: Real) -> Fraction:
     if r == 0:
         return Fraction(0)
     eps = _nudge_until(lambda x: pure_to_zcdp(x) <= r, down(math.sqrt(2.0 * float(r))),
+                       lambda x: math.nextafter(x, 0.0))
+    return Fraction(eps)
+
+
+def bounded_range_eps_for_zcdp(rho: Real) -> Fraction:
+    """The epsilon a zCDP share ``rho`` buys a bounded-range mechanism: a float just below sqrt(8 rho),
+    rounded down and verified (``bounded_range_to_zcdp(epsilon) <= rho`` exactly), as
+    :func:`pure_eps_for_zcdp`.  rho = 0 gives 0.
+
+    Source: Cesar & Rogers 2021 (eta-BR implies eta^2/8-zCDP), inverted; see
+    :func:`~dpflow.privacy.conversions.bounded_range_to_zcdp` for the conditions.
+
+    >>> from dpflow.privacy import bounded_range_to_zcdp
+    >>> eps = bounded_range_eps_for_zcdp(Fraction(1, 8))
+    >>> bounded_range_to_zcdp(eps) <= Fraction(1, 8), 1 - 1e-11 < eps < 1
+    (True, True)
+    """
+    r = exact(rho)
+    if r == 0:
+        return Fraction(0)
+    eps = _nudge_until(lambda x: bounded_range_to_zcdp(x) <= r, down(math.sqrt(8.0 * float(r))),
                        lambda x: math.nextafter(x, 0.0))
     return Fraction(eps)
 

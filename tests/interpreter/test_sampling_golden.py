@@ -14,6 +14,10 @@ Quantile's (so every quantile-based estimator is unchanged) and ``merr``'s value
 The Laplace draws themselves (count, scale, shape, order) are unchanged: with the old maps plugged
 into the new code, ``merr`` reproduces its old values exactly.  Since issue 14 item 16 the released
 CDF is projected onto valid CDFs (isotonic regression, clipped to [0, 1]): same knots, pooled values.
+Since issue 16 (bounded range) a quantile's zCDP share rho buys epsilon = sqrt(8 rho) instead of sqrt(2 rho)
+(the exponential mechanism is epsilon-bounded range, hence epsilon^2/8-zCDP): ``radius``'s ``r_rows``
+(a weighted quantile under ``ZCDP(0.5)``) changed from 2.313259000743731 to 2.996875743303094, both
+noise modes; ``r_free`` and the plans under pure budgets did not change.
 """
 
 from __future__ import annotations
@@ -121,11 +125,11 @@ GOLDEN: dict[tuple[str, bool], dict[str, list[Any]]] = {
     },
     ('radius', False): {
         'r_free': [1.6371181033515654],
-        'r_rows': [2.313259000743731],
+        'r_rows': [2.996875743303094],
     },
     ('radius', True): {
         'r_free': [1.6094388636597992],
-        'r_rows': [2.313259000743731],
+        'r_rows': [2.996875743303094],
     },
 }
 

@@ -54,6 +54,23 @@ Changes recorded so far:
   ``noisy_gd``, ``sufficient_statistics``, ``truncated_mean`` 0.0283507 -> 0.0283489, ``sparse_mean``
   0.0990105 -> 0.0990067, ``truncated_mean_upper`` 0.0286154 -> 0.0286140 (at most 8e-5 relative); their
   released values moved accordingly (same four runs as above).
+* issue 16 (bounded range): ``Quantile`` and ``DyadicExpMech`` (exponential mechanisms) are epsilon-bounded
+  range, hence epsilon^2/8-zCDP (Cesar & Rogers 2021) instead of epsilon^2/2: a rho share buys epsilon =
+  sqrt(8 rho), twice the former, and a pure share costs a quarter of the former rho.  Changed ledgers:
+
+  - ``merr/zcdp``, ``niht/zcdp``, ``sparse_mean/zcdp``: same shares, the exponential mechanisms' epsilons
+    doubled (total pure epsilon 2.83 -> 4.24, 5.54 -> 5.76, 2.25 -> 2.47);
+  - ``merr/pure``: same shares, total rho 0.0625 -> 0.0390625;
+  - the PLD-mode ``*/approx`` plans with a quantile: the quantile's rho share now buys twice the epsilon,
+    whose worst-case pure PLD is larger, so the largest total is smaller: ``truncated_mean``,
+    ``noisy_gd``, ``sufficient_statistics`` rho 0.0283489 -> 0.0259075 (Gaussian noise std x 1.046, the
+    quantile's epsilon x 1.91), ``truncated_mean_upper`` 0.0286140 -> 0.0249844, ``niht`` 0.0314445 ->
+    0.0284481, ``sparse_mean`` 0.0990067 -> 0.0818939;
+  - ``merr/approx``: pure mode (epsilon 1 by weight) -> PLD mode rho 0.0277767 (total pure epsilon 0.99998
+    by basic composition, the rho split having less noise variance, as ``sparse_mean/approx`` above).
+
+  Released values changed for ``merr``, ``niht`` (zcdp and approx), ``noisy_gd``, ``sparse_mean``,
+  ``truncated_mean`` (approx).
 """
 
 from __future__ import annotations
