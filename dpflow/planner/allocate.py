@@ -79,9 +79,12 @@ def source_folds(ctx: PlanContext, mode: Mode) -> SourceFolds:
         m = _mech(rec)
         return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
-    return {_source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
+    if mode not in ctx.folds:  # the mode choice, the PLD search and the allocation all ask: fold once
+        ctx.folds[mode] = {
+            _source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
                                 fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True))
             for src in ctx.sources}
+    return ctx.folds[mode]
 
 
 def allocate_budget(ctx: PlanContext, choice: ModeChoice,
