@@ -3,7 +3,9 @@
 For each plan the per-record cost of its (first) source is composed from the ledger's composition tree
 as a run with continuous noise has it, then converted by: dpflow's PLD (pessimistic, dp_accounting
 numerics), dpflow's zCDP + CKS, the exact Gaussian-DP profile (all-Gaussian plans only),
-dp_accounting's RDP accountant and dp_accounting's PLD library on the same events.  The "ledger"
+OpenDP's zCDP composition and zCDP -> (epsilon, delta) conversion (``make_composition``,
+``make_pureDP_to_zCDP``, ``make_zCDP_to_approxDP``; the ``bench`` extra), dp_accounting's RDP accountant and
+dp_accounting's PLD library on the same events.  The "ledger"
 column is what the certificate states: the tightest rule valid for every noise source (a Gaussian
 under a zCDP budget may draw the discrete Gaussian, which has no PLD or GDP profile here).
 
@@ -12,6 +14,7 @@ budgets on mixed plans: per mechanism, the noise standard deviation under the pl
 allocation divided by the one under the zCDP (CKS) allocation of the same budget (both share rho by
 weight; a mechanism's noise scale is proportional to 1/sqrt(rho_i), so the ratio is the error ratio).
 
+    pip install -e '.[bench]'   # OpenDP (its column is nan without it)
     python benchmarks/accounting.py [--out benchmarks/results/accounting.md]
 """
 
@@ -93,6 +96,30 @@ def rdp_epsilon(events: PldEvents) -> float:
     return float(acc.get_epsilon(DELTA))
 
 
+def opendp_epsilon(events: PldEvents) -> float:
+    """OpenDP on the same events: each Gaussian a ``make_gaussian`` of scale 1/mu (rho = mu^2/2), each pure
+    event a ``make_laplace`` of scale 1/epsilon turned into zCDP by ``make_pureDP_to_zCDP`` (epsilon^2/2),
+    all composed by ``make_composition`` (rho adds) and converted by ``make_zCDP_to_approxDP``; nan without
+    OpenDP, for (epsilon, delta) events, or past 2,000 events."""
+    try:
+        import opendp.prelude as odp
+    except ImportError:
+        return math.nan
+    if any(isinstance(e, ApproxPLD) for e, _ in events.counts) or sum(k for _, k in events.counts) > 2000:
+        return math.nan
+    odp.enable_features("contrib")
+    space = {"input_domain": odp.atom_domain(T=float, nan=False), "input_metric": odp.absolute_distance(T=float)}
+    parts = []
+    for e, k in events.counts:
+        if isinstance(e, GaussianPLD):
+            m = odp.m.make_gaussian(**space, scale=1 / math.sqrt(float(e.mu2)))
+        else:
+            m = odp.c.make_pureDP_to_zCDP(odp.m.make_laplace(**space, scale=1 / float(e.epsilon)))
+        parts += [m] * k
+    curve = odp.c.make_zCDP_to_approxDP(odp.c.make_composition(parts)).map(1.0)
+    return float(curve.epsilon(DELTA))
+
+
 def library_pld_epsilon(events: PldEvents) -> float:
     """dp_accounting's PLD library, event by event (pessimistic, grid 1e-4), at the same delta."""
     total = None
@@ -125,10 +152,11 @@ def row(name: str, make: Callable[[], dp.Plan]) -> str:
     events = cost.pld if cost.pld is not None else PldEvents(())
     rdp = rdp_epsilon(events) if events.counts else math.nan
     lib = library_pld_epsilon(events) if events.counts else math.nan
+    odp_eps = opendp_epsilon(events) if events.counts else math.nan
     best = total.tightest()
     n_ev = sum(k for _, k in events.counts)
     return (f"| {name} | {n_ev} | {best.epsilon:.4f} ({best.rule}) | {pld:.4f} | {cks:.4f} | {gdp:.4f} | "
-            f"{rdp:.4f} | {lib:.4f} | {cks / pld:.3f} | {pld / lib:.5f} | {t_conv:.3f} |")
+            f"{odp_eps:.4f} | {rdp:.4f} | {lib:.4f} | {cks / pld:.3f} | {pld / lib:.5f} | {t_conv:.3f} |")
 
 
 ALLOCATION_BUDGET = dp.ApproxDP(1, 1e-6)
@@ -186,8 +214,9 @@ def main() -> None:
         f"epsilon at delta = {DELTA:g} of each plan's per-record cost (first source); nan = rule not applicable",
         "",
         "| plan | events | ledger (tightest valid for every noise source) | dpflow PLD | dpflow zCDP+CKS | exact GDP "
-        "| dp_accounting RDP | dp_accounting PLD | CKS / PLD | PLD / dp_acc. PLD | all conversions (s, uncached) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| OpenDP zCDP | dp_accounting RDP | dp_accounting PLD | CKS / PLD | PLD / dp_acc. PLD "
+        "| all conversions (s, uncached) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [row(name, make) for name, make in PLANS.items()]
     lines += [
@@ -231,11 +260,29 @@ NOTES = """Reading the table:
   factor, sqrt(rho_CKS / R).  The last column compares with what the planner chose before (zCDP mode,
   or pure mode for the all-pure-capable plans where that was less noisy, e.g. sparse_mean, a Peel
   alone here: its PLD total buys the same noise as pure epsilon 1 to three decimals).  "certify" includes the search for
-  R (about 6-8 PLD evaluations for plans with a Gaussian, up to about 20 cheap ones for pure plans whose
-  PLD jumps at the grid of the loss).
+  R (about 6 PLD evaluations for plans with a Gaussian, up to about 10 cheap ones for pure plans whose
+  PLD jumps at the grid of the loss) and the shortfall bound (one or two optimistic PLDs).
+* Bounded range: the exponential mechanisms (Quantile, DyadicExpMech) are epsilon-bounded range, hence
+  epsilon^2/8-zCDP (Cesar & Rogers 2021), while their PLD is still the pure-DP worst case (no
+  bounded-range PLD here): for ``merr`` (40 exponential-mechanism and Laplace steps) zCDP + CKS (0.545) now
+  beats the PLD (0.627) and OpenDP's epsilon^2/2 route (0.700), and the ledger picks it.
+* Pure events: k copies of an epsilon-DP event enter as one PLD built from the exact k-fold randomized
+  response law and rounded to the loss grid once (dp_accounting's self-composition rounds each copy: the
+  "PLD / dp_acc. PLD" column falls below 1 for plans with many pure events).
+* "OpenDP zCDP" composes the same events in OpenDP 0.16 (rho adds; a pure epsilon enters as epsilon^2/2,
+  OpenDP's ``make_pureDP_to_zCDP``) and converts with ``make_zCDP_to_approxDP``: it equals dpflow's
+  zCDP + CKS to four decimals wherever dpflow's rho is epsilon^2/2 per pure event (both use the
+  Canonne-Kamath-Steinke 2020 conversion); where dpflow's exponential mechanisms are bounded range
+  (epsilon^2/8-zCDP) dpflow's own zCDP figure is lower.  OpenDP 0.16 has no PLD accountant, and its
+  Renyi-DP measure was not used here (not checked whether its mechanisms compose in it).
 * Issue 16 quotes "about 4.54" for its example; with rho shared equally (Gaussians mu^2 = 1/3 each, the
-  Laplace at epsilon = sqrt(1/3)) the pessimistic PLD is 4.385 (4.355 with the Laplace-specific PLD,
-  which dpflow does not use for vector or lattice releases); CKS is 5.2215 either way.
+  Laplace at epsilon = sqrt(1/3)) dp_accounting directly gives 4.3549 (Laplace-specific PLD, valid for a
+  one-dimensional continuous Laplace) and 4.3853 (worst-case pure-DP PLD, randomized response, what dpflow
+  uses for vector and lattice releases); its PLDAccountant agrees (4.3549), its RDP accountant gives 4.63
+  (add/remove) to 4.66 (replace-one, the column above), CKS 5.2215.  dpflow's pessimistic 4.38546 and
+  its optimistic lower bound 4.38513 bracket the exact worst-case value, so 4.3855 is right for the
+  events dpflow certifies and 4.355 for a scalar continuous Laplace; no variant tried reproduces 4.54,
+  which is above both (an RDP-type bound, looser than the PLD, would fit).
 """
 
 

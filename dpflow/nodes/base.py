@@ -252,6 +252,12 @@ class Mechanism(Node):
     gaussian_profile: ClassVar[bool] = False
     """Capability: the cost is the Gaussian-DP profile of continuous Gaussian noise (mu^2/2-zCDP), so an
     all-Gaussian plan may be certified through the exact Gaussian-DP conversion."""
+    bounded_range: ClassVar[bool] = False
+    """Capability: at its pure epsilon the mechanism is also epsilon-bounded range (the exponential
+    mechanism with the McSherry-Talwar calibration, so report-noisy-max with Gumbel noise), so its zCDP
+    cost is epsilon^2/8, not epsilon^2/2 (:func:`~dpflow.privacy.bounded_range_to_zcdp`).  Set only where
+    the mechanism's proof is that of the exponential mechanism; the Laplace mechanism and Laplace noisy
+    max are not bounded range at their epsilon."""
 
     def __call__(self, x: Sensitive[Stat]) -> Released[Value]:
         return Released(x.builder.add(self, (x.id,)), x.builder)

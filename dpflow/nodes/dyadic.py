@@ -39,7 +39,7 @@ from dpflow.nodes.params import optional_ref, positive
 from dpflow.nodes.rules import changes_text, one_dim, public_n
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, StatT, VType
 from dpflow.noise_protocol import NoiseSource
-from dpflow.privacy import opt_exact
+from dpflow.privacy import BOUNDED_RANGE_REFERENCE, opt_exact
 from dpflow.references import Reference
 
 
@@ -283,8 +283,9 @@ class DyadicExpMech(EpsilonMechanism):
     """The exponential mechanism over *all* dyadic intervals of [0, 2^L): picks J with probability
     proportional to ``exp(eps q(J) / (2 Delta))``, ``q(J) = |n A(J) - c(J)|`` where A is the released
     hypothesis CDF ``cdf`` (knots; ``None``: uniform on [N]) and Delta the linf sensitivity of the
-    counts (1).  The candidate set is data-independent, so this is pure eps-DP (McSherry-Talwar 2007);
-    in zCDP mode eps = sqrt(2 rho) (Bun-Steinke 2016 Prop. 1.4).  MERR's FindBadInterval
+    counts (1).  The candidate set is data-independent, so this is pure eps-DP (McSherry-Talwar 2007) and
+    eps-bounded range (the score moves by at most Delta), hence eps^2/8-zCDP (Cesar-Rogers 2021): in zCDP
+    mode eps = sqrt(8 rho).  MERR's FindBadInterval
     (DHS 2015 Fig. 2) with the exact sampler of sparse_discrete_heavy.md 4.5: intervals with equal
     scores are grouped, so a round costs O((m + D) L log n), never one step per occupied interval.
     Needs replace-one neighbours (n public).  Output: the interval ``[a, b]`` as int64 (``[0, 0]`` if no
@@ -298,9 +299,10 @@ class DyadicExpMech(EpsilonMechanism):
     kind: ClassVar[str] = "DyadicExpMech"
     pure_capable: ClassVar[bool] = True
     gaussian_profile: ClassVar[bool] = False
+    bounded_range: ClassVar[bool] = True
     reference: ClassVar[str] = (
         "exponential mechanism (McSherry-Talwar 2007; Dwork-Roth 2014 Thm 3.10) over all dyadic intervals, "
-        "Gumbel-max sampling; DHS 2015 Fig. 2 scores; zCDP via Bun-Steinke 2016 Prop. 1.4"
+        f"Gumbel-max sampling; DHS 2015 Fig. 2 scores; zCDP: {BOUNDED_RANGE_REFERENCE}"
     )
     cdf: Ref | None = attrs.field(default=None, converter=optional_ref)
     weight: float = attrs.field(default=1.0, converter=positive)

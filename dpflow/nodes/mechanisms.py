@@ -24,6 +24,8 @@ from dpflow.nodes.params import positive
 from dpflow.nodes.types import Allocation, Inferred, Mode, StatT, VType
 from dpflow.privacy import (
     Cost,
+    bounded_range_eps_for_zcdp,
+    bounded_range_to_zcdp,
     gaussian_sigma_for_zcdp,
     laplace_scale,
     opt_exact,
@@ -220,7 +222,9 @@ def _unbounded(ctx: InferContext, norm: str) -> UnboundedSensitivityError:
 
 class EpsilonMechanism(Mechanism):
     """A mechanism whose cost is a pure epsilon: the share itself in pure mode, sqrt(2 rho) in zCDP
-    mode (eps-DP implies eps^2/2-zCDP, Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost."""
+    mode (eps-DP implies eps^2/2-zCDP, Bun-Steinke 2016 Prop. 1.4), or sqrt(8 rho) for a
+    ``bounded_range`` mechanism (eps-BR implies eps^2/8-zCDP, Cesar-Rogers 2021).  ``epsilon`` fixes the
+    cost."""
 
     epsilon: Fraction | None
     pure_capable: ClassVar[bool] = True
@@ -229,14 +233,19 @@ class EpsilonMechanism(Mechanism):
     def fixed_share(self, mode: Mode) -> Fraction | None:
         if self.epsilon is None:
             return None
-        return self.epsilon if mode == "pure" else pure_to_zcdp(self.epsilon)
+        if mode == "pure":
+            return self.epsilon
+        return bounded_range_to_zcdp(self.epsilon) if self.bounded_range else pure_to_zcdp(self.epsilon)
 
     def eps(self, share: Fraction, mode: Mode) -> Fraction:
         """The pure epsilon a share buys."""
-        return share if mode == "pure" else pure_eps_for_zcdp(share)
+        if mode == "pure":
+            return share
+        return bounded_range_eps_for_zcdp(share) if self.bounded_range else pure_eps_for_zcdp(share)
 
     def cost(self, share: Fraction, mode: Mode) -> Cost:
-        return Cost.pure(self.eps(share, mode))
+        e = self.eps(share, mode)
+        return Cost.bounded_range(e) if self.bounded_range else Cost.pure(e)
 
 
 @attrs.frozen(kw_only=True)

@@ -39,7 +39,7 @@ from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.params import finite, positive, released_or_finite
 from dpflow.nodes.rules import finite_edges, has_public_n, released_endpoint
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, Size, StatT, VType
-from dpflow.privacy import opt_exact
+from dpflow.privacy import BOUNDED_RANGE_REFERENCE, opt_exact
 
 
 @attrs.frozen(kw_only=True)
@@ -190,8 +190,11 @@ class Quantile(EpsilonMechanism):
     """The private ``q``-quantile of :class:`OrderStatistics` by the exponential mechanism over the
     gaps of the sorted data, sampled exactly (Gumbel-max over the gaps, then uniform in the gap).
 
-    Cost: epsilon-DP (McSherry-Talwar 2007 Thm 6, Smith 2011); under a zCDP budget a share rho
-    becomes epsilon = sqrt(2 rho) (Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost.
+    Cost: epsilon-DP (McSherry-Talwar 2007 Thm 6, Smith 2011) and epsilon-bounded range: the log density
+    ratio of two neighbours at a point y is epsilon (u(y, x) - u(y, x')) / (2 Delta_u) plus a constant, and
+    the score differences lie in [-Delta_u, Delta_u] (the Lebesgue base measure does not depend on the
+    data), so it is epsilon^2/8-zCDP (Cesar-Rogers 2021): under a zCDP budget a share rho becomes
+    epsilon = sqrt(8 rho).  ``epsilon`` fixes the cost.
     Output: a released scalar in ``[lower, upper]`` (``lower`` when the range is empty).
 
     >>> import dpflow as dp
@@ -203,8 +206,9 @@ class Quantile(EpsilonMechanism):
     kind: ClassVar[str] = "Quantile"
     pure_capable: ClassVar[bool] = True
     gaussian_profile: ClassVar[bool] = False
+    bounded_range: ClassVar[bool] = True
     reference: ClassVar[str] = ("exponential mechanism, McSherry-Talwar 2007 Thm 6; private quantile over gaps, "
-                                "Smith 2011; zCDP via Bun-Steinke 2016 Prop. 1.4")
+                                f"Smith 2011; zCDP: {BOUNDED_RANGE_REFERENCE}")
     q: float = attrs.field(converter=float)
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)

@@ -289,6 +289,9 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
     """The calibration of every mechanism invocation of a certified plan, in ledger order (top level first,
     loop bodies after their ``Recurse``, one row per distinct round weight)."""
     out: list[NoiseCalibration] = []
+    by_node: dict[str, list[tuple[tuple[int, ...], Allocation]]] = {}  # one pass over the table, not one per node
+    for (node, classes), alloc in invocations.table.items():
+        by_node.setdefault(node, []).append((classes, alloc))
 
     def walk(sp: TypedScope) -> None:
         for rec in sp.order:
@@ -296,10 +299,8 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
                 path = sp.path + rec.id
                 stat = sp.types[rec.inputs[0]]
                 assert isinstance(stat, StatT)
-                for (node, classes), alloc in invocations.table.items():
-                    if node == path:
-                        out.append(calibrate(path, _rounds_text(path, classes, invocations.rounds), rec.node,
-                                             stat, alloc))
+                for classes, alloc in by_node.get(path, ()):
+                    out.append(calibrate(path, _rounds_text(path, classes, invocations.rounds), rec.node, stat, alloc))
             elif rec.id in sp.bodies:
                 walk(sp.bodies[rec.id])
 

@@ -17,8 +17,9 @@ from dpflow.nodes.types import Allocation, Mode
 from dpflow.planner.context import PlanContext
 from dpflow.planner.fold import _round_weights, fold_cost, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
-from dpflow.planner.modes import Accounting, ModeChoice
+from dpflow.planner.modes import Accounting, ModeChoice, PldSearch
 from dpflow.privacy import (
+    PLD_RULE,
     ZCDP,
     ApproxDP,
     ApproxZCDP,
@@ -28,7 +29,8 @@ from dpflow.privacy import (
     to_float_down,
     zcdp_rho_for_approx_dp,
 )
-from dpflow.privacy.calibration import largest_on_grid
+from dpflow.privacy.calibration import _grid_floor, _grid_value, largest_on_grid
+from dpflow.privacy.pld import pld_epsilon_lower
 
 
 @attrs.frozen
@@ -77,9 +79,12 @@ def source_folds(ctx: PlanContext, mode: Mode) -> SourceFolds:
         m = _mech(rec)
         return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
-    return {_source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
+    if mode not in ctx.folds:  # the mode choice, the PLD search and the allocation all ask: fold once
+        ctx.folds[mode] = {
+            _source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
                                 fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True))
             for src in ctx.sources}
+    return ctx.folds[mode]
 
 
 def allocate_budget(ctx: PlanContext, choice: ModeChoice,
@@ -90,7 +95,6 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
     when several totals are tried."""
     mode, total = choice.accounting.mode, choice.total
     allocations: dict[str, Allocation] = {}
-    shares: dict[str, Fraction] = {}
     warnings: list[str] = []
     per_source: dict[str, tuple[Fraction, Fraction]] = {}
     for name, (fixed, weights) in (source_folds(ctx, mode) if folds is None else folds).items():
@@ -99,26 +103,31 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
-    costs: dict[tuple[Mechanism, Fraction], Cost] = {}  # equal mechanisms at equal shares: cost each once
+    # equal mechanisms on one source have equal shares: share and cost each once (no Fraction work per node)
+    seen: dict[tuple[Mechanism, str], tuple[Fraction, Cost | None]] = {}
     for sp, rec, node in ctx.mechs:
-        f = node.fixed_share(mode)
-        if f is None:
-            remaining, weights = per_source[_source_of(sp, rec)]
-            if remaining == 0:
-                raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {_source_of(sp, rec)} "
-                                  "use the whole budget, leaving nothing for this weighted mechanism",
-                                  "lower the fixed costs, or give every mechanism on the source a weight=")
-            f = remaining * Fraction(node.weight) / weights
-        shares[_key(sp, rec.id)] = f
-        if ctx.basic:
+        source = _source_of(sp, rec)
+        hit = seen.get((node, source))
+        if hit is None:
+            f = node.fixed_share(mode)
+            if f is None:
+                remaining, weights = per_source[source]
+                if remaining == 0:
+                    raise BudgetError(_key(sp, rec.id), f"the fixed-cost mechanisms on source {source} "
+                                      "use the whole budget, leaving nothing for this weighted mechanism",
+                                      "lower the fixed costs, or give every mechanism on the source a weight=")
+                f = remaining * Fraction(node.weight) / weights
+            cost = None
+            if not ctx.basic:
+                try:
+                    cost = node.cost(f, mode)
+                except PlanError as e:
+                    raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
+            hit = seen[node, source] = (f, cost)
+        f, cost = hit
+        if cost is None:
             allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
             continue
-        cost = costs.get((node, f))
-        if cost is None:
-            try:
-                cost = costs[node, f] = node.cost(f, mode)
-            except PlanError as e:
-                raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
         allocations[_key(sp, rec.id)] = Allocation(
             mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
     return allocations, warnings
@@ -217,18 +226,21 @@ def approx_dp_epsilon(cost: Cost, delta: float) -> float:
     return min(c.epsilon for c in cost.epsilon_at(delta))
 
 
-def pld_total(ctx: PlanContext, start: Fraction) -> Fraction | None:
+def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
     """The largest total rho (PLD mode: shared as in zCDP mode, :class:`~dpflow.planner.modes.Accounting`)
     for which every source's composed cost meets the plan's (epsilon, delta) budget by its tightest valid
-    conversion, the privacy loss distribution among them; ``None`` when that total is below ``start`` (the
-    zCDP total, CKS) or the PLD does not apply.
+    conversion, the privacy loss distribution among them, with a bound on how far it may be below the
+    largest admissible total; ``None`` when that total is below ``start`` (the zCDP total, CKS) or the PLD
+    does not apply.
 
     For a total R the allocation, the per-source folds and the epsilon are exactly the planner's
     (:func:`allocate_budget`, :func:`source_cost`, :func:`approx_dp_epsilon` at :func:`approx_dp_target`),
-    so the ledger's budget check at the chosen R passes by construction.  R is the largest point of a fixed
-    grid of 21 significant bits (:func:`~dpflow.privacy.calibration.largest_on_grid`: rounded down and
-    verified, and a larger epsilon never gives a smaller R).  The PLD does not apply (epsilon infinite) when
-    a source's cost has none (a generic zCDP event, too many distinct events, group privacy), when the
+    so the ledger's budget check at the chosen R passes by construction.  R is a point of a fixed grid of 14
+    significant bits (:func:`~dpflow.privacy.calibration.largest_on_grid`: the largest point verified, and
+    a larger epsilon never gives a smaller R for a non-decreasing epsilon).  The PLD epsilon is not exactly
+    monotone in R (its losses are rounded up to a grid), so a larger admissible total may exist; the
+    shortfall bound (:func:`_shortfall`) limits it.  The PLD does not apply (epsilon infinite) when a
+    source's cost has none (a generic zCDP event, too many distinct events, group privacy), when the
     mechanisms' own delta0 reaches delta, when a mechanism whose cost holds a Gaussian PLD event lacks the
     Gaussian-profile capability (it would not be forced to continuous noise, for which alone that event is
     proven), when every mechanism has a fixed cost (R would change no noise), or when the allocation at R
@@ -243,25 +255,68 @@ def pld_total(ctx: PlanContext, start: Fraction) -> Fraction | None:
         return None
 
     folds = source_folds(ctx, Accounting.PLD.mode)
+    seen: dict[Fraction, list[Cost] | None] = {}
 
-    def epsilon_at(total: Fraction) -> float:
+    def costs_at(total: Fraction) -> list[Cost] | None:
+        """Every source's composed cost at ``total``, or ``None`` where the PLD does not apply."""
+        if total in seen:
+            return seen[total]
+        seen[total] = None
         try:
             allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
         except PlanError:
-            return math.inf  # refused at this total: the zCDP allocation raises it again
+            return None  # refused at this total: the zCDP allocation raises it again
         if any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
                for a in allocations.values()):
-            return math.inf
+            return None
         leaf = cost_leaf(ctx, allocations)
-        worst = 0.0
-        for src in ctx.sources:
-            cost = source_cost(ctx, src, leaf)
-            if cost.pld is None or cost.delta0 >= Fraction(delta):
-                return math.inf
-            worst = max(worst, approx_dp_epsilon(cost, delta))
-        return worst
+        costs = [source_cost(ctx, src, leaf) for src in ctx.sources]
+        if any(c.pld is None or c.delta0 >= Fraction(delta) for c in costs):
+            return None
+        seen[total] = costs
+        return costs
 
-    return largest_on_grid(epsilon_at, eps, start)
+    def epsilon_at(total: Fraction) -> float:
+        costs = costs_at(total)
+        return math.inf if costs is None else max((approx_dp_epsilon(c, delta) for c in costs), default=0.0)
+
+    def lower_at(total: Fraction) -> float:
+        costs = costs_at(total)
+        return math.inf if costs is None else max((_epsilon_lower(c, delta) for c in costs), default=0.0)
+
+    found = largest_on_grid(epsilon_at, eps, start)
+    return None if found is None else PldSearch(found, _shortfall(lower_at, eps, found))
+
+
+def _epsilon_lower(cost: Cost, delta: float) -> float:
+    """A lower bound on the tightest epsilon at ``delta`` any rule could give ``cost``'s events: the exact PLD
+    epsilon (:func:`~dpflow.privacy.pld.pld_epsilon_lower`, optimistic) or a closed-form conversion, whichever
+    is smaller.  Every term is non-decreasing in the shares, so a total where it exceeds the budget has no
+    admissible total above it."""
+    assert cost.pld is not None
+    others = [c.epsilon for c in cost.epsilon_at(delta) if c.rule != PLD_RULE]
+    return min([pld_epsilon_lower(cost.pld, delta), *others])
+
+
+#: The grid steps above the total found at which :func:`_shortfall` looks for a total proven inadmissible.
+SHORTFALL_PROBES = (8, 64, 512)
+
+
+def _shortfall(lower_at: Callable[[Fraction], float], target: float, found: Fraction) -> Fraction | None:
+    """How far the total ``found`` may be below the largest admissible one, relative (``None``: no bound).
+
+    Above a total y whose lower bound (:func:`_epsilon_lower` on every source) exceeds the budget, no total is
+    admissible: the exact epsilon of each rule only grows with the shares, and the pessimistic PLD the search
+    reads is above the exact one.  So the largest admissible total is below y, and ``y / found - 1`` bounds the
+    shortfall; y is probed :data:`SHORTFALL_PROBES` grid steps above ``found`` (the pessimistic and optimistic
+    PLDs differ by about two loss-grid steps, a few grid steps of rho), the first one proven giving the bound.
+    """
+    j = _grid_floor(found)
+    for steps in SHORTFALL_PROBES:
+        y = _grid_value(j + steps)
+        if lower_at(y) > target:
+            return y / found - 1
+    return None
 
 
 def _refuse_budget(ctx: PlanContext, source: str, mode: Mode, total: Fraction, fixed: Fraction) -> None:

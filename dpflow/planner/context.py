@@ -3,6 +3,8 @@ mechanisms and sources, and the memo of per-invocation costs."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import attrs
 
 from dpflow.nodes import Mechanism, NodeRecord, Source
@@ -37,6 +39,8 @@ class PlanContext:
     Gaussian noise (the exact Gaussian-DP profile, the Gaussian PLD) is chosen for a Gaussian mechanism."""
     memo: dict[tuple[Mechanism, int, int, int, int], Allocation] = attrs.field(factory=dict, init=False)
     """Invocation allocations by (mechanism, share, round weight): see ``allocate._invocation``."""
+    folds: dict[str, dict[str, tuple[Fraction, Fraction]]] = attrs.field(factory=dict, init=False)
+    """Per budget unit, every source's folded fixed shares and weights: see ``allocate.source_folds``."""
 
     @classmethod
     def of(cls, plan: Plan, exact_noise: bool = False) -> PlanContext:

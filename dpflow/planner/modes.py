@@ -68,7 +68,16 @@ class ModeChoice:
     text: str
 
 
-PldTotal = Callable[[PlanContext, Fraction], Fraction | None]
+@attrs.frozen
+class PldSearch:
+    """The PLD-mode total found, and a bound on the relative shortfall below the largest admissible total
+    (``None``: no bound proven)."""
+
+    total: Fraction
+    shortfall: Fraction | None
+
+
+PldTotal = Callable[[PlanContext, Fraction], PldSearch | None]
 """The search for the PLD-mode total from the zCDP one (:func:`~dpflow.planner.allocate.pld_total`, which
 allocates and folds, so it lives in a later module and is handed in)."""
 
@@ -113,19 +122,21 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
         choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,
                                      "pure mode: basic composition meets the budget with delta to spare"))
     pld = None if exact_gaussian else pld_total(ctx, rho)
-    if pld is not None and pld > rho:  # the same rho split with a larger total: less noise for every mechanism
-        choices[-1] = ModeChoice(Accounting.PLD, pld, _pld_text(pld, eps, delta))
+    if pld is not None and pld.total > rho:  # the same rho split with a larger total: less noise for every mechanism
+        choices[-1] = ModeChoice(Accounting.PLD, pld.total, _pld_text(pld, eps, delta))
     if len(choices) == 1:
         return choices[0]
     # the least total noise variance; ties keep the simpler accounting (pure first)
     return min(choices, key=lambda c: _noise_variance(ctx, c.accounting.mode, c.total))
 
 
-def _pld_text(rho: Fraction, eps: float, delta: float) -> str:
-    return (f"PLD mode: rho={float(rho):.6g} shared by weight (as in zCDP mode), the largest total whose composed "
+def _pld_text(pld: PldSearch, eps: float, delta: float) -> str:
+    bound = ("no bound on the shortfall proven" if pld.shortfall is None else
+             f"the largest admissible total is less than {100 * float(pld.shortfall):.2g}% above it")
+    return (f"PLD mode: rho={float(pld.total):.6g} shared by weight (as in zCDP mode), a total whose composed "
             f"cost meets ({eps:.6g}, {delta:.3g}) on every source by its tightest valid conversion, the privacy "
-            "loss distribution among them (pessimistic dp_accounting numerics; search rounded down); every "
-            "Gaussian mechanism draws continuous noise (the Gaussian PLD is proven for continuous noise only)")
+            f"loss distribution among them (pessimistic dp_accounting numerics; search rounded down; {bound}); "
+            "every Gaussian mechanism draws continuous noise (the Gaussian PLD is proven for continuous noise only)")
 
 
 def _refuse_impure(ctx: PlanContext) -> None:

@@ -8,6 +8,7 @@ distributions: :mod:`dpflow.privacy.pld`, numerics by Google's ``dp_accounting``
 
 from .calibration import (
     analytic_gaussian_sigma,
+    bounded_range_eps_for_zcdp,
     classical_gaussian_sigma,
     gaussian_budget_rho,
     gaussian_sigma_for_zcdp,
@@ -22,8 +23,10 @@ from .calibration import (
 )
 from .composition import PLD_RULE, Conversion, Cost, advanced_composition
 from .conversions import (
+    BOUNDED_RANGE_REFERENCE,
     approx_dp_to_approx_zcdp,
     approx_zcdp_to_approx_dp,
+    bounded_range_to_zcdp,
     bun_steinke_epsilon,
     cks_delta,
     gaussian_dp_delta,
@@ -38,6 +41,7 @@ from .pld import ApproxPLD, GaussianPLD, LaplacePLD, PldEvents, PurePLD, pld_eps
 from .rounding import REL_MARGIN, down, frac_down, frac_up, to_float_down, to_float_up, up
 
 __all__ = [
+    "BOUNDED_RANGE_REFERENCE",
     "PLD_RULE",
     "REL_MARGIN",
     "ZCDP",
@@ -56,6 +60,8 @@ __all__ = [
     "analytic_gaussian_sigma",
     "approx_dp_to_approx_zcdp",
     "approx_zcdp_to_approx_dp",
+    "bounded_range_eps_for_zcdp",
+    "bounded_range_to_zcdp",
     "bun_steinke_epsilon",
     "cks_delta",
     "classical_gaussian_sigma",

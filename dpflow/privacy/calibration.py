@@ -15,12 +15,20 @@ from fractions import Fraction
 from scipy import optimize
 
 from .composition import advanced_composition
-from .conversions import gaussian_dp_delta, gaussian_dp_epsilon, gdp_mu_of_mu2, pure_to_zcdp, zcdp_to_approx_dp
+from .conversions import (
+    bounded_range_to_zcdp,
+    gaussian_dp_delta,
+    gaussian_dp_epsilon,
+    gdp_mu_of_mu2,
+    pure_to_zcdp,
+    zcdp_to_approx_dp,
+)
 from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, exact
 from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
     "analytic_gaussian_sigma",
+    "bounded_range_eps_for_zcdp",
     "classical_gaussian_sigma",
     "gaussian_budget_rho",
     "gaussian_sigma_for_zcdp",
@@ -281,8 +289,9 @@ def zcdp_rho_for_approx_dp(epsilon: Real, delta: Real) -> Fraction:
 
 
 #: Significant bits of the grid that :func:`largest_on_grid` searches: consecutive grid points differ by a
-#: factor of at most 1 + 2^-20 (about 1e-6).
-GRID_BITS = 21
+#: factor of at most 1 + 2^-13 (about 1.2e-4 in rho, 6e-5 in a noise scale): finer than the privacy loss
+#: grid of the PLD it searches (1e-4 in epsilon), so a finer grid would only cost search steps.
+GRID_BITS = 14
 _H = 1 << (GRID_BITS - 1)
 
 
@@ -305,18 +314,19 @@ def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fracti
     """The largest point x >= ``start`` of a fixed grid with ``f(x) <= target``, for a non-decreasing ``f``;
     ``None`` when ``f`` at the grid point just below ``start`` already exceeds ``target``.
 
-    The grid is the positive rationals with :data:`GRID_BITS` significant bits (x = m 2^e with 2^20 <= m <
-    2^21), the same for every call: for a non-decreasing ``f`` the answer is the largest grid point with
+    The grid is the positive rationals with :data:`GRID_BITS` significant bits (x = m 2^e with 2^13 <= m <
+    2^14), the same for every call: for a non-decreasing ``f`` the answer is the largest grid point with
     ``f(x) <= target`` whatever the search path, so a larger ``target`` never gives a smaller answer.  The
     answer is always a point where ``f`` was evaluated and found ``<= target`` (rounded down, verified).
 
     The search brackets the answer upward from ``start`` (extrapolating ln f as linear in ln x, slope 1/2 at
-    first, with 2% overshoot), then narrows the bracket by secant steps on ln f over grid indices (each probe
-    rounded toward the side opposite the latest point, so the bracket closes from both sides, and kept inside
-    the bracket), bisecting when the secant leaves the bracket upward (a jump of ``f``), when it cannot be
-    drawn (an infinite value) or when three steps did not halve the bracket: about ten evaluations for a
-    smooth ``f``, at most ``max_evals``, after which the largest point verified so far is returned (still
-    valid, possibly below the largest).  ``f`` may return ``inf``.
+    first, with 2% overshoot), then narrows the bracket by Brent-style steps on ln f over grid indices (inverse
+    quadratic interpolation through the three latest points, else a secant; each probe rounded toward the side
+    opposite the latest point, so the bracket closes from both sides, and kept inside the bracket), bisecting
+    when the estimate leaves the bracket (a jump of ``f``), when it cannot be drawn (an infinite value) or when
+    three steps did not halve the bracket: five to eight evaluations for the PLD searches, at most
+    ``max_evals``, after which the largest point verified so far is returned (still valid, possibly below the
+    largest).  ``f`` may return ``inf``.
 
     >>> x = largest_on_grid(lambda x: float(x) ** 0.5, 2.0, Fraction(1, 3))
     >>> x, largest_on_grid(lambda x: float(x) ** 0.5, 2.0, Fraction(5)) is None
@@ -336,6 +346,7 @@ def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fracti
     ga = g(a)
     if ga > 0:
         return None
+    hist = [(a, ga)]  # the evaluations so far, the latest last
     slope = 0.5  # ln f against ln x: 1/2 for a Gaussian's epsilon at small rho
     while True:  # bracket: extrapolate upward until f exceeds the target
         if evals >= max_evals:
@@ -344,26 +355,21 @@ def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fracti
         c = a + max(1, math.ceil(min(octaves, 2.0) * _H))
         gc = g(c)
         evals += 1
+        hist.append((c, gc))
         if gc > 0:
             b, gb = c, gc
             break
         if math.isfinite(ga) and math.isfinite(gc) and gc > ga:
             slope = min(max((gc - ga) / ((c - a) / _H * math.log(2.0)), 0.05), 2.0)
         a, ga = c, gc
-    last = [(a, ga), (b, gb)]  # the two latest evaluations, the latest last
     widths = [2 * (b - a)] * 3
     while b - a > 1 and evals < max_evals:
-        (j0, g0), (j1, g1) = last
-        x = math.nan
-        if math.isfinite(g0) and math.isfinite(g1) and g0 != g1:
-            x = j1 - g1 * (j1 - j0) / (g1 - g0)  # secant through the two latest points
-            if x >= b:  # it leaves the bracket upward (flat points beside a jump): bisect
-                x = math.nan
-        elif math.isfinite(ga) and math.isfinite(gb):
+        x = _interpolate([p for p in hist[-3:] if math.isfinite(p[1])])
+        if not a < x < b and math.isfinite(ga) and math.isfinite(gb):
             x = a + (b - a) * -ga / (gb - ga)  # regula falsi on the bracket
-        if not math.isfinite(x) or 2 * (b - a) > widths[-3]:  # no estimate, or three steps without halving
+        if not a < x < b or 2 * (b - a) > widths[-3]:  # no estimate inside, or three steps without halving
             x = a + (b - a) / 2
-        c = min(max(math.ceil(x) if g1 <= 0 else math.floor(x), a + 1), b - 1)  # aim past the latest point's side
+        c = min(max(math.ceil(x) if hist[-1][1] <= 0 else math.floor(x), a + 1), b - 1)  # aim past the latest side
         gc = g(c)
         evals += 1
         widths.append(b - a)
@@ -371,8 +377,23 @@ def largest_on_grid(f: Callable[[Fraction], float], target: float, start: Fracti
             a, ga = c, gc
         else:
             b, gb = c, gc
-        last = [last[1], (c, gc)]
+        hist.append((c, gc))
     return _grid_value(a)
+
+
+def _interpolate(points: list[tuple[int, float]]) -> float:
+    """Where g = 0 by inverse quadratic interpolation through three points (secant through two; NaN when the
+    values coincide): the root estimate of Brent's method."""
+    if len(points) == 3:
+        (x0, g0), (x1, g1), (x2, g2) = points
+        if g0 != g1 and g1 != g2 and g0 != g2:
+            return (x0 * g1 * g2 / ((g0 - g1) * (g0 - g2)) + x1 * g0 * g2 / ((g1 - g0) * (g1 - g2))
+                    + x2 * g0 * g1 / ((g2 - g0) * (g2 - g1)))
+        points = points[1:]
+    if len(points) == 2 and points[0][1] != points[1][1]:
+        (x0, g0), (x1, g1) = points
+        return x1 - g1 * (x1 - x0) / (g1 - g0)
+    return math.nan
 
 
 def pure_eps_for_approx_dp_advanced(epsilon: Real, delta: Real, k: int) -> float:
@@ -426,6 +447,27 @@ def pure_eps_for_zcdp(rho: Real) -> Fraction:
     if r == 0:
         return Fraction(0)
     eps = _nudge_until(lambda x: pure_to_zcdp(x) <= r, down(math.sqrt(2.0 * float(r))),
+                       lambda x: math.nextafter(x, 0.0))
+    return Fraction(eps)
+
+
+def bounded_range_eps_for_zcdp(rho: Real) -> Fraction:
+    """The epsilon a zCDP share ``rho`` buys a bounded-range mechanism: a float just below sqrt(8 rho),
+    rounded down and verified (``bounded_range_to_zcdp(epsilon) <= rho`` exactly), as
+    :func:`pure_eps_for_zcdp`.  rho = 0 gives 0.
+
+    Source: Cesar & Rogers 2021 (eta-BR implies eta^2/8-zCDP), inverted; see
+    :func:`~dpflow.privacy.conversions.bounded_range_to_zcdp` for the conditions.
+
+    >>> from dpflow.privacy import bounded_range_to_zcdp
+    >>> eps = bounded_range_eps_for_zcdp(Fraction(1, 8))
+    >>> bounded_range_to_zcdp(eps) <= Fraction(1, 8), 1 - 1e-11 < eps < 1
+    (True, True)
+    """
+    r = exact(rho)
+    if r == 0:
+        return Fraction(0)
+    eps = _nudge_until(lambda x: bounded_range_to_zcdp(x) <= r, down(math.sqrt(8.0 * float(r))),
                        lambda x: math.nextafter(x, 0.0))
     return Fraction(eps)
 

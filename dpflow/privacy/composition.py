@@ -16,6 +16,7 @@ import attrs
 
 from .conversions import (
     approx_zcdp_to_approx_dp,
+    bounded_range_to_zcdp,
     bun_steinke_epsilon,
     gaussian_dp_epsilon,
     gdp_mu_of_mu2,
@@ -317,6 +318,23 @@ class Cost:
                    pld=PldEvents(((PurePLD(e), 1),)))
 
     @classmethod
+    def bounded_range(cls, epsilon: Fraction | float) -> Cost:
+        """An epsilon-bounded-range mechanism (the exponential mechanism at its epsilon): epsilon-DP, and
+        rho = epsilon^2/8 (Cesar & Rogers 2021; see :func:`~dpflow.privacy.bounded_range_to_zcdp` for the
+        conditions).  Its PLD is the pure-DP worst case of epsilon (randomized response): valid, as
+        epsilon-BR implies epsilon-DP; a bounded-range PLD (Dong, Durfee & Rogers 2020 characterise the
+        worst case as a family, one pair per offset t) is not used.
+
+        >>> c = Cost.bounded_range(Fraction(1, 10))
+        >>> c.rho, c.pure_eps
+        (Fraction(1, 800), Fraction(1, 10))
+        """
+        e = exact(epsilon)
+        if e == 0:
+            return cls.zero()
+        return attrs.evolve(cls.pure(e), rho=bounded_range_to_zcdp(e))
+
+    @classmethod
     def zcdp(cls, rho: Fraction | float) -> Cost:
         """A rho-zCDP mechanism (Bun & Steinke 2016, Def. 1.1).
 
@@ -404,6 +422,12 @@ class Cost:
             return Cost.zero()
         if len(costs) == 1:
             return costs[0]
+        if len(costs) > 8:  # the same cost object many times (equal mechanisms): one self-composition each
+            groups: dict[int, list[Any]] = {}
+            for c in costs:
+                groups.setdefault(id(c), [c, 0])[1] += 1
+            if len(groups) < len(costs):
+                return Cost.sequential([c if k == 1 else c.scaled(k) for c, k in groups.values()])
         return Cost._trusted(
             _fsum(c.rho for c in costs),
             _fsum(c.delta0 for c in costs),

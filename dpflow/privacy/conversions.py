@@ -24,8 +24,10 @@ from .measures import ApproxZCDP, exact
 from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
+    "BOUNDED_RANGE_REFERENCE",
     "approx_dp_to_approx_zcdp",
     "approx_zcdp_to_approx_dp",
+    "bounded_range_to_zcdp",
     "bun_steinke_epsilon",
     "cks_delta",
     "gaussian_dp_delta",
@@ -113,6 +115,43 @@ def pure_to_zcdp(epsilon: float | int | str | Fraction) -> Fraction:
     """
     e = exact(epsilon)
     return e * e / 2
+
+
+#: The citation of :func:`bounded_range_to_zcdp`, for the ledger's references of the mechanisms that use it.
+BOUNDED_RANGE_REFERENCE = ("the exponential mechanism is epsilon-bounded range (Durfee & Rogers 2019; Dong, Durfee & "
+                           "Rogers 2020), and eta-bounded range implies eta^2/8-zCDP (Cesar & Rogers 2021, ALT; "
+                           "proof: Steinke 2021, differentialprivacy.org, Lemma 3 and Thm. 5)")
+
+
+def bounded_range_to_zcdp(eta: float | int | str | Fraction) -> Fraction:
+    """rho = eta^2 / 8, exactly: every eta-bounded-range mechanism is (eta^2/8)-zCDP.
+
+    A mechanism M is eta-bounded range (eta-BR) when for every pair of neighbours x, x' there is a t with
+    ln(P[M(x) = y] / P[M(x') = y]) in [t, t + eta] for every outcome y (Durfee & Rogers 2019).
+    The privacy loss is then supported on an interval of length eta, so Hoeffding's lemma bounds its
+    moment generating function by exp(lambda E[Z] + lambda^2 eta^2 / 8); at lambda = -1, E[e^-Z] = 1 gives
+    E[Z] <= eta^2/8, hence rho = eta^2/8.  eta-BR also implies eta-DP (the interval contains 0).
+
+    Which mechanisms are eta-BR at their epsilon (the ``bounded_range`` mechanism capability): the
+    exponential mechanism P[y] ~ exp(epsilon u(x, y) / (2 Delta)) whose score moves by at most Delta
+    between neighbours (McSherry-Talwar calibration; with any data-independent base measure), and so
+    report-noisy-max with Gumbel noise, which samples it exactly.  Not: the Laplace mechanism (its loss
+    spans [-epsilon, epsilon], 2 epsilon-BR, which gives back epsilon^2/2), report-noisy-max with Laplace
+    noise, or compositions (their ranges add, and the rule is applied per mechanism).
+
+    Source: Cesar & Rogers 2021, "Bounding, Concentrating, and Truncating: Unifying Privacy Loss
+    Composition for Data Analytics" (ALT); bounded range: Durfee & Rogers 2019 (NeurIPS), Dong, Durfee &
+    Rogers 2020 (ICML); both proofs as written in Steinke 2021, "The Exponential Mechanism and Bounded
+    Range Privacy", differentialprivacy.org: Lemma 3 (the exponential mechanism is epsilon-BR; its
+    footnote: half the range of the score differences may replace Delta) and Thm. 5 (eta^2/8-zCDP).
+
+    >>> bounded_range_to_zcdp("1")
+    Fraction(1, 8)
+    >>> bounded_range_to_zcdp("0.2") * 4 == pure_to_zcdp("0.2")
+    True
+    """
+    e = exact(eta)
+    return e * e / 8
 
 
 def approx_dp_to_approx_zcdp(

@@ -66,8 +66,12 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
-from dp_accounting.pld import common as _common
+import numpy as np
+from dp_accounting.pld import pld_pmf as _pmf
 from dp_accounting.pld import privacy_loss_distribution as _pld
+from dp_accounting.pld import privacy_loss_mechanism as _mech
+from scipy.special import ndtr
+from scipy.stats import binom
 
 from .measures import exact
 from .rounding import down, to_float_down, to_float_up, up
@@ -84,6 +88,7 @@ __all__ = [
     "PldEvents",
     "PurePLD",
     "pld_epsilon",
+    "pld_epsilon_lower",
 ]
 
 #: Width of the privacy-loss grid of every PLD (dp_accounting's default): losses are rounded UP to
@@ -273,11 +278,52 @@ def _event_pld(event: LaplacePLD | PurePLD | ApproxPLD, count: int) -> _pld.Priv
     if isinstance(event, LaplacePLD):
         base = _pld.from_laplace_mechanism(down(1.0 / to_float_up(event.epsilon)), sensitivity=1.0,
                                            pessimistic_estimate=True, value_discretization_interval=vdi)
-    else:
-        delta = to_float_up(event.delta) if isinstance(event, ApproxPLD) else 0.0
-        params = _common.DifferentialPrivacyParameters(to_float_up(event.epsilon), min(delta, 1.0))
-        base = _pld.from_privacy_parameters(params, value_discretization_interval=vdi)
-    return base.self_compose(count) if count > 1 else base
+        return base.self_compose(count) if count > 1 else base
+    delta = to_float_up(event.delta) if isinstance(event, ApproxPLD) else 0.0
+    return _randomized_response_power(event.epsilon, min(delta, 1.0), count, pessimistic=True)
+
+
+def _randomized_response_power(eps: Fraction, delta: float, k: int, pessimistic: bool) -> _pld.PrivacyLossDistribution:
+    """The PLD of the k-fold composition of the (eps, delta) worst case, built from its exact law and rounded
+    to the grid ONCE: (eps, delta) randomized response (Kairouz, Oh & Viswanath 2015, Thm. 2.4) has loss +inf
+    with probability delta, else +eps or -eps with probabilities e^eps / (1 + e^eps) and 1 / (1 + e^eps), so k
+    copies have loss +inf with probability 1 - (1 - delta)^k, else (2 j - k) eps with j ~ Binomial(k,
+    e^eps / (1 + e^eps)) (weights (1 - delta)^k; Kairouz, Oh & Viswanath 2015, Thm. 3.3, the optimal
+    composition).  Rounding each loss up (``pessimistic``; down otherwise) once errs by at most one grid step
+    in all, where composing k rounded copies (``self_compose``) errs by up to k steps: the k-fold pure
+    composition of a 10,000-node plan (833 events of epsilon 0.003) gets an epsilon 8% lower this way."""
+    v = VALUE_DISCRETIZATION_INTERVAL
+    j = np.arange(k + 1)
+    ratio = eps / Fraction(v)  # losses in grid steps, (2 j - k) eps / v, rounded exactly
+    m = (2 * j - k).astype(object) * ratio.numerator
+    idx = (-((-m) // ratio.denominator) if pessimistic else m // ratio.denominator).astype(np.int64)
+    weight = (1.0 - delta) ** k
+    probs_j = binom.pmf(j, k, 1.0 / (1.0 + math.exp(-float(eps)))) * weight  # float error: the delta reserve
+    lower = int(idx[0])
+    probs = np.zeros(int(idx[-1]) - lower + 1)
+    np.add.at(probs, idx - lower, probs_j)
+    infinity = (1.0 - weight) if delta > 0 else 0.0
+    return _pld.PrivacyLossDistribution(_pmf.DensePLDPmf(v, lower, probs, infinity, pessimistic_estimate=pessimistic))
+
+
+def _gaussian_pld(sigma: float) -> _pld.PrivacyLossDistribution:
+    """The pessimistic connect-the-dots PLD of N(0, sigma^2) noise at sensitivity 1: exactly what
+    ``from_gaussian_mechanism(sigma, pessimistic_estimate=True)`` builds (its defaults: truncation bound
+    e^-50, add-or-remove neighbours, the two directions identical), with the hockey-stick divergence
+    evaluated on the whole loss grid at once (dp_accounting inverts the privacy loss in a Python loop, one
+    grid point at a time: most of a search step).  The inverse of the loss L(x) = (-1/2 - x) / sigma^2 of the
+    remove direction is x = -1/2 - epsilon sigma^2; delta(epsilon) = P(x' <= x) - e^epsilon Q(x' <= x)
+    (dp_accounting's ``get_delta_for_epsilon``).  Tests check it equal to ``from_gaussian_mechanism``."""
+    vdi = VALUE_DISCRETIZATION_INTERVAL
+    loss = _mech.GaussianPrivacyLoss(sigma, sensitivity=1.0, pessimistic_estimate=True, log_mass_truncation_bound=-50,
+                                     adjacency_type=_mech.AdjacencyType.REMOVE)
+    bounds = loss.connect_dots_bounds()
+    assert bounds.epsilon_lower is not None and bounds.epsilon_upper is not None
+    lower, upper = math.floor(bounds.epsilon_lower / vdi), math.ceil(bounds.epsilon_upper / vdi)
+    eps = np.arange(lower, upper + 1) * vdi
+    x = -0.5 - eps * sigma**2
+    deltas = np.clip(loss.mu_upper_cdf(x) - np.exp(eps + loss.mu_lower_log_cdf(x)), 0.0, 1.0)
+    return _pld.PrivacyLossDistribution(_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(vdi, lower, upper, deltas))
 
 
 def _loss_width(events: PldEvents, mu2: Fraction) -> float:
@@ -296,8 +342,7 @@ def _epsilon(events: PldEvents, delta: float) -> float:
     plds = [_event_pld(e, k) for e, k in events.counts if not isinstance(e, GaussianPLD)]
     if mu2 > 0:  # Gaussians compose to one Gaussian, mu^2 summed (Dong, Roth & Su 2022, Cor. 3.3)
         sigma = down(1.0 / up(math.sqrt(to_float_up(mu2))))
-        plds.append(_pld.from_gaussian_mechanism(sigma, sensitivity=1.0, pessimistic_estimate=True,
-                                                 value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL))
+        plds.append(_gaussian_pld(sigma))
     if not plds:
         return 0.0
     total = functools.reduce(lambda a, b: a.compose(b), plds)
@@ -323,3 +368,53 @@ def pld_epsilon(events: PldEvents | Iterable[PldEvent | tuple[PldEvent, int]], d
     if not 0 < d < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     return _epsilon(ev, to_float_down(d))
+
+
+def _gaussian_pld_lower(mu: float) -> _pld.PrivacyLossDistribution:
+    """An optimistic PLD of a Gaussian mechanism of mu-GDP: its privacy loss is N(mu^2/2, mu^2) (Balle &
+    Wang 2018; Dong, Roth & Su 2022), here rounded DOWN to the grid (bucket [i v, (i + 1) v) at i v), the
+    mass below mean - 12 sd dropped and the mass above mean + 12 sd put on the top bucket: every delta(epsilon)
+    it gives is at most the exact one."""
+    v, m = VALUE_DISCRETIZATION_INTERVAL, mu * mu / 2.0
+    lower, upper = math.floor((m - 12.0 * mu) / v), math.ceil((m + 12.0 * mu) / v)
+    edges = ndtr((np.arange(lower, upper + 2) * v - m) / mu)
+    probs = np.diff(edges)
+    probs[-1] += 1.0 - edges[-1]
+    return _pld.PrivacyLossDistribution(_pmf.DensePLDPmf(v, lower, probs, 0.0, pessimistic_estimate=False))
+
+
+@functools.lru_cache(maxsize=64)
+def _epsilon_lower(events: PldEvents, delta: float) -> float:
+    if any(isinstance(e, (LaplacePLD, ApproxPLD)) for e, _ in events.counts):
+        return 0.0
+    mu2 = sum((e.mu2 * k for e, k in events.counts if isinstance(e, GaussianPLD)), Fraction(0))
+    if _loss_width(events, mu2) > MAX_LOSS_WIDTH:
+        return 0.0
+    plds = [_randomized_response_power(e.epsilon, 0.0, k, pessimistic=False)
+            for e, k in events.counts if isinstance(e, PurePLD)]
+    if mu2 > 0:
+        plds.append(_gaussian_pld_lower(down(math.sqrt(to_float_down(mu2)))))
+    if not plds:
+        return 0.0
+    total = functools.reduce(lambda a, b: a.compose(b), plds)
+    return max(down(float(total.get_epsilon_for_delta(delta))), 0.0)
+
+
+def pld_epsilon_lower(events: PldEvents, delta: float | Fraction) -> float:
+    """A LOWER bound on the exact epsilon at ``delta`` of the composition of ``events``: optimistic
+    discretisation (losses rounded down, truncated tails dropped), parameters rounded in the user's favour,
+    no delta reserve, the result rounded down.  It says how far a total is from the largest admissible one
+    (:func:`~dpflow.planner.allocate.pld_total`), never that anything is private; 0.0 (no bound) for
+    (epsilon, delta) and one-dimensional Laplace events and past :data:`MAX_LOSS_WIDTH`.
+
+    Sources: optimistic PLDs, Meiser & Mohammadi 2018, Sec. 5; Koskela et al. 2020; the k-fold randomized
+    response law, Kairouz, Oh & Viswanath 2015, Thm. 3.3.
+
+    >>> g = PldEvents.of([GaussianPLD(Fraction(1))])
+    >>> pld_epsilon_lower(g, 1e-6) <= 4.8866 <= pld_epsilon(g, 1e-6)
+    True
+    """
+    d = exact(delta)
+    if not 0 < d < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return _epsilon_lower(events, to_float_up(d))

@@ -602,8 +602,11 @@ def test_pure_budget_laplace_and_peel_sum_to_epsilon_exactly():
     assert Fraction(cert.ledger.totals[0].pure_eps) == Fraction(9, 10)
     assert cert.allocations[peel.id].share == Fraction(9, 40)
     assert cert.allocations[lap.id].share == Fraction(27, 40)
-    best = cert.ledger.totals[0].tightest()
-    assert best.delta == 0.0 and best.epsilon == pytest.approx(0.9)
+    total = cert.ledger.totals[0]
+    pure = next(c for c in total.conversions if c.delta == 0.0)
+    assert pure.epsilon == pytest.approx(0.9)
+    # at the report delta the PLD of the exact composition (rounded once, issue 16) is a little tighter
+    assert total.tightest().epsilon <= pure.epsilon
 
 
 def test_ledger_entries_carry_derivations_and_noise():

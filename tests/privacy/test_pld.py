@@ -397,3 +397,84 @@ def test_privacy_convert_all_shows_the_gaussian_pld_and_says_plain_zcdp_has_none
              for line in gaussian.splitlines() if "\t" in line}
     assert lines[PLD_RULE] == pytest.approx(4.8868, abs=1e-3)
     assert "exact Gaussian-DP  (tightest valid)" in gaussian
+
+
+# --------------------------------------------------------------------------- speed without changing a number
+
+@pytest.mark.parametrize("sigma", [0.15, 0.5, 1.0, 2.7, 40.0])
+def test_vectorised_gaussian_pld_is_dp_accountings_own(sigma: float) -> None:
+    """``_gaussian_pld`` evaluates the hockey-stick divergence on the whole grid at once; it must build
+    exactly the PMF of ``from_gaussian_mechanism`` (pessimistic, connect-the-dots, its defaults)."""
+    ref = dp_pld.from_gaussian_mechanism(sigma, sensitivity=1.0, pessimistic_estimate=True,
+                                         value_discretization_interval=pld_mod.VALUE_DISCRETIZATION_INTERVAL)
+    ours = pld_mod._gaussian_pld(sigma)
+    a, b = ref._pmf_remove, ours._pmf_remove
+    assert a._lower_loss == b._lower_loss and a._infinity_mass == b._infinity_mass
+    np.testing.assert_array_equal(a._probs, b._probs)
+    assert ref.get_epsilon_for_delta(1e-6) == ours.get_epsilon_for_delta(1e-6)
+
+
+def test_sequential_groups_repeated_costs_into_self_compositions() -> None:
+    """Many copies of the same cost object compose as one self-composition each: the same Cost, exactly."""
+    g, p = Cost.gaussian_zcdp(Fraction(1, 30)), Cost.pure(Fraction(1, 7))
+    many = [g, p, g, g, p, g, g, g, p, g, Cost.pure(Fraction(1, 7))]
+    one_by_one = Cost.zero()
+    for c in many:
+        one_by_one = one_by_one.then(c)
+    assert Cost.sequential(many) == one_by_one
+    assert Cost.sequential(many).pld == PldEvents.of([(GaussianPLD(Fraction(1, 15)), 7), (PurePLD(Fraction(1, 7)), 4)])
+
+
+def _exact_rr_power_epsilon(eps: float, k: int, delta: float) -> float:
+    """The exact epsilon at delta of k-fold epsilon randomized response (Kairouz, Oh & Viswanath 2015, Thm. 3.3):
+    delta(e) = sum_j P[J = j] (1 - e^(e - (2j - k) eps))_+, J ~ Binomial(k, e^eps / (1 + e^eps)); bisection."""
+    from scipy.stats import binom
+
+    j = np.arange(k + 1)
+    loss, p = (2 * j - k) * eps, binom.pmf(j, k, 1 / (1 + math.exp(-eps)))
+
+    def hockey(e: float) -> float:
+        return float(np.sum(p * np.clip(1 - np.exp(e - loss), 0, None)))
+
+    lo, hi = 0.0, k * eps
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if hockey(mid) > delta else (lo, mid)
+    return hi
+
+
+@pytest.mark.parametrize(("eps", "k"), [(0.0029845, 833), (0.00987, 300), (0.1, 10), (0.25, 40), (1.0, 3)])
+def test_pure_self_composition_is_rounded_once(eps: float, k: int) -> None:
+    """k copies of a pure event are one exactly-known law (KOV 2015), rounded to the loss grid once: never below
+    the exact epsilon, at most about one grid step above it, where composing k rounded copies errs by up to k
+    steps (dp_accounting's ``self_compose`` of ``from_privacy_parameters``: 0.0029845 is rounded to 0.003, and
+    833 copies end 4% above)."""
+    e = Fraction(eps)
+    exact = _exact_rr_power_epsilon(float(e), k, 1e-6 * (1 - pld_mod.DELTA_NUMERICAL_RESERVE))
+    ours = pld_epsilon([(PurePLD(e), k)], 1e-6)
+    v = pld_mod.VALUE_DISCRETIZATION_INTERVAL
+    assert exact * (1 - 1e-9) <= ours <= exact + 2 * v  # 1e-9: float error of the two hockey-stick sums
+    lower = pld_mod.pld_epsilon_lower(PldEvents.of([(PurePLD(e), k)]), 1e-6)
+    assert exact - 5 * v <= lower <= _exact_rr_power_epsilon(float(e), k, 1e-6)
+    rr = dp_pld.from_privacy_parameters(dp_pld.common.DifferentialPrivacyParameters(float(e), 0.0))
+    library = float(rr.self_compose(k).get_epsilon_for_delta(1e-6 * (1 - 1e-3)))
+    # dp_accounting rounds float(0.1) to 1000 grid steps: one step under ours at k = 10
+    assert ours <= library + v * (1 + 1e-6)
+    if k > 100:
+        assert ours < library - 50 * v  # where k rounded copies cost dp_accounting k steps
+
+
+@pytest.mark.parametrize("events", [
+    [GaussianPLD(Fraction(1))],
+    [(GaussianPLD(Fraction(1, 30)), 7), (PurePLD(Fraction(1, 20)), 12)],
+    [(PurePLD(Fraction(3, 1000)), 833), (GaussianPLD(Fraction(1, 50)), 100)],
+])
+def test_lower_bound_is_below_the_pessimistic_epsilon_and_close(
+        events: list[PldEvent | tuple[PldEvent, int]]) -> None:
+    ev = PldEvents.of(events)
+    lower, upper = pld_mod.pld_epsilon_lower(ev, 1e-6), pld_epsilon(ev, 1e-6)
+    assert lower <= upper <= lower + 5 * pld_mod.VALUE_DISCRETIZATION_INTERVAL
+    mu = math.sqrt(float(sum((e.mu2 * k for e, k in ev.counts if isinstance(e, GaussianPLD)), Fraction(0))))
+    if len(ev.counts) == 1:
+        assert lower <= gaussian_dp_epsilon(mu, 1e-6)  # below the exact Gaussian-DP epsilon (Balle-Wang)
+    assert pld_mod.pld_epsilon_lower(PldEvents.of([(ApproxPLD(Fraction(1), Fraction(1, 10**8)), 2)]), 1e-6) == 0.0
