@@ -20,7 +20,7 @@ from dpflow.interpreter.noise import NoiseSource
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Backend
 from dpflow.nodes.control import Input, Round, State
-from dpflow.nodes.types import Allocation, StatT
+from dpflow.nodes.types import Allocation, ReleasedT, RowsT, StatT
 from dpflow.plan.graph import Plan
 from dpflow.planner import Certified, TypedScope
 from dpflow.privacy.rounding import up
@@ -59,8 +59,9 @@ class _Ctx:
     def public_values(self, names: Sequence[str]) -> dict[str, float]:
         vals: dict[str, float] = {}
         for name in names:
-            if name.startswith("n:"):
-                vals[name] = float(self.backend.nrows(self.env[name[2:]]))
+            if name.startswith("n:"):  # the rows, or the size recorded when they were freed
+                rows = self.env[name[2:]] if name[2:] in self.env else None
+                vals[name] = float(self.backend.nrows(rows) if rows is not None else self.env[name])
             elif name.startswith("norm:"):  # the l2 norm of a released vector, rounded up
                 vals[name] = up(float(np.linalg.norm(np.asarray(self.env[name[5:]], dtype=float))))
             else:
@@ -90,16 +91,26 @@ class _Ctx:
 
 
 class _Run:
+    frees = True
+    """Drop each value once its last reader has run (an audit that inspects every value turns it off)."""
+
     def __init__(self, cert: Certified, data: Mapping[str, np.ndarray], noise: NoiseSource, backend: Backend):
         self.cert = cert
         self.data = data
         self.noise = noise
         self.backend = backend
         self.facts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.keep: set[str] = {nid for _, nid in cert.plan.outputs}
 
     def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
-        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds."""
+        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds.
+
+        A value is dropped from ``env`` as soon as the last node that reads it has run, unless it is in
+        ``self.keep`` (what the caller reads), ``self.frees`` is off, or it is released (a released value
+        may be named by a later bound); a rows value leaves its public size behind under ``n:<id>``.  A
+        value that several nodes read is persisted by the backend (computed once)."""
         ctx = _Ctx(self, space, env, rounds)
+        left, shared = _reads(space)
         for rec in space.order:
             node = rec.node
             ctx.node_id = space.path + rec.id
@@ -112,6 +123,15 @@ class _Run:
                 env[rec.id] = self.recurse(space, rec, env, rounds)
             else:
                 env[rec.id] = node.evaluate([env[i] for i in rec.inputs], ctx)
+            if rec.id in shared:
+                env[rec.id] = self.backend.persist(env[rec.id])
+            for used in (*rec.inputs, *(r.id for r in node.refs())):
+                left[used] -= 1
+                kind = space.types.get(used)
+                if left[used] == 0 and self.frees and used not in self.keep and not isinstance(kind, ReleasedT):
+                    if isinstance(kind, RowsT):
+                        env["n:" + used] = self.backend.nrows(env[used])
+                    del env[used]
         return env
 
     def recurse(self, space: TypedScope, rec: NodeRecord, env: dict[str, Any], rounds: tuple[int, ...]) -> Any:
@@ -119,12 +139,27 @@ class _Run:
         assert isinstance(node, Recurse)
         body = space.bodies[rec.id]
         classes = self.cert.invocations.rounds[space.path + rec.id]
+        self.keep.add(node.body.output)
         ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
         state = env[rec.inputs[1]]
         for k in range(node.times):
             inner = {ids[Input]: env[rec.inputs[0]], ids[State]: state, ids.get(Round, "_round"): float(k)}
             state = self.space_values(body, inner, (*rounds, classes[k]))[node.body.output]
         return state
+
+
+def _reads(space: TypedScope) -> tuple[dict[str, int], set[str]]:
+    """How many nodes read each value of ``space`` (input slots and released-parameter references),
+    and the values read more than once (by several nodes, or by every round of a ``Recurse``)."""
+    left: dict[str, int] = defaultdict(int)
+    shared: set[str] = set()
+    for rec in space.order:
+        for used in (*rec.inputs, *(r.id for r in rec.node.refs())):
+            left[used] += 1
+        if isinstance(rec.node, Recurse) and rec.node.times > 1:
+            shared.add(rec.inputs[0])
+    shared.update(k for k, v in left.items() if v > 1)
+    return left, shared
 
 
 def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:

@@ -86,6 +86,11 @@ class Backend(Protocol):
         """Number of rows (public wherever it is asked)."""
         ...
 
+    def persist(self, X: Any) -> Any:
+        """``X`` computed and kept (the interpreter persists a value that several nodes read, so a lazy
+        engine computes it once)."""
+        ...
+
 
 class EvalContext(Protocol):
     """What a node may ask the interpreter while evaluating."""
@@ -389,6 +394,24 @@ def change_bound(rows: RowsT, diameter: Bound, norm: Bound) -> Bound:
     return out * float(rows.stability)
 
 
+def float_rows(ctx: EvalContext, X: Any) -> Any:
+    """Rows as floats, through the backend (lazily mapped rows are left as they are: every map that
+    reads them converts).
+
+    >>> class Ctx: backend = __import__("dpflow").interpreter.NumpyBackend()
+    >>> np.asarray(float_rows(Ctx(), np.array([[1, 2]]))).dtype
+    dtype('float64')
+    """
+    dt = getattr(X, "dtype", None)
+    if dt is None or dt == np.float64:
+        return X
+    return ctx.backend.row_map(X, _to_float)
+
+
+def _to_float(Z: np.ndarray) -> np.ndarray:
+    return np.asarray(Z, dtype=float)
+
+
 def as_array(x: Any) -> np.ndarray:
     """A released value as a float array."""
     return np.asarray(x, dtype=float)
@@ -406,6 +429,7 @@ def is_pos_int(x: float) -> bool:
 
 __all__ = [
     "Backend",
+    "float_rows",
     "EvalContext",
     "InferContext",
     "Mechanism",

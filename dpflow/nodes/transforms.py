@@ -17,7 +17,16 @@ import numpy as np
 from dpflow.domains import MAX_BOUND, RowDomain, Sym, Vectors, as_vectors
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
-from dpflow.nodes.base import EvalContext, InferContext, Node, Transform, need, released_type, text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Node,
+    Transform,
+    float_rows,
+    need,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative, released_or_positive_radius
 from dpflow.nodes.rules import capped, public_n
 from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
@@ -281,7 +290,7 @@ class Clip(Transform):
         return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = float_rows(ctx, ins[0])
         d = X.shape[1]
         c = _value(ctx, self.center, d)
         if self.radius is not None:
@@ -387,7 +396,7 @@ class Precondition(Transform):
         return Inferred(attrs.evolve(rows, domain=out), f"affine map by {self.matrix.id} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = float_rows(ctx, ins[0])
         A = np.asarray(ctx.value(self.matrix), dtype=float)
         c = _value(ctx, self.center, X.shape[1])
         if A.ndim != 2 or A.shape[1] != X.shape[1]:
@@ -405,8 +414,10 @@ def _affine(Z: np.ndarray, A: np.ndarray, c: np.ndarray | None) -> np.ndarray:
 
 
 def _pair_differences(Z: np.ndarray) -> np.ndarray:
+    """Row-wise on the ``(m, 2d)`` pairs: ``(left half - right half) / sqrt(2)``."""
+    d = Z.shape[1] // 2
     with np.errstate(all="ignore"):  # inf - inf is NaN, handled by the next Clip; never a warning
-        out: np.ndarray = np.subtract(Z[0::2], Z[1::2], dtype=float)
+        out: np.ndarray = np.subtract(Z[:, :d], Z[:, d:], dtype=float)
         np.divide(out, math.sqrt(2.0), out=out)  # in place: no second half-size temporary
     return out
 
@@ -446,9 +457,9 @@ class PairDifferences(Transform):
                         f"pairs of {dom.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
-        m = X.shape[0] // 2
-        return ctx.backend.row_map(X[: 2 * m], _pair_differences)
+        X = ctx.backend.persist(ins[0])
+        m, d = X.shape[0] // 2, X.shape[1]
+        return ctx.backend.row_map(X[: 2 * m].reshape(m, 2 * d), _pair_differences)  # one row per pair
 
 
 @attrs.frozen(kw_only=True)
