@@ -78,10 +78,13 @@ class DyadicLevel:
         if len(count) == 0:
             values = np.zeros(0, np.int64)
             rank = np.zeros(0, np.int64)
-        else:
+        elif int(count.max()) <= 4 * len(count) + 64:  # a histogram over the counts is no longer than they are
             hist = np.bincount(count)
             values = np.flatnonzero(hist)
             rank = (np.cumsum(hist > 0) - 1)[count]
+        else:  # few intervals, one holding most points (high levels): never a histogram of length n
+            values = np.unique(count)
+            rank = np.searchsorted(values, count)
         idx = np.arange(len(count), dtype=np.int64)
         if len(values) < 2**16:  # stable radix sort by rank keeps positions ordered within a rank
             keys = (rank.astype(np.int64) << 32 | idx)[np.argsort(rank.astype(np.uint16), kind="stable")]
