@@ -21,7 +21,7 @@ class MappedRows:
     intermediate is computed once.  Every ``fn`` maps rows to rows (row ``i`` of the output depends
     only on row ``i`` of the input), which is the backend protocol's contract for ``row_map``.
 
-    >>> R = NumpyBackend().row_map(np.arange(6.0).reshape(3, 2), lambda Z: 2 * Z)
+    >>> R = MappedRows(np.arange(6.0).reshape(3, 2), ((lambda Z: 2 * Z, {}),))
     >>> R.shape, NumpyBackend().tree_sum(R)
     ((3, 2), array([12., 18.]))
     """
@@ -67,11 +67,15 @@ class MappedRows:
         return self.shape[0]
 
 
+def _errstate() -> dict[str, str]:
+    return {k: str(v) for k, v in np.geterr().items()}
+
+
 class NumpyBackend:
     """Rows are an in-memory ``(n, d)`` array; every operation is vectorised.
 
-    ``row_map`` is lazy (a :class:`MappedRows`); the reductions evaluate a chain of maps in blocks, so
-    peak memory stays near the data's own size.
+    ``row_map`` of more than one block of rows is lazy (a :class:`MappedRows`); the reductions evaluate a
+    chain of maps in blocks, so peak memory stays near the data's own size.
 
     >>> NumpyBackend().histogram(np.array([0.5, 1.5, 9.0]), np.array([0.0, 1.0, 2.0]))
     array([1., 2.])
@@ -79,11 +83,26 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> MappedRows:
-        step = (fn, {k: str(v) for k, v in np.geterr().items()})
+    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
         if isinstance(X, MappedRows):
-            return MappedRows(X.base, (*X.fns, step))
-        return MappedRows(np.asarray(X), (step,))
+            return MappedRows(X.base, (*X.fns, (fn, _errstate())))
+        A = np.asarray(X)
+        if A.nbytes <= BLOCK_BYTES:  # one block: computed now (no fixed cost for small releases)
+            return fn(A)
+        return MappedRows(A, ((fn, _errstate()),))
+
+    def pair_rows(self, X: Any) -> np.ndarray:
+        A = np.asarray(X)
+        m = A.shape[0] // 2
+        return A[: 2 * m].reshape(m, 2 * A.shape[1])  # a view of C-ordered rows
+
+    def settings(self) -> dict[str, Any]:
+        return {"backend": self.name, "workers": 1,
+                "chunking": f"in memory; row maps fused into reductions in blocks of {BLOCK_BYTES >> 20} MiB"}
+
+    def source(self, node: Any, raw: Any, node_id: str, relation: Any) -> np.ndarray:
+        out: np.ndarray = node.prepare(raw, node_id, relation)
+        return out
 
     def persist(self, X: Any) -> Any:
         """``X`` computed (a value several nodes read is computed once)."""

@@ -35,6 +35,8 @@ class Execution:
     noise: str
     seeded: bool
     backend: str
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    """The engine's settings (backend, chunking, number of workers)."""
 
 
 class _Ctx:
@@ -187,8 +189,10 @@ def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
                              f"pass a dict, e.g. plan.run({{{shown}}})")
 
 
-def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray) -> dict[str, np.ndarray]:
-    """Check the data against the public schema of every source (before any value is used)."""
+def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
+                 backend: Backend | None = None) -> dict[str, Any]:
+    """Check the data against the public schema of every source (before any value is used); ``backend``
+    (default numpy) holds the rows."""
     data = source_data(cert.plan, data)
     sources = {r.node.name: r for r in cert.space.order if isinstance(r.node, Source)}
     extra = sorted(set(data) - set(sources))
@@ -202,7 +206,9 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray) -> dict[
     for name, rec in sources.items():
         node = rec.node
         assert isinstance(node, Source)
-        out[name] = node.prepare(data[name], rec.id, cert.plan.neighbors)
+        raw = data[name]
+        out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
+            backend.source(node, raw, rec.id, cert.plan.neighbors)
     return out
 
 
@@ -221,8 +227,8 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     >>> ex.released["m"].shape
     (2,)
     """
-    prepared = prepare_data(cert, data)
+    prepared = prepare_data(cert, data, backend)
     run = _Run(cert, prepared, noise, backend)
     env = run.space_values(cert.space, {})
     released = {name: env[nid] for name, nid in cert.plan.outputs}
-    return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name)
+    return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name, backend.settings())

@@ -86,6 +86,19 @@ class Backend(Protocol):
         """Number of rows (public wherever it is asked)."""
         ...
 
+    def source(self, node: Any, raw: Any, node_id: str, relation: Relation) -> Any:
+        """The rows of a ``Source`` node from the raw data the user passed, checked against its public
+        schema (``node.checked``) and with its domain policy applied (``node.policy``)."""
+        ...
+
+    def pair_rows(self, X: Any) -> Any:
+        """Rows ``2i`` and ``2i + 1`` side by side, one ``(2d,)`` row per pair (an odd last row dropped)."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the report records about the engine: backend, chunking, number of workers."""
+        ...
+
     def persist(self, X: Any) -> Any:
         """``X`` computed and kept (the interpreter persists a value that several nodes read, so a lazy
         engine computes it once)."""

@@ -214,6 +214,11 @@ class Histogram(Query):
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0])
-        counts = ctx.backend.histogram(X[:, 0], np.asarray(self.edges, dtype=float))
+        X = ins[0]
+        counts = ctx.backend.histogram(ctx.backend.row_map(X, _first_column), np.asarray(self.edges, dtype=float))
         return counts / ctx.backend.nrows(X) if self.normalize else counts
+
+
+def _first_column(Z: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.asarray(Z)[:, 0]
+    return out

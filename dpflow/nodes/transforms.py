@@ -173,9 +173,11 @@ class Source(Node):
         >>> Source(name="X", domain=dp.Vectors(d=3)).prepare(np.zeros((0, 1)), "source_0", "add_remove").shape
         (0, 3)
         """
-        from dpflow.domains import BooleanCube, Ordinal, Reals
+        return self.policy(self.checked(np.asarray(raw), node_id, relation))
 
-        arr = np.asarray(raw)
+    def checked(self, arr: Any, node_id: str, relation: Relation = "replace") -> Any:
+        """``arr`` (a numpy or dask array) checked against the public schema, as ``(n, d)`` rows: only its
+        shape and dtype are read."""
         if arr.dtype.kind not in "biuf":
             raise DataError(node_id, f"source {self.name} needs numeric data, got dtype {arr.dtype}",
                             "pass a numeric array (encode categories as integers first)")
@@ -200,6 +202,13 @@ class Source(Node):
         if arr.shape[0] < 1 and relation == "replace":
             raise DataError(node_id, f"source {self.name} is empty (n is public under replace-one neighbours)",
                             "pass at least one row")
+        return arr
+
+    def policy(self, arr: np.ndarray) -> np.ndarray:
+        """The domain's declared policy applied to checked rows (row by row: a backend may apply it to
+        each block of rows)."""
+        from dpflow.domains import BooleanCube, Ordinal, Reals
+
         if isinstance(self.domain, Ordinal):
             top = self.domain.N - 1
             if arr.dtype.kind == "f":
@@ -457,9 +466,7 @@ class PairDifferences(Transform):
                         f"pairs of {dom.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = ctx.backend.persist(ins[0])
-        m, d = X.shape[0] // 2, X.shape[1]
-        return ctx.backend.row_map(X[: 2 * m].reshape(m, 2 * d), _pair_differences)  # one row per pair
+        return ctx.backend.row_map(ctx.backend.pair_rows(ins[0]), _pair_differences)
 
 
 @attrs.frozen(kw_only=True)
