@@ -103,6 +103,23 @@ def test_a_failing_block_raises_a_clear_error_and_releases_nothing() -> None:
         plan.run({"X": da.concatenate([good, bad])}, noise=dp.SeededNoise(0), backend="dask")
 
 
+def test_a_failed_run_keeps_its_budget_reservation(tmp_path: Any) -> None:
+    from fractions import Fraction
+
+    from dpflow.budget import BudgetStore
+
+    def broken() -> np.ndarray:
+        raise ConnectionError("worker lost")
+
+    store = BudgetStore(tmp_path / "budget.sqlite")
+    store.open("d", dp.ZCDP(1))
+    bad = da.concatenate([da.from_array(np.ones((100, 3)), chunks=(50, 3)),
+                          da.from_delayed(dask.delayed(broken)(), shape=(50, 3), dtype=float)])
+    with pytest.raises(ExecutionError):
+        dp.run(_mean_plan(150), {"X": bad}, backend="dask", budget_store=store, dataset="d")
+    assert store.status("d").spent == Fraction(1, 2)  # data was read: the reservation stays counted
+
+
 def test_unknown_backend_and_unknown_lengths_are_refused() -> None:
     plan = _mean_plan(10)
     with pytest.raises(ValueError, match="unknown backend 'spark'"):
