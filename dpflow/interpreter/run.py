@@ -39,6 +39,14 @@ class Execution:
     """The engine's settings (backend, chunking, number of workers)."""
 
 
+@attrs.frozen
+class Freed:
+    """What stays of rows that no later node reads: their shape's row count, which a later bound may name
+    (``backend.nrows`` reads it like any array's)."""
+
+    shape: tuple[int]
+
+
 class _Ctx:
     """The evaluation context handed to nodes (see ``dpflow.nodes.base.EvalContext``)."""
 
@@ -61,9 +69,8 @@ class _Ctx:
     def public_values(self, names: Sequence[str]) -> dict[str, float]:
         vals: dict[str, float] = {}
         for name in names:
-            if name.startswith("n:"):  # the rows, or the size recorded when they were freed
-                rows = self.env[name[2:]] if name[2:] in self.env else None
-                vals[name] = float(self.backend.nrows(rows) if rows is not None else self.env[name])
+            if name.startswith("n:"):
+                vals[name] = float(self.backend.nrows(self.env[name[2:]]))
             elif name.startswith("norm:"):  # the l2 norm of a released vector, rounded up
                 vals[name] = up(float(np.linalg.norm(np.asarray(self.env[name[5:]], dtype=float))))
             else:
@@ -109,8 +116,8 @@ class _Run:
 
         A value is dropped from ``env`` as soon as the last node that reads it has run, unless it is in
         ``self.keep`` (what the caller reads), ``self.frees`` is off, or it is released (a released value
-        may be named by a later bound); a rows value leaves its public size behind under ``n:<id>``.  A
-        value that several nodes read is persisted by the backend (computed once)."""
+        may be named by a later bound); freed rows leave their public row count behind (:class:`Freed`).
+        A value that several nodes read is persisted by the backend (computed once)."""
         ctx = _Ctx(self, space, env, rounds)
         left, shared = _reads(space)
         for rec in space.order:
@@ -131,9 +138,10 @@ class _Run:
                 left[used] -= 1
                 kind = space.types.get(used)
                 if left[used] == 0 and self.frees and used not in self.keep and not isinstance(kind, ReleasedT):
-                    if isinstance(kind, RowsT):
-                        env["n:" + used] = self.backend.nrows(env[used])
-                    del env[used]
+                    if isinstance(kind, RowsT):  # a bound may still name its row count
+                        env[used] = Freed((self.backend.nrows(env[used]),))
+                    else:
+                        del env[used]
         return env
 
     def recurse(self, space: TypedScope, rec: NodeRecord, env: dict[str, Any], rounds: tuple[int, ...]) -> Any:

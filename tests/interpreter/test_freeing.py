@@ -14,7 +14,7 @@ import dpflow as dp
 from dpflow import nodes as N
 from dpflow.interpreter import numpy_backend
 from dpflow.interpreter.numpy_backend import MappedRows, NumpyBackend
-from dpflow.interpreter.run import _Run, prepare_data
+from dpflow.interpreter.run import Freed, _Run, prepare_data
 from dpflow.nodes.types import ReleasedT, RowsT
 from dpflow.planner.certify import certify
 
@@ -43,10 +43,10 @@ def test_only_released_values_and_sizes_are_left(monkeypatch: pytest.MonkeyPatch
     backend = Counting()
     run = _Run(cert, prepare_data(cert, {"X": np.ones((400, 3))}), ZeroNoise(), backend)
     env = run.space_values(cert.space, {})
-    kinds = {k: type(cert.space.types[k]) for k in env if not k.startswith("n:")}
+    kinds = {k: type(cert.space.types[k]) for k, v in env.items() if not isinstance(v, Freed)}
     assert set(kinds.values()) == {ReleasedT}, kinds
     freed_rows = [r.id for r in cert.space.order if isinstance(cert.space.types[r.id], RowsT)]
-    assert {f"n:{i}" for i in freed_rows} <= set(env) and all(env[f"n:{i}"] == 400 for i in freed_rows)
+    assert all(env[i] == Freed((400,)) and backend.nrows(env[i]) == 400 for i in freed_rows)
     clip2 = next(r.id for r in cert.space.order if isinstance(r.node, N.Clip) and r.node.radius == 2.0)
     assert len(backend.persisted) == 1 and isinstance(backend.persisted[0], MappedRows), clip2
 
@@ -70,7 +70,7 @@ def test_a_recurse_loop_frees_its_rounds_and_keeps_the_state() -> None:
     X = np.random.default_rng(1).normal(size=(2000, 4)) + 2.0
     run = _Run(cert, prepare_data(cert, {"X": X}), dp.SeededNoise(1), Counting())
     env = run.space_values(cert.space, {})
-    assert all(k.startswith("n:") or isinstance(cert.space.types[k], ReleasedT) for k in env)
+    assert all(isinstance(v, Freed) or isinstance(cert.space.types[k], ReleasedT) for k, v in env.items())
     assert np.linalg.norm(plan.run({"X": X}, noise=dp.SeededNoise(1)).released["mean"] - 2.0) < 0.5
 
 
