@@ -1,6 +1,6 @@
 """The dask backend: rows as a dask array split by rows (blocks on the workers), every row map a
-``map_blocks``, every reduction a per-block partial (sum, Gram matrix, bin counts) gathered to the driver
-and added there in block order; noise is added once, on the driver, by the mechanisms.
+``map_blocks``, every reduction a per-block partial (sum, Gram matrix, bin counts) added in a fixed tree on
+the workers, so the driver receives one statistic; noise is added once, on the driver, by the mechanisms.
 
 Needs the ``dask`` extra (``pip install 'dpflow[dask]'``).  Sources may be dask arrays, numpy arrays or
 ``.npy`` memory maps (read block by block), dask or pandas DataFrames (pass the columns you mean), or
@@ -68,6 +68,17 @@ def _errstate() -> dict[str, str]:
 def _call(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], err: dict[str, str]) -> np.ndarray:
     with np.errstate(**err):  # type: ignore[arg-type]
         return fn(block)
+
+
+FAN_IN = 8
+"""Partials added per node of the reduction tree."""
+
+
+def _add(*parts: np.ndarray) -> np.ndarray:
+    out = np.array(parts[0], dtype=float)
+    for p in parts[1:]:
+        out += p
+    return out
 
 
 def _sum(block: np.ndarray) -> np.ndarray:
@@ -177,23 +188,25 @@ class DaskBackend:
                                 chunks=(X.chunks[0],))
         return X.map_blocks(_call, fn, err, dtype=meta.dtype, chunks=(X.chunks[0], *((s,) for s in meta.shape[1:])))
 
-    def _partials(self, X: Any, fn: Callable[..., np.ndarray], *args: Any) -> list[np.ndarray]:
+    def _reduce(self, X: Any, fn: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
+        """``fn`` of every block, added in a fixed tree of fan-in :data:`FAN_IN` on the workers (the same
+        order of additions for the same blocks); the driver receives one partial."""
         if not isinstance(X, da.Array):
-            return [fn(np.asarray(X), *args)]
+            return fn(np.asarray(X), *args)
         parts = [dask.delayed(fn)(b, *args) for b in X.to_delayed().ravel()]
-        return list(self.compute(parts))
+        while len(parts) > 1:
+            parts = [dask.delayed(_add)(*parts[i:i + FAN_IN]) for i in range(0, len(parts), FAN_IN)]
+        out: np.ndarray = self.compute(parts[0])
+        return out
 
     def tree_sum(self, X: Any) -> np.ndarray:
-        out: np.ndarray = np.sum(self._partials(X, _sum), axis=0)  # block partials added on the driver
-        return out
+        return self._reduce(X, _sum)
 
     def gram(self, X: Any) -> np.ndarray:
-        out: np.ndarray = np.sum(self._partials(X, _gram), axis=0)
-        return out
+        return self._reduce(X, _gram)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.sum(self._partials(values, _bins, np.asarray(edges, dtype=float)), axis=0)
-        return out
+        return self._reduce(values, _bins, np.asarray(edges, dtype=float))
 
     def pair_rows(self, X: Any) -> Any:
         if not isinstance(X, da.Array):
