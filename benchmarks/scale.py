@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     skip = set(filter(None, args.skip.split(",")))
     t0 = time.perf_counter()
     lines = [f"## dpflow scale benchmarks (issue 15)\n\n{platform.platform()}, Python {sys.version.split()[0]}, "
-             f"numpy {np.__version__}, {os.cpu_count()} cores (shared)\n"]
+             f"numpy {np.__version__}, {os.cpu_count()} cores (shared; load average at start "
+             f"{os.getloadavg()[0]:.1f}: timings on a busy machine vary by up to 2x)\n"]
     if "gauss" not in skip:
         lines += bench_gaussian_memory(args.gauss_n)
     if "merr" not in skip:
