@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from dpflow.errors import DataError, DpflowError, ExecutionError
+from dpflow.interpreter.numpy_backend import NumpyBackend, bin_counts, errstate
 
 try:
     import dask
@@ -61,10 +62,6 @@ def read_table(path: str | os.PathLike[str], columns: Sequence[str]) -> Any:
     return dd.read_parquet(name, columns=cols)[cols]
 
 
-def _errstate() -> dict[str, str]:
-    return {k: str(v) for k, v in np.geterr().items()}
-
-
 def _call(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], err: dict[str, str]) -> np.ndarray:
     with np.errstate(**err):  # type: ignore[arg-type]
         return fn(block)
@@ -90,14 +87,6 @@ def _gram(block: np.ndarray) -> np.ndarray:
     A = np.asarray(block, dtype=float)
     out: np.ndarray = A.T @ A
     return out
-
-
-def _bins(block: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    v = np.asarray(block, dtype=float).reshape(-1)
-    k = len(edges) - 1
-    idx = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, k - 1)
-    idx[np.isnan(v)] = 0
-    return np.bincount(idx, minlength=k).astype(float)
 
 
 class DaskBackend:
@@ -180,7 +169,7 @@ class DaskBackend:
     def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
         if not isinstance(X, da.Array):
             X = da.from_array(np.asarray(X), chunks=(self.chunk_rows or 1 << 16, *np.shape(X)[1:]))
-        err = _errstate()
+        err = errstate()
         with np.errstate(all="ignore"):
             meta = np.asarray(fn(np.zeros((1, *X.shape[1:]), dtype=X.dtype)))  # the shape of one mapped row
         if meta.ndim == 1:
@@ -206,13 +195,11 @@ class DaskBackend:
         return self._reduce(X, _gram)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
-        return self._reduce(values, _bins, np.asarray(edges, dtype=float))
+        return self._reduce(values, bin_counts, np.asarray(edges, dtype=float))
 
     def pair_rows(self, X: Any) -> Any:
         if not isinstance(X, da.Array):
-            A = np.asarray(X)
-            m = A.shape[0] // 2
-            return A[: 2 * m].reshape(m, 2 * A.shape[1])
+            return NumpyBackend().pair_rows(X)
         m, d = X.shape[0] // 2, X.shape[1]
         step = max(2, max(X.chunks[0], default=2) // 2 * 2)
         Y = X[: 2 * m].rechunk({0: step})  # even blocks: no pair straddles two

@@ -67,8 +67,18 @@ class MappedRows:
         return self.shape[0]
 
 
-def _errstate() -> dict[str, str]:
+def errstate() -> dict[str, str]:
+    """numpy's current floating-point error state (a lazy row map restores it when it runs)."""
     return {k: str(v) for k, v in np.geterr().items()}
+
+
+def bin_counts(values: Any, edges: np.ndarray) -> np.ndarray:
+    """Counts of ``values`` over the bin ``edges``; out-of-range values go to the end bins, NaN to the first."""
+    v = np.asarray(values, dtype=float).reshape(-1)
+    k = len(edges) - 1
+    idx = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, k - 1)
+    idx[np.isnan(v)] = 0
+    return np.bincount(idx, minlength=k).astype(float)
 
 
 class NumpyBackend:
@@ -85,11 +95,11 @@ class NumpyBackend:
 
     def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
         if isinstance(X, MappedRows):
-            return MappedRows(X.base, (*X.fns, (fn, _errstate())))
+            return MappedRows(X.base, (*X.fns, (fn, errstate())))
         A = np.asarray(X)
         if A.nbytes <= BLOCK_BYTES:  # one block: computed now (no fixed cost for small releases)
             return fn(A)
-        return MappedRows(A, ((fn, _errstate()),))
+        return MappedRows(A, ((fn, errstate()),))
 
     def pair_rows(self, X: Any) -> np.ndarray:
         A = np.asarray(X)
@@ -129,14 +139,10 @@ class NumpyBackend:
         return out
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
-        k = len(edges) - 1
         blocks = values.blocks() if isinstance(values, MappedRows) else [values]
-        counts = np.zeros(k)
+        counts = np.zeros(len(edges) - 1)
         for B in blocks:
-            v = np.asarray(B, dtype=float).reshape(-1)
-            idx = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, k - 1)
-            idx[np.isnan(v)] = 0
-            counts += np.bincount(idx, minlength=k)
+            counts += bin_counts(B, edges)
         return counts
 
     def nrows(self, X: Any) -> int:
