@@ -6,6 +6,7 @@ nothing; the report records the engine's settings."""
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from typing import Any
 
@@ -151,3 +152,20 @@ def test_a_local_cluster_gives_the_same_release() -> None:
     for k in ref:
         _same(res.released[k], ref[k])
     assert not math.isnan(float(np.asarray(res.released["m"])[0]))
+
+
+def _die() -> np.ndarray:
+    os._exit(1)  # the worker process dies while computing this block
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_gives_a_clear_error_and_no_release() -> None:
+    distributed = pytest.importorskip("distributed")
+    good = da.from_array(np.ones((100, 3)), chunks=(50, 3))
+    bad = da.from_delayed(dask.delayed(_die)(), shape=(50, 3), dtype=float)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as c, distributed.Client(c) as client:
+        with pytest.raises(ExecutionError, match=r"KilledWorker.*Nothing was released"):
+            _mean_plan(150).run({"X": da.concatenate([good, bad])}, noise=dp.SeededNoise(0),
+                                backend=DaskBackend(client))
