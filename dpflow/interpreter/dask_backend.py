@@ -78,6 +78,10 @@ def _add(*parts: np.ndarray) -> np.ndarray:
     return out
 
 
+def _sorted_run(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], err: dict[str, str]) -> np.ndarray:
+    return np.sort(np.asarray(_call(block, fn, err)).reshape(-1))
+
+
 def _sum(block: np.ndarray) -> np.ndarray:
     out: np.ndarray = np.asarray(block, dtype=float).sum(axis=0)
     return out
@@ -196,6 +200,14 @@ class DaskBackend:
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         return self._reduce(values, bin_counts, np.asarray(edges, dtype=float))
+
+    def sorted_values(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        if not isinstance(X, da.Array):
+            return NumpyBackend().sorted_values(X, fn)
+        err = errstate()
+        runs = self.compute([dask.delayed(_sorted_run)(b, fn, err) for b in X.to_delayed().ravel()])
+        out: np.ndarray = np.sort(np.concatenate(runs), kind="stable")  # a merge of sorted runs
+        return out
 
     def pair_rows(self, X: Any) -> Any:
         if not isinstance(X, da.Array):

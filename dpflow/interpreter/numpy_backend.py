@@ -101,6 +101,10 @@ class NumpyBackend:
             return fn(A)
         return MappedRows(A, ((fn, errstate()),))
 
+    def sorted_values(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        out: np.ndarray = np.sort(np.asarray(self.row_map(X, fn)))
+        return out
+
     def pair_rows(self, X: Any) -> np.ndarray:
         A = np.asarray(X)
         m = A.shape[0] // 2

@@ -91,6 +91,11 @@ class Backend(Protocol):
         schema (``node.checked``) and with its domain policy applied (``node.policy``)."""
         ...
 
+    def sorted_values(self, X: Any, fn: Any) -> np.ndarray:
+        """``fn`` maps rows to one value each; those values sorted, on the driver (a distributed engine
+        sorts each block where it lies and merges the sorted runs)."""
+        ...
+
     def pair_rows(self, X: Any) -> Any:
         """Rows ``2i`` and ``2i + 1`` side by side, one ``(2d,)`` row per pair (an odd last row dropped)."""
         ...

@@ -116,7 +116,9 @@ class DyadicTable:
         one byte scan of those bit lengths: from the merged pairs while they are few (low levels), from
         the breaks between intervals once those are fewer (high levels).  No per-level sort.
         """
-        x = np.sort(np.asarray(values, dtype=np.int64))
+        x = np.asarray(values, dtype=np.int64)
+        if len(x) > 1 and not bool(np.all(x[1:] >= x[:-1])):  # the backend's sorted_values hands it sorted
+            x = np.sort(x)
         L = max(1, (N - 1).bit_length())
         n = len(x)
         merge = _bit_length(x[1:] ^ x[:-1]) if n > 1 else np.zeros(0, np.int8)
@@ -277,7 +279,8 @@ class DyadicCounts(Query):
                         f"linf {text_of(linf)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return DyadicTable.build(ordinal_values(ins[0], self.N), self.N)
+        N = self.N
+        return DyadicTable.build(ctx.backend.sorted_values(ins[0], lambda Z: ordinal_values(Z, N)), N)
 
 
 @attrs.frozen(kw_only=True)
