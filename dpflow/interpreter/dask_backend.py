@@ -7,9 +7,10 @@ Needs the ``dask`` extra (``pip install 'dpflow[dask]'``).  Sources may be dask 
 Parquet / CSV files read through ``dask.dataframe`` by column name (:func:`read_table`).
 
 Sums over rows are the same as numpy's up to the order of floating-point additions; counts, histograms
-and everything computed from gathered values are identical under the same seeded noise.  Nodes whose row
-work the protocol does not yet cover (order-based nodes: quantiles, order statistics, dyadic counts,
-magnitudes) read their input with ``np.asarray``, which gathers those rows to the driver.
+and order statistics (``sorted_values``: each block sorted on its worker, the sorted runs merged on the
+driver) are identical under the same seeded noise.  Nodes whose row work the protocol does not yet cover
+(Peel's coordinate magnitudes, BinCounts) read their input with ``np.asarray``, which gathers those rows
+to the driver.
 
 >>> import numpy as np, dpflow as dp
 >>> from dpflow import nodes as N
