@@ -17,7 +17,7 @@ from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute, prepare_data
 from dpflow.nodes.base import Backend
 from dpflow.plan.graph import Plan, register_entry
-from dpflow.planner.certify import certify
+from dpflow.planner.certify import certified
 from dpflow.planner.ledger import Ledger
 from dpflow.report.report import Report
 
@@ -36,7 +36,7 @@ def run(
     plan: Plan,
     data: Mapping[str, Any] | np.ndarray,
     noise: NoiseSource | None = None,
-    backend: Backend | None = None,
+    backend: Backend | str | None = None,
     budget_store: BudgetStore | None = None,
     dataset: str | Mapping[str, str] | None = None,
 ) -> Result:
@@ -54,8 +54,9 @@ def run(
     (``noise.seeded``) is refused with a budget store: its output is reproducible, not
     private, and charging it would record a release that is not one.
     """
+    engine = engine_of(backend)
     source = noise if noise is not None else SecureNoise()
-    cert = certify(plan, exact_noise=source.exact)
+    cert = certified(plan, exact_noise=source.exact)
     if budget_store is not None and source.seeded:
         raise ValueError("seeded noise (NOT FOR RELEASE) cannot be charged to a budget store: its values are "
                          "reproducible from the seed, not private. Fix: use SecureNoise (drop --seed) to release, "
@@ -63,19 +64,38 @@ def run(
     if budget_store is None:
         if dataset is not None:
             raise ValueError("dataset= needs budget_store= (the store that accounts for it)")
-        ex = execute(cert, data, source, backend or NumpyBackend())
+        ex = execute(cert, data, source, engine)
         return Result(ex.released, Report(cert.ledger, ex))
     if dataset is None:
         raise ValueError("budget_store= needs dataset=: the dataset id (or source -> id) the run is charged to")
     with budget_store.charge(cert.ledger, dataset) as charge:
-        prepared = prepare_data(cert, data)  # public schema only: a refusal here releases the reservation
+        prepare_data(cert, data, engine)  # public schema only: a refusal here releases the reservation
         charge.reading()
-        ex = execute(cert, prepared, source, backend or NumpyBackend())
+        ex = execute(cert, data, source, engine)
     res = charge.reservation
     spent = {"store": budget_store.path, "plan_hash": res.plan_hash,
              "charges": [{"dataset": ds, "reservation": seq, "amount": str(amount)}
                          for (ds, seq), (_, amount) in zip(res.ids, res.amounts, strict=True)]}
     return Result(ex.released, Report(cert.ledger, ex, spent))
+
+
+def engine_of(backend: Backend | str | None) -> Backend:
+    """The execution engine: a backend object as it is, ``"numpy"`` (the default) or ``"dask"``
+    (:class:`dpflow.interpreter.dask_backend.DaskBackend` on dask's current scheduler; needs the
+    ``dask`` extra).
+
+    >>> engine_of(None).name, engine_of("numpy").name
+    ('numpy', 'numpy')
+    """
+    if backend is None or backend == "numpy":
+        return NumpyBackend()
+    if backend == "dask":
+        from dpflow.interpreter.dask_backend import DaskBackend
+
+        return DaskBackend()
+    if isinstance(backend, str):
+        raise ValueError(f"unknown backend {backend!r}: use 'numpy', 'dask' or a backend object")
+    return backend
 
 
 def check(plan: Plan, exact_noise: bool = True) -> Ledger:
@@ -94,7 +114,7 @@ def check(plan: Plan, exact_noise: bool = True) -> Ledger:
     >>> check(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))).totals[0].rho
     Fraction(1, 2)
     """
-    return certify(plan, exact_noise=exact_noise).ledger
+    return certified(plan, exact_noise).ledger
 
 
 @attrs.frozen

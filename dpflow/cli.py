@@ -6,6 +6,7 @@ the node and the fix) or an argument is invalid, 1 on any other error.
     dpflow demo [--out DIR] [--seed N]
     dpflow check PLAN.py [--alpha A]
     dpflow run PLAN.py --data NAME=path.npy|.csv|.parquet [--data ...] --report DIR [--seed N]
+               [--backend numpy|dask [--scheduler ADDRESS]]   (dask: also NAME=path.parquet#col1,col2)
     dpflow privacy convert --rho R --delta D [--all]
     dpflow budget open|show|verify DATASET [--store PATH] [--rho R | --epsilon E]
 """
@@ -66,14 +67,31 @@ def _pandas(path: str) -> Any:
     return pd
 
 
-def load_data(specs: Sequence[str]) -> dict[str, Any]:
+def load_data(specs: Sequence[str], backend: str = "numpy") -> dict[str, Any]:
     """Parse ``NAME=path`` options: ``.npy``, ``.csv`` (numbers only, or a header row: read as a DataFrame,
-    so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame)."""
+    so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame).  With
+    ``backend="dask"`` nothing is read here: ``.npy`` files are memory-mapped and read block by block, and
+    ``NAME=path.parquet#a,b`` or ``NAME=path.csv#a,b`` read the named columns through dask.dataframe on the
+    workers."""
     out: dict[str, Any] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name:
             raise ValueError(f"--data expects NAME=path, got {spec!r}")
+        path, hashmark, cols = path.partition("#")
+        if backend == "dask":
+            from dpflow.interpreter.dask_backend import read_table
+
+            if path.endswith(".npy"):
+                out[name] = path
+            elif hashmark and path.endswith((".csv", ".parquet", ".pq")):
+                out[name] = read_table(path, [c for c in cols.split(",") if c])
+            else:
+                raise ValueError(f"--data {spec!r}: with --backend dask, pass a .npy file or a .parquet/.csv "
+                                 "file with its columns: NAME=path.parquet#col1,col2")
+            continue
+        if hashmark:
+            raise ValueError(f"--data {spec!r}: columns by name need --backend dask")
         if path.endswith(".npy"):
             out[name] = np.load(path, allow_pickle=False)
         elif path.endswith(".csv") and not _has_header(path):
@@ -109,8 +127,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     plan.check()  # a refused plan writes nothing: certify before the report directory is made
     store = _store(args.budget_store, create=False) if args.dataset else None
     out = prepare_report_dir(args.report)  # before any budget is reserved
-    data = load_data(args.data)
-    result = run(plan, data, noise=_noise(args.seed), budget_store=store, dataset=args.dataset)
+    data = load_data(args.data, args.backend)
+    backend: Any = args.backend
+    if args.scheduler is not None:
+        if args.backend != "dask":
+            raise ValueError("--scheduler needs --backend dask")
+        from dpflow.interpreter.dask_backend import DaskBackend
+
+        backend = DaskBackend.connect(args.scheduler)
+    result = run(plan, data, noise=_noise(args.seed), backend=backend, budget_store=store, dataset=args.dataset)
     report = result.report
     print(report.ledger.summary())
     if report.execution.seeded:
@@ -242,6 +267,10 @@ def parser() -> argparse.ArgumentParser:
                       help=".npy, .csv (a header row names the columns) or .parquet")
     runp.add_argument("--report", required=True, help="directory for report.json and report.md")
     runp.add_argument("--seed", type=int, default=None, help="seeded noise (reports say NOT FOR RELEASE)")
+    runp.add_argument("--backend", choices=("numpy", "dask"), default="numpy",
+                      help="execution engine (dask: pip install 'dpflow[dask]')")
+    runp.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                      help="dask.distributed scheduler address (default: dask's local threads)")
     runp.add_argument("--dataset", default=None, help="charge the run to this dataset in the budget store")
     runp.add_argument("--budget-store", default=None, help="SQLite budget store (default $DPFLOW_BUDGET_STORE "
                       "or dpflow-budget.sqlite)")

@@ -68,6 +68,17 @@ class DataError(DpflowError):
         super().__init__(f"{node}: {problem}. Fix: {fix}.")
 
 
+class ExecutionError(DpflowError):
+    """The execution engine failed during a run (a worker died, the scheduler went away): nothing was
+    released.  With a budget store the reservation stays counted, since data may have been read."""
+
+    def __init__(self, node: str, problem: str, fix: str) -> None:
+        self.node = node
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{node}: {problem}. Nothing was released. Fix: {fix}.")
+
+
 class SerializationError(DpflowError):
     """A plan cannot be written to or read from canonical JSON."""
 

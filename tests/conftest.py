@@ -8,19 +8,27 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import settings
 
 from dpflow.domains import Sym
 from dpflow.interpreter.noise import LaplaceDerivedDraws
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
-from dpflow.planner.certify import Certified
+from dpflow.planner.certify import Certified, clear_certificates
 
 # CI runs the property tests on a fixed set of examples (the same every run), so a green CI means the same thing
 # twice; developers' runs stay random, to keep finding new cases.
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_certificates() -> None:
+    """Every test certifies from scratch: a test that patches a privacy rule must not get a certificate
+    cached by an earlier test (``dpflow.planner.certified``)."""
+    clear_certificates()
 
 
 class ZeroNoise(LaplaceDerivedDraws):

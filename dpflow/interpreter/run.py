@@ -21,7 +21,7 @@ from dpflow.interpreter.progress import Progress
 from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.base import Backend
 from dpflow.nodes.control import Input, Round, State
-from dpflow.nodes.types import Allocation, StatT, VType
+from dpflow.nodes.types import Allocation, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import Plan
 from dpflow.planner import Certified, TypedScope
 from dpflow.privacy.rounding import up
@@ -38,6 +38,16 @@ class Execution:
     backend: str
     outputs: dict[str, str] = attrs.field(factory=dict)
     """Output name -> the id of the node that released it (public: the plan's structure)."""
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    """The engine's settings (backend, chunking, number of workers)."""
+
+
+@attrs.frozen
+class Freed:
+    """What stays of rows that no later node reads: their shape's row count, which a later bound may name
+    (``backend.nrows`` reads it like any array's)."""
+
+    shape: tuple[int]
 
 
 class _Ctx:
@@ -98,6 +108,9 @@ class _Ctx:
 
 
 class _Run:
+    frees = True
+    """Drop each value once its last reader has run (an audit that inspects every value turns it off)."""
+
     def __init__(self, cert: Certified, data: Mapping[str, np.ndarray], noise: NoiseSource, backend: Backend):
         self.cert = cert
         self.data = data
@@ -108,10 +121,17 @@ class _Run:
         self.rounds_text = ""
         self.top_done = 0
         self.top_total = 0
+        self.keep: set[str] = {nid for _, nid in cert.plan.outputs}
 
     def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
-        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds."""
+        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds.
+
+        A value is dropped from ``env`` as soon as the last node that reads it has run, unless it is in
+        ``self.keep`` (what the caller reads), ``self.frees`` is off, or it is released (a released value
+        may be named by a later bound); freed rows leave their public row count behind (:class:`Freed`).
+        A value that several nodes read is persisted by the backend (computed once)."""
         ctx = _Ctx(self, space, env, rounds)
+        left, shared = _reads(space)
         top = not space.path
         for i, rec in enumerate(space.order):
             if top:
@@ -130,6 +150,16 @@ class _Run:
                 env[rec.id] = self.recurse(space, rec, env, rounds)
             else:
                 env[rec.id] = self.evaluate(rec, [env[i] for i in rec.inputs], ctx)
+            if rec.id in shared:
+                env[rec.id] = self.backend.persist(env[rec.id])
+            for used in (*rec.inputs, *(r.id for r in node.refs())):
+                left[used] -= 1
+                kind = space.types.get(used)
+                if left[used] == 0 and self.frees and used not in self.keep and not isinstance(kind, ReleasedT):
+                    if isinstance(kind, RowsT):  # a bound may still name its row count
+                        env[used] = Freed((self.backend.nrows(env[used]),))
+                    else:
+                        del env[used]
         return env
 
     def evaluate(self, rec: NodeRecord, ins: list[Any], ctx: _Ctx) -> Any:
@@ -143,6 +173,7 @@ class _Run:
         assert isinstance(node, Recurse)
         body = space.bodies[rec.id]
         classes = self.cert.invocations.rounds[space.path + rec.id]
+        self.keep.add(node.body.output)
         ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
         state = env[rec.inputs[1]]
         for k in range(node.times):
@@ -150,6 +181,20 @@ class _Run:
             inner = {ids[Input]: env[rec.inputs[0]], ids[State]: state, ids.get(Round, "_round"): float(k)}
             state = self.space_values(body, inner, (*rounds, classes[k]))[node.body.output]
         return state
+
+
+def _reads(space: TypedScope) -> tuple[dict[str, int], set[str]]:
+    """How many nodes read each value of ``space`` (input slots and released-parameter references),
+    and the values read more than once (by several nodes, or by every round of a ``Recurse``)."""
+    left: dict[str, int] = defaultdict(int)
+    shared: set[str] = set()
+    for rec in space.order:
+        for used in (*rec.inputs, *(r.id for r in rec.node.refs())):
+            left[used] += 1
+        if isinstance(rec.node, Recurse) and rec.node.times > 1:
+            shared.add(rec.inputs[0])
+    shared.update(k for k, v in left.items() if v > 1)
+    return left, shared
 
 
 def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
@@ -177,8 +222,10 @@ def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
                              f"pass a dict, e.g. plan.run({{{shown}}})")
 
 
-def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray) -> dict[str, np.ndarray]:
-    """Check the data against the public schema of every source (before any value is used)."""
+def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
+                 backend: Backend | None = None) -> dict[str, Any]:
+    """Check the data against the public schema of every source (before any value is used); ``backend``
+    (default numpy) holds the rows."""
     data = source_data(cert.plan, data)
     sources = {r.node.name: r for r in cert.space.order if isinstance(r.node, Source)}
     extra = sorted(set(data) - set(sources))
@@ -192,7 +239,9 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray) -> dict[
     for name, rec in sources.items():
         node = rec.node
         assert isinstance(node, Source)
-        out[name] = node.prepare(data[name], rec.id, cert.plan.neighbors)
+        raw = data[name]
+        out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
+            backend.source(node, raw, rec.id, cert.plan.neighbors)
     return out
 
 
@@ -211,7 +260,7 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     >>> ex.released["m"].shape
     (2,)
     """
-    prepared = prepare_data(cert, data)
+    prepared = prepare_data(cert, data, backend)
     run = _Run(cert, prepared, noise, backend)
     run.top_total = len(cert.space.order)
     try:
@@ -220,4 +269,4 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
         run.progress.close()
     released = {name: env[nid] for name, nid in cert.plan.outputs}
     return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name,
-                     dict(cert.plan.outputs))
+                     dict(cert.plan.outputs), backend.settings())

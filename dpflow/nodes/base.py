@@ -90,6 +90,29 @@ class Backend(Protocol):
         """Number of rows (public wherever it is asked)."""
         ...
 
+    def source(self, node: Any, raw: Any, node_id: str, relation: Relation) -> Any:
+        """The rows of a ``Source`` node from the raw data the user passed, checked against its public
+        schema (``node.checked``) and with its domain policy applied (``node.policy``)."""
+        ...
+
+    def sorted_values(self, X: Any, fn: Any) -> np.ndarray:
+        """``fn`` maps rows to one value each; those values sorted, on the driver (a distributed engine
+        sorts each block where it lies and merges the sorted runs)."""
+        ...
+
+    def pair_rows(self, X: Any) -> Any:
+        """Rows ``2i`` and ``2i + 1`` side by side, one ``(2d,)`` row per pair (an odd last row dropped)."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the report records about the engine: backend, chunking, number of workers."""
+        ...
+
+    def persist(self, X: Any) -> Any:
+        """``X`` computed and kept (the interpreter persists a value that several nodes read, so a lazy
+        engine computes it once)."""
+        ...
+
 
 class EvalContext(Protocol):
     """What a node may ask the interpreter while evaluating."""
@@ -403,6 +426,24 @@ def change_bound(rows: RowsT, diameter: Bound, norm: Bound) -> Bound:
     return out * float(rows.stability)
 
 
+def float_rows(ctx: EvalContext, X: Any) -> Any:
+    """Rows as floats, through the backend (lazily mapped rows are left as they are: every map that
+    reads them converts).
+
+    >>> class Ctx: backend = __import__("dpflow").interpreter.NumpyBackend()
+    >>> np.asarray(float_rows(Ctx(), np.array([[1, 2]]))).dtype
+    dtype('float64')
+    """
+    dt = getattr(X, "dtype", None)
+    if dt is None or dt == np.float64:
+        return X
+    return ctx.backend.row_map(X, _to_float)
+
+
+def _to_float(Z: np.ndarray) -> np.ndarray:
+    return np.asarray(Z, dtype=float)
+
+
 def as_array(x: Any) -> np.ndarray:
     """A released value as a float array."""
     return np.asarray(x, dtype=float)
@@ -420,6 +461,7 @@ def is_pos_int(x: float) -> bool:
 
 __all__ = [
     "Backend",
+    "float_rows",
     "EvalContext",
     "InferContext",
     "Mechanism",

@@ -78,10 +78,13 @@ class DyadicLevel:
         if len(count) == 0:
             values = np.zeros(0, np.int64)
             rank = np.zeros(0, np.int64)
-        else:
+        elif int(count.max()) <= 4 * len(count) + 64:  # a histogram over the counts is no longer than they are
             hist = np.bincount(count)
             values = np.flatnonzero(hist)
             rank = (np.cumsum(hist > 0) - 1)[count]
+        else:  # few intervals, one holding most points (high levels): never a histogram of length n
+            values = np.unique(count)
+            rank = np.searchsorted(values, count)
         idx = np.arange(len(count), dtype=np.int64)
         if len(values) < 2**16:  # stable radix sort by rank keeps positions ordered within a rank
             keys = (rank.astype(np.int64) << 32 | idx)[np.argsort(rank.astype(np.uint16), kind="stable")]
@@ -108,33 +111,34 @@ class DyadicTable:
     def build(values: np.ndarray, N: int) -> DyadicTable:
         """The table of the int64 sample ``values`` (in [0, N)).
 
-        Adjacent sorted points share a level-j interval iff the bit length of their xor is <= j; the
-        pairs sorted by that level (a radix sort) give the merged pairs of every level incrementally.
+        One sort; then adjacent sorted points share a level-j interval iff the bit length of their xor
+        is <= j, so each level's multi-point intervals are the runs of merged adjacent pairs, found from
+        one byte scan of those bit lengths: from the merged pairs while they are few (low levels), from
+        the breaks between intervals once those are fewer (high levels).  No per-level sort.
         """
-        x = np.sort(np.asarray(values, dtype=np.int64))
+        x = np.asarray(values, dtype=np.int64)
+        if len(x) > 1 and not bool(np.all(x[1:] >= x[:-1])):  # the backend's sorted_values hands it sorted
+            x = np.sort(x)
         L = max(1, (N - 1).bit_length())
         n = len(x)
         merge = _bit_length(x[1:] ^ x[:-1]) if n > 1 else np.zeros(0, np.int8)
-        order = np.argsort(merge, kind="stable")  # radix sort on int8; ties stay in position order
         upto = np.cumsum(np.bincount(merge, minlength=L + 1)) if n > 1 else np.zeros(L + 1, np.int64)
         levels = []
-        merged = np.zeros(0, np.int64)  # sorted pair indices merged so far (sparse path)
-        prev_c = 0
         for j in range(L):
-            c = int(upto[j])
-            if c <= n // 4:
-                if c > prev_c:
-                    merged = np.sort(np.concatenate((merged, order[prev_c:c])), kind="stable")
-                brk = np.flatnonzero(np.diff(merged) != 1) if c else np.zeros(0, np.int64)
-                s = merged[np.concatenate(([0], brk + 1))] if c else merged
-                e = merged[np.concatenate((brk, [c - 1]))] + 1 if c else merged
-            else:
-                pad = np.zeros(n + 1, np.int8)
-                pad[1:n] = merge <= j
-                d = np.diff(pad)
-                s = np.flatnonzero(d == 1)
-                e = np.flatnonzero(d == -1)
-            prev_c = c
+            c = int(upto[j])  # merged pairs at level j; the other n - 1 - c pairs are breaks
+            if c == 0:
+                s = e = np.zeros(0, np.int64)
+            elif 2 * c <= n - 1:  # runs of merged pairs: pairs s..e-1 merged is points s..e
+                m = np.flatnonzero(merge <= j)
+                brk = np.flatnonzero(np.diff(m) != 1)
+                s = m[np.concatenate(([0], brk + 1))]
+                e = m[np.concatenate((brk, [c - 1]))] + 1
+            else:  # intervals between breaks, keeping those of two or more points
+                b = np.flatnonzero(merge > j)
+                starts = np.concatenate(([0], b + 1))
+                ends = np.concatenate((b, [n - 1]))
+                multi = ends > starts
+                s, e = starts[multi], ends[multi]
             levels.append(DyadicLevel.of(x, j, s.astype(np.int64), (e - s + 1).astype(np.int64)))
         return DyadicTable(N, L, x, tuple(levels))
 
@@ -275,7 +279,8 @@ class DyadicCounts(Query):
                         f"linf {text_of(linf)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return DyadicTable.build(ordinal_values(ins[0], self.N), self.N)
+        N = self.N
+        return DyadicTable.build(ctx.backend.sorted_values(ins[0], lambda Z: ordinal_values(Z, N)), N)
 
 
 @attrs.frozen(kw_only=True)

@@ -106,10 +106,15 @@ class OrdinalCounts(Query):
                         f"l1 {text_of(l1)}, l2 {text_of(l2)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        x = ordinal_values(ins[0], self.edges[-1])
         e = np.asarray(self.edges, dtype=np.int64)
-        idx = np.searchsorted(e, x, side="right") - 1
-        counts = np.bincount(idx, minlength=len(e) - 1).astype(float)
+        N = self.edges[-1]
+
+        def bin_of(Z: np.ndarray) -> np.ndarray:  # exact in int64; the bin index is a small integer
+            out: np.ndarray = (np.searchsorted(e, ordinal_values(Z, N), side="right") - 1).astype(float)
+            return out
+
+        k = len(e) - 1
+        counts = ctx.backend.histogram(ctx.backend.row_map(ins[0], bin_of), np.arange(k + 1, dtype=float))
         return counts / ctx.backend.nrows(ins[0]) if self.normalize else counts
 
 
@@ -154,10 +159,13 @@ class IntervalCounts(Query):
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         iv = np.asarray(ctx.value(self.interval)).reshape(-1)
         a, b = int(iv[0]), int(iv[1])
-        X = np.asarray(ins[0])
-        x = X.reshape(-1) if X.ndim <= 1 else X[:, 0]
-        below = float(np.count_nonzero(x < a))
-        upto = float(np.count_nonzero(x <= b))
+        X = ins[0]
+
+        def cells(Z: np.ndarray) -> np.ndarray:  # indicators of x < a and x <= b (integer comparisons)
+            x = Z.reshape(-1) if Z.ndim <= 1 else Z[:, 0]
+            return np.stack([x < a, x <= b], axis=1).astype(float)
+
+        below, upto = (float(v) for v in ctx.backend.tree_sum(ctx.backend.row_map(X, cells)))  # exact counts
         out = np.array([below, max(upto - below, 0.0)])
         return out / ctx.backend.nrows(X) if self.normalize else out
 

@@ -109,20 +109,27 @@ class TruncatedBinaryMean(Query):
                         f"{changes_text(rows)}: l2 = sqrt(min(2 tau, d))/n = {l2.text()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.clip(np.nan_to_num(np.asarray(ins[0], dtype=float), nan=0.0), 0.0, 1.0)
-        d = X.shape[1]
-        if self.flip is not None:
-            f = np.asarray(ctx.value(self.flip), dtype=float).reshape(-1)[:d] != 0
-            X = np.where(f[None, :], 1.0 - X, X)
-        if self.mask is not None:
-            X = X * (np.asarray(ctx.value(self.mask), dtype=float).reshape(-1)[:d] != 0)[None, :]
-        if self.tau is not None:
-            X = X * (X.sum(axis=1) <= self.tau)[:, None]
+        d = int(ins[0].shape[1])
+        f = None if self.flip is None else np.asarray(ctx.value(self.flip), dtype=float).reshape(-1)[:d] != 0
+        keep = None if self.mask is None else np.asarray(ctx.value(self.mask), dtype=float).reshape(-1)[:d] != 0
+        tau = self.tau
+        r2 = None
         if self.radius is not None:
             r2 = capped(float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])) ** 2  # radius policy
-            if r2 < d:  # the margin keeps the rounding of r * r from admitting a row past the bound
+
+        def truncated(Z: np.ndarray) -> np.ndarray:
+            X: np.ndarray = np.clip(np.nan_to_num(np.asarray(Z, dtype=float), nan=0.0), 0.0, 1.0)
+            if f is not None:
+                X = np.where(f[None, :], 1.0 - X, X)
+            if keep is not None:
+                X = X * keep[None, :]
+            if tau is not None:
+                X = X * (X.sum(axis=1) <= tau)[:, None]
+            if r2 is not None and r2 < d:  # the margin keeps the rounding of r * r from admitting a row past the bound
                 X = X * (2.0 * X.sum(axis=1) <= r2 * (1.0 - 1e-12))[:, None]
-        out: np.ndarray = X.sum(axis=0) / ctx.backend.nrows(ins[0])
+            return X
+
+        out: np.ndarray = ctx.backend.tree_sum(ctx.backend.row_map(ins[0], truncated)) / ctx.backend.nrows(ins[0])
         return out
 
 

@@ -152,9 +152,12 @@ class OrderStatistics(Query):
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         lo = _scalar_value(ctx, self.lower)
         hi = max(_scalar_value(ctx, self.upper), lo)
-        z = np.asarray(ins[0], dtype=float)[:, 0]
-        z = np.clip(np.nan_to_num(z, nan=lo, posinf=hi, neginf=lo), lo, hi)
-        return np.concatenate(([lo], np.sort(z), [hi]))
+        def clamped(Z: np.ndarray) -> np.ndarray:
+            z = np.asarray(Z, dtype=float)[:, 0]
+            out: np.ndarray = np.clip(np.nan_to_num(z, nan=lo, posinf=hi, neginf=lo), lo, hi)
+            return out
+
+        return np.concatenate(([lo], ctx.backend.sorted_values(ins[0], clamped), [hi]))
 
 
 def _txt(x: float | Ref) -> str:

@@ -17,7 +17,16 @@ import numpy as np
 from dpflow.domains import Sym
 from dpflow.errors import DomainError
 from dpflow.handles import Ref, param
-from dpflow.nodes.base import EvalContext, InferContext, Query, change_bound, need, released_type, text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Query,
+    change_bound,
+    float_rows,
+    need,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n
 from dpflow.nodes.types import Inferred, RowsT, StatT, VType
@@ -157,7 +166,7 @@ class SecondMoment(Query):
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = float_rows(ctx, ins[0])
         if self.center is not None:
             c = np.asarray(ctx.value(self.center), dtype=float)
             X = ctx.backend.row_map(X, lambda Z: Z - c)
@@ -205,6 +214,11 @@ class Histogram(Query):
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0])
-        counts = ctx.backend.histogram(X[:, 0], np.asarray(self.edges, dtype=float))
+        X = ins[0]
+        counts = ctx.backend.histogram(ctx.backend.row_map(X, _first_column), np.asarray(self.edges, dtype=float))
         return counts / ctx.backend.nrows(X) if self.normalize else counts
+
+
+def _first_column(Z: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.asarray(Z)[:, 0]
+    return out

@@ -37,7 +37,16 @@ import numpy as np
 from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DataError, DomainError
 from dpflow.handles import Ref, param
-from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, need, released_type, text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    PostProcess,
+    Query,
+    float_rows,
+    need,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.params import positive, positive_radius, released_or_positive, released_or_positive_radius
 from dpflow.nodes.rules import capped, public_n, released_scale
@@ -182,7 +191,7 @@ class GradientStep(Query):
                               f"l2 = linf*sqrt(d) = {text_of(l2)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        Z = np.asarray(ins[0], dtype=float)
+        Z = float_rows(ctx, ins[0])
         d = Z.shape[1] - 1
         beta = np.asarray(ctx.value(self.beta), dtype=float).reshape(-1)
         if beta.shape != (d,):

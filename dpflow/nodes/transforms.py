@@ -17,7 +17,16 @@ import numpy as np
 from dpflow.domains import MAX_BOUND, ReleasedScalar, RowDomain, Sym, Vectors, as_vectors
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
-from dpflow.nodes.base import EvalContext, InferContext, Node, Transform, need, released_type, text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Node,
+    Transform,
+    float_rows,
+    need,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative, released_or_positive_radius
 from dpflow.nodes.rules import capped, public_n
 from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
@@ -178,9 +187,11 @@ class Source(Node):
         >>> Source(name="X", domain=dp.Vectors(d=3)).prepare(np.zeros((0, 1)), "source_0", "add_remove").shape
         (0, 3)
         """
-        from dpflow.domains import BooleanCube, Ordinal, Reals
+        return self.policy(self.checked(np.asarray(to_rows(raw, self.columns, node_id)), node_id, relation))
 
-        arr = np.asarray(to_rows(raw, self.columns, node_id))
+    def checked(self, arr: Any, node_id: str, relation: Relation = "replace") -> Any:
+        """``arr`` (a numpy or dask array) checked against the public schema, as ``(n, d)`` rows: only its
+        shape and dtype are read."""
         if arr.dtype.kind not in "biuf":
             raise DataError(node_id, f"source {self.name} needs numeric data, got dtype {arr.dtype}",
                             "pass a numeric array, or declare categorical columns with "
@@ -206,6 +217,13 @@ class Source(Node):
         if arr.shape[0] < 1 and relation == "replace":
             raise DataError(node_id, f"source {self.name} is empty (n is public under replace-one neighbours)",
                             "pass at least one row")
+        return arr
+
+    def policy(self, arr: np.ndarray) -> np.ndarray:
+        """The domain's declared policy applied to checked rows (row by row: a backend may apply it to
+        each block of rows)."""
+        from dpflow.domains import BooleanCube, Ordinal, Reals
+
         if isinstance(self.domain, Ordinal):
             top = self.domain.N - 1
             if arr.dtype.kind == "f":
@@ -296,7 +314,7 @@ class Clip(Transform):
         return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = float_rows(ctx, ins[0])
         d = X.shape[1]
         c = _value(ctx, self.center, d)
         if self.radius is not None:
@@ -403,7 +421,7 @@ class Precondition(Transform):
                         f"affine map by {self.matrix.id} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = float_rows(ctx, ins[0])
         A = np.asarray(ctx.value(self.matrix), dtype=float)
         c = _value(ctx, self.center, X.shape[1])
         if A.ndim != 2 or A.shape[1] != X.shape[1]:
@@ -421,8 +439,10 @@ def _affine(Z: np.ndarray, A: np.ndarray, c: np.ndarray | None) -> np.ndarray:
 
 
 def _pair_differences(Z: np.ndarray) -> np.ndarray:
+    """Row-wise on the ``(m, 2d)`` pairs: ``(left half - right half) / sqrt(2)``."""
+    d = Z.shape[1] // 2
     with np.errstate(all="ignore"):  # inf - inf is NaN, handled by the next Clip; never a warning
-        out: np.ndarray = np.subtract(Z[0::2], Z[1::2], dtype=float)
+        out: np.ndarray = np.subtract(Z[:, :d], Z[:, d:], dtype=float)
         np.divide(out, math.sqrt(2.0), out=out)  # in place: no second half-size temporary
     return out
 
@@ -462,9 +482,7 @@ class PairDifferences(Transform):
                         f"pairs of {dom.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
-        m = X.shape[0] // 2
-        return ctx.backend.row_map(X[: 2 * m], _pair_differences)
+        return ctx.backend.row_map(ctx.backend.pair_rows(ins[0]), _pair_differences)
 
 
 @attrs.frozen(kw_only=True)

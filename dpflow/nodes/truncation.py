@@ -66,7 +66,7 @@ class TruncatedMean(Query):
                               f"linf = stability*2R/n = {unit.text()}, l2 = linf*sqrt(d)")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = ins[0]
         R = self.bound
         if isinstance(R, Ref):
             v = float(np.asarray(ctx.value(R), dtype=float).reshape(-1)[0])

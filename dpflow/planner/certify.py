@@ -18,9 +18,13 @@ realised cost is at most its share (noise scales are rounded up).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from typing import Any
+
 import attrs
 
 from dpflow._version import __version__
+from dpflow.nodes.base import SubPlan
 from dpflow.nodes.postprocess import warning_text
 from dpflow.nodes.types import Allocation
 from dpflow.plan.graph import Plan
@@ -48,7 +52,8 @@ from dpflow.planner.render import (
     _source_total,
 )
 
-__all__ = ["Accounting", "Certified", "InvocationTable", "ModeChoice", "TypedScope", "certify"]
+__all__ = ["Accounting", "Certified", "InvocationTable", "ModeChoice", "TypedScope", "certified", "certify",
+           "clear_certificates"]
 
 
 @attrs.frozen(eq=False)
@@ -144,3 +149,54 @@ def certify(plan: Plan, exact_noise: bool = False) -> Certified:
     Fraction(1, 2)
     """
     return _Planner(plan, exact_noise).certify()
+
+
+CACHE_SIZE = 256
+"""Certificates kept by :func:`certified` (least recently used dropped first)."""
+_CACHE: OrderedDict[tuple[str, bool, tuple[int, ...]], Certified] = OrderedDict()
+
+
+def _callables(records: Any) -> tuple[int, ...]:
+    """Identities of the Python functions the nodes hold (``Apply(fn=...)``): the plan JSON names a
+    function but cannot hold it, so two plans with one hash may differ in them."""
+    out: list[int] = []
+    for rec in records:
+        for f in attrs.fields(type(rec.node)):
+            v = getattr(rec.node, f.name)
+            if isinstance(v, SubPlan):
+                out.extend(_callables(v.records))
+            elif callable(v) and not isinstance(v, type):
+                out.append(id(v))
+    return tuple(out)
+
+
+def certified(plan: Plan, exact_noise: bool = False) -> Certified:
+    """:func:`certify`, cached by the plan's content hash, the noise it is certified for (``exact_noise``)
+    and the identity of any function its nodes hold: running one plan again, or an equal plan built again,
+    skips planning.  A certificate depends on nothing but the plan and ``exact_noise`` (no data, no clock),
+    so a cached one is the one :func:`certify` would write.
+    :func:`clear_certificates` empties the cache.
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> def plan() -> dp.Plan:
+    ...     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    ...     return b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=9)))))
+    >>> certified(plan()) is certified(plan())
+    True
+    """
+    key = (plan.hash, exact_noise, _callables(plan.records))
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
+    out = certify(plan, exact_noise)
+    _CACHE[key] = out  # the cached plan holds the functions, so their identities are not reused
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return out
+
+
+def clear_certificates() -> None:
+    """Empty :func:`certified`'s cache (tests that patch a privacy rule call this)."""
+    _CACHE.clear()

@@ -84,7 +84,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += ["## Released values", "", "| name | value |", "|---|---|"]
     out += [f"| {k} | {_cell(_short(v))} |" for k, v in sorted(report["released"].items())]
     out += ["", "## Guarantee", ""] + render_ledger(report["ledger"])
-    out += ["", "## Run", "", f"- noise: {run['noise']}", f"- backend: {run['backend']}",
+    out += ["", "## Run", "", f"- noise: {run['noise']}", f"- backend: {run['backend']}"
+            + "".join(f", {k}: {v}" for k, v in run.get("backend_settings", {}).items() if k != "backend"),
             f"- status: {run['release_status']}"]
     calibrations = [NoiseCalibration.from_data(c) for c in report["ledger"]["noise_calibrations"]]
     realised = realised_rows(calibrations, run["noise_scales"])

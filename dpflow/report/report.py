@@ -102,6 +102,7 @@ class Report:
                 "seeded": ex.seeded,
                 "release_status": "NOT FOR RELEASE (seeded noise)" if ex.seeded else "releasable",
                 "backend": ex.backend,
+                "backend_settings": _jsonable(ex.settings),
                 "noise_scales": _jsonable(ex.facts),
                 "outputs": dict(ex.outputs),
             },

@@ -71,6 +71,8 @@ class RecordingNoise(LaplaceDerivedDraws):
 class _Capture(_Run):
     """The interpreter, keeping the values of every evaluated (sub-)space in evaluation order."""
 
+    frees = False
+
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.spaces: list[tuple[TypedScope, dict[str, Any], tuple[int, ...]]] = []

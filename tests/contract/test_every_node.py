@@ -272,6 +272,7 @@ def evaluate(cert: Certified, D: np.ndarray) -> tuple[dict[str, Any], _Ctx]:
     """Every top-level node's value (mechanisms with zero noise) and an evaluation context that
     evaluates declared bounds on this run (public sizes and released parameters)."""
     run = _Run(cert, prepare_data(cert, {"X": D}), ZeroNoise(), NumpyBackend())
+    run.frees = False  # every value, not only what later nodes read
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         env = run.space_values(cert.space, {})

@@ -65,7 +65,7 @@ def test_certify_module_still_exports_what_callers_import():
     assert certify.InvocationTable is allocate.InvocationTable
     assert certify.TypedScope is infer.TypedScope
     assert set(certify.__all__) == {"Accounting", "Certified", "InvocationTable", "ModeChoice", "TypedScope",
-                                    "certify"}
+                                    "certified", "certify", "clear_certificates"}
 
 
 def test_certify_leaves_the_garbage_collector_alone(monkeypatch: pytest.MonkeyPatch):

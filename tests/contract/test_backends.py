@@ -1,0 +1,171 @@
+"""Every node kind's example plan gives the same release on the dask backend as on numpy under the same
+seeded noise (sums up to floating-point reassociation, everything else exactly), on ordinary and on
+hostile rows; sources as dask arrays, ``.npy`` memory maps, Parquet and CSV; an engine failure releases
+nothing; the report records the engine's settings."""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from contract.examples import EXAMPLES, N_ROWS
+from contract.test_every_node import base_data, ex, hostile_data
+from dpflow import nodes as N
+from dpflow.errors import ExecutionError
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+from dpflow.interpreter.dask_backend import DaskBackend, read_table  # noqa: E402
+
+KINDS = sorted(EXAMPLES)
+
+
+@pytest.fixture(autouse=True)
+def _synchronous() -> Any:
+    with dask.config.set(scheduler="synchronous"):  # fast and deterministic; the cluster test makes its own
+        yield
+
+
+def _same(a: Any, b: Any) -> None:
+    if isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+        return
+    A, B = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert A.shape == B.shape
+    np.testing.assert_allclose(A, B, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_releases_the_same_on_both_backends(kind: str) -> None:
+    e = ex(kind)
+    plan, _, _ = e.plan("replace")
+    for D in (base_data(e, np.random.default_rng(3)), hostile_data(e, N_ROWS)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ref = plan.run({"X": D}, noise=dp.SeededNoise(9)).released
+            got = plan.run({"X": D}, noise=dp.SeededNoise(9), backend=DaskBackend(chunk_rows=2)).released
+        assert set(ref) == set(got)
+        for name in ref:
+            _same(got[name], ref[name])
+
+
+def _mean_plan(n: int, d: int = 3) -> dp.Plan:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=d), n=n)
+    C = N.Clip(radius=5.0)(X)
+    return b.build(m=N.GaussianMech()(N.Mean()(C)), s=N.GaussianMech()(N.SecondMoment()(C)))
+
+
+def test_sources_dask_array_memmap_parquet_csv(tmp_path: Any) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X = np.random.default_rng(0).normal(size=(501, 3)) * 2
+    plan = _mean_plan(501)
+    ref = plan.run({"X": X}, noise=dp.SeededNoise(1)).released
+    np.save(tmp_path / "x.npy", X)
+    frame = pd.DataFrame({"b": X[:, 1], "label": ["r"] * 501, "a": X[:, 0], "c": X[:, 2]})
+    frame.to_parquet(tmp_path / "x.parquet")
+    frame.to_csv(tmp_path / "x.csv", index=False)
+    sources = [da.from_array(X, chunks=(100, 3)), np.load(tmp_path / "x.npy", mmap_mode="r"), tmp_path / "x.npy",
+               read_table(tmp_path / "x.parquet", ["a", "b", "c"]), read_table(tmp_path / "x.csv", ["a", "b", "c"])]
+    for src in sources:
+        got = plan.run({"X": src}, noise=dp.SeededNoise(1), backend=DaskBackend(chunk_rows=64)).released
+        for k in ref:
+            _same(got[k], ref[k])
+
+
+def test_the_gaussian_fit_on_dask_matches_numpy() -> None:
+    from dpflow.estimators import gaussian as G
+
+    X = np.random.default_rng(4).normal(size=(3001, 4)) * 1.5 + 2.0
+    plan = G.gaussian(d=4, n=3001, budget=dp.ZCDP(0.5), R=20.0, K=10.0)
+    ref = plan.run({"X": X}, noise=dp.SeededNoise(2)).released
+    got = plan.run({"X": da.from_array(X, chunks=(250, 4))}, noise=dp.SeededNoise(2), backend="dask").released
+    for k in ref:
+        _same(got[k], ref[k])
+
+
+def test_a_failing_block_raises_a_clear_error_and_releases_nothing() -> None:
+    def broken() -> np.ndarray:
+        raise OSError("worker lost")
+
+    good = da.from_array(np.ones((100, 3)), chunks=(50, 3))
+    bad = da.from_delayed(dask.delayed(broken)(), shape=(50, 3), dtype=float)
+    plan = _mean_plan(150)
+    with pytest.raises(ExecutionError, match=r"dask computation failed \(OSError\).*Nothing was released"):
+        plan.run({"X": da.concatenate([good, bad])}, noise=dp.SeededNoise(0), backend="dask")
+
+
+def test_a_failed_run_keeps_its_budget_reservation(tmp_path: Any) -> None:
+    from fractions import Fraction
+
+    from dpflow.budget import BudgetStore
+
+    def broken() -> np.ndarray:
+        raise ConnectionError("worker lost")
+
+    store = BudgetStore(tmp_path / "budget.sqlite")
+    store.open("d", dp.ZCDP(1))
+    bad = da.concatenate([da.from_array(np.ones((100, 3)), chunks=(50, 3)),
+                          da.from_delayed(dask.delayed(broken)(), shape=(50, 3), dtype=float)])
+    with pytest.raises(ExecutionError):
+        dp.run(_mean_plan(150), {"X": bad}, backend="dask", budget_store=store, dataset="d")
+    assert store.status("d").spent == Fraction(1, 2)  # data was read: the reservation stays counted
+
+
+def test_unknown_backend_and_unknown_lengths_are_refused() -> None:
+    plan = _mean_plan(10)
+    with pytest.raises(ValueError, match="unknown backend 'spark'"):
+        plan.run({"X": np.zeros((10, 3))}, backend="spark")
+    unknown = da.from_array(np.zeros((10, 3)), chunks=(5, 3))[da.from_array(np.ones(10, bool), chunks=5)]
+    with pytest.raises(dp.DataError, match="number of rows is unknown"):
+        plan.run({"X": unknown}, backend="dask", noise=dp.SeededNoise(0))
+
+
+def test_the_report_records_backend_chunking_and_workers() -> None:
+    res = _mean_plan(300).run({"X": np.zeros((300, 3))}, backend=DaskBackend(chunk_rows=100),
+                              noise=dp.SeededNoise(0))
+    run = res.report.to_data()["run"]
+    assert run["backend"] == "dask"
+    s = run["backend_settings"]
+    assert s["blocks"] == {"X": {"count": 3, "largest": 100}} and s["workers"] >= 1 and "100 rows" in s["chunking"]
+    assert "workers:" in res.report.to_markdown()
+
+
+def test_a_local_cluster_gives_the_same_release() -> None:
+    distributed = pytest.importorskip("distributed")
+    X = np.random.default_rng(6).normal(size=(1000, 3))
+    plan = _mean_plan(1000)
+    ref = plan.run({"X": X}, noise=dp.SeededNoise(3)).released
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        res = plan.run({"X": X}, noise=dp.SeededNoise(3), backend=DaskBackend(client, chunk_rows=128))
+    assert res.report.to_data()["run"]["backend_settings"]["workers"] == 2
+    for k in ref:
+        _same(res.released[k], ref[k])
+    assert not math.isnan(float(np.asarray(res.released["m"])[0]))
+
+
+def _die() -> np.ndarray:
+    os._exit(1)  # the worker process dies while computing this block
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_gives_a_clear_error_and_no_release() -> None:
+    distributed = pytest.importorskip("distributed")
+    good = da.from_array(np.ones((100, 3)), chunks=(50, 3))
+    bad = da.from_delayed(dask.delayed(_die)(), shape=(50, 3), dtype=float)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as c, distributed.Client(c) as client:
+        with pytest.raises(ExecutionError, match=r"KilledWorker.*Nothing was released"):
+            _mean_plan(150).run({"X": da.concatenate([good, bad])}, noise=dp.SeededNoise(0),
+                                backend=DaskBackend(client))
