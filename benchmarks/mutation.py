@@ -1,0 +1,112 @@
+"""Mutation testing of the privacy code (issue 9): rerun mutmut over named modules, print the kill rate per module.
+
+mutmut (3.x, configured in ``pyproject.toml`` under ``[tool.mutmut]``) makes every single-point change it
+knows (operators, comparisons, constants, arguments, return values) to each function of the modules listed
+in ``only_mutate`` and runs, for each mutant, only the tests that call the mutated function.  A mutant is
+*killed* when a test fails, *survives* when all pass.  This script runs one module at a time with a single
+worker (the machine is shared), then reads mutmut's result files (``mutants/<path>.meta``) and prints, per
+module: mutants, killed, timeouts (a mutant that makes a test loop forever is detected too), survivors,
+mutants no test reaches, the kill rate, and the equivalent mutants of :data:`EQUIVALENT` (each with the
+reason it cannot change behaviour; ``docs/assurance.md`` lists them).
+
+    python benchmarks/mutation.py                          # the default set, one module after the other
+    python benchmarks/mutation.py dpflow/privacy/rounding.py dpflow/nodes/floaterr.py
+    python benchmarks/mutation.py --report-only            # tabulate the last run without running mutmut
+    python benchmarks/mutation.py --survivors              # also list every surviving mutant's name
+
+Run from the repository root with the dev extra installed (``pip install -e '.[dev]'`` plus ``mutmut``).  The
+first run collects which tests call which function (one pass of the test suite), later runs reuse it and
+retest only functions whose source changed.  ``mutmut show <name>`` prints a mutant's diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+DEFAULT_MODULES = [
+    "dpflow/privacy/rounding.py",
+    "dpflow/privacy/measures.py",
+    "dpflow/privacy/calibration.py",
+    "dpflow/privacy/conversions.py",
+    "dpflow/privacy/composition.py",
+    "dpflow/privacy/pld.py",
+    "dpflow/nodes/rules.py",
+    "dpflow/nodes/floaterr.py",
+    "dpflow/nodes/mechanisms.py",
+    "dpflow/planner/fold.py",
+    "dpflow/planner/allocate.py",
+    "dpflow/budget.py",
+]
+
+#: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
+EQUIVALENT: dict[str, str] = {}
+
+# mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,
+# 36 and the SIGXCPU codes timeout, None not run yet; anything else is "suspicious".
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout", -24: "timeout",
+          24: "timeout", 152: "timeout", 255: "timeout", None: "not checked", 34: "skipped"}
+
+
+def dotted(module: str) -> str:
+    """``dpflow/privacy/rounding.py`` -> ``dpflow.privacy.rounding``."""
+    return module.removesuffix(".py").replace("/", ".")
+
+
+def run_module(module: str) -> float:
+    """Run mutmut on every mutant of ``module`` with one worker; the wall time in seconds."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1", f"{dotted(module)}.*"],
+                   check=False, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def results(module: str) -> dict[str, str]:
+    """Each mutant of ``module`` and its status, from mutmut's result file."""
+    meta = Path("mutants") / (module + ".meta")
+    if not meta.exists():
+        return {}
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("modules", nargs="*", default=DEFAULT_MODULES)
+    ap.add_argument("--report-only", action="store_true", help="tabulate the last run, run nothing")
+    ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
+    args = ap.parse_args()
+    rows, survivors = [], []
+    for module in args.modules:
+        secs = 0.0 if args.report_only else run_module(module)
+        status = results(module)
+        eq = sum(1 for name in status if name in EQUIVALENT)
+        c = Counter(s for name, s in status.items() if name not in EQUIVALENT)
+        survivors += [n for n, s in status.items() if s == "survived" and n not in EQUIVALENT]
+        detected = c["killed"] + c["timeout"]
+        live = sum(c.values())
+        rate = f"{100.0 * detected / live:.1f}%" if live else "-"
+        rows.append((module, len(status), c["killed"], c["timeout"], c["survived"], c["no tests"], eq,
+                     sum(c.values()) - detected - c["survived"] - c["no tests"], rate, f"{secs:.0f}"))
+    head = ("module", "mutants", "killed", "timeout", "survived", "no tests", "equivalent", "other", "kill rate",
+            "seconds")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(str(x) for x in row) + " |")
+    total = [sum(int(r[i]) for r in rows) for i in range(1, 8)]
+    det, live = total[1] + total[2], total[0] - total[5]
+    print(f"| all | {' | '.join(map(str, total))} | {100.0 * det / max(live, 1):.1f}% | |")
+    print("kill rate = (killed + timeout) / (mutants - equivalent)")
+    if args.survivors and survivors:
+        print("\nsurvivors (mutmut show NAME):")
+        print("\n".join(f"  {n}" for n in survivors))
+
+
+if __name__ == "__main__":
+    main()
