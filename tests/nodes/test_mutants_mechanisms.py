@@ -1,0 +1,78 @@
+"""Mutation-testing pins of ``dpflow/nodes/mechanisms.py``: how a lattice release is widened and calibrated.
+
+An exact-noise release rounds the statistic to a 2^-k lattice and adds integer noise.  Two neighbouring
+datasets' computed statistics can err in opposite directions and round in opposite directions, so the
+sensitivity the noise is calibrated to is ``Delta + 2 x float error + lattice rounding``, the rounding
+being ``step * sqrt(m)`` in l2 and ``step * m`` in l1 for m noised entries (docs/spec/accounting.md §3;
+Casacuberta et al., CCS 2022).  The step is the power of two at or below scale / 2^40.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from dpflow.domains import Sym, Vectors
+from dpflow.nodes.floaterr import FloatError
+from dpflow.nodes.mechanisms import (
+    LATTICE_BITS,
+    MIN_LATTICE_STEP,
+    _lattice_step,
+    float_slack,
+    lattice_calibration,
+)
+from dpflow.nodes.types import StatT
+from dpflow.privacy.rounding import up
+
+
+def test_lattice_constants() -> None:
+    assert LATTICE_BITS == 40 and MIN_LATTICE_STEP == 2.0**-600
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5, 2.0 - 2.0**-52, 3.0, 0.7, 2.0**-10, 1e6, 2.0**-559])
+def test_lattice_step_is_the_power_of_two_at_or_below_scale_over_2_to_40(scale: float) -> None:
+    step = _lattice_step(scale)
+    assert step == 2.0 ** (math.floor(math.log2(scale)) - 40)
+    assert step <= scale / 2.0**40 < 2 * step
+
+
+@pytest.mark.parametrize("scale", [2.0**-560, 2.0**-700, 5e-324])
+def test_lattice_step_never_below_the_minimum(scale: float) -> None:
+    assert _lattice_step(scale) == MIN_LATTICE_STEP
+
+
+@pytest.mark.parametrize(("l1", "entries"), [(False, 1), (False, 9), (True, 1), (True, 9)])
+def test_lattice_calibration_widens_by_slack_and_rounding(l1: bool, entries: int) -> None:
+    def scale_of(d: float) -> float:
+        return 3.0 * d
+    delta, slack = 1.25, 0.5
+    cal = lattice_calibration(delta, slack, entries, l1, scale_of)
+    assert cal is not None
+    step = _lattice_step(scale_of(delta + slack))          # from the unwidened scale
+    assert cal.step == step == 2.0**-38                       # scale 3 x 1.75 = 5.25 in [4, 8): 2^(2 - 40)
+    rounding = step * (entries if l1 else math.sqrt(entries))
+    assert cal.sensitivity == up(delta + slack + rounding)
+    assert cal.sensitivity > delta + slack + rounding
+    assert cal.scale == scale_of(cal.sensitivity)
+
+
+def test_lattice_calibration_without_a_finite_positive_scale() -> None:
+    assert lattice_calibration(0.0, 0.0, 3, False, lambda d: 2.0 * d) is None
+    assert lattice_calibration(1.0, 0.0, 3, False, lambda d: math.inf) is None
+    # the scale function is asked at delta + slack first
+    asked: list[float] = []
+    lattice_calibration(1.0, 0.25, 1, True, lambda d: asked.append(d) or d)
+    assert asked[0] == 1.25
+
+
+def test_float_slack_is_twice_the_float_error() -> None:
+    fe = FloatError("mean", Vectors(d=3, l2_bound=Sym.const(2.0)), Sym.const(50.0))
+    stat = StatT((3,), "X", None, Sym.const(0.08), None, float_error=fe)
+    l2, l1 = fe.bound({}, 3)
+    assert float_slack(stat, {}, 3) == (2.0 * l2, 2.0 * l1)
+    assert l2 > 0 and l1 > l2
+    no_bound = StatT((3,), "X", None, Sym.const(0.08), None)
+    assert float_slack(no_bound, {}, 3) == (math.inf, math.inf)
+    assert Fraction(2.0 * l2) == 2 * Fraction(l2)
