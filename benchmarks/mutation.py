@@ -3,14 +3,16 @@
 mutmut (3.x, configured in ``pyproject.toml`` under ``[tool.mutmut]``) makes every single-point change it
 knows (operators, comparisons, constants, arguments, return values) to each function of the modules listed
 in ``only_mutate`` and runs, for each mutant, only the tests that call the mutated function.  A mutant is
-*killed* when a test fails, *survives* when all pass.  This script runs one module at a time with a single
-worker (the machine is shared), then reads mutmut's result files (``mutants/<path>.meta``) and prints, per
+*killed* when a test fails, *survives* when all pass.  This script runs the named modules with a single
+worker (the machine is shared) in one mutmut invocation (one clean pass of the selected tests, then the mutants,
+cheapest first), then reads mutmut's result files (``mutants/<path>.meta``) and prints, per
 module: mutants, killed, timeouts (a mutant that makes a test loop forever is detected too), survivors,
 mutants no test reaches, the kill rate, and the equivalent mutants of :data:`EQUIVALENT` (each with the
 reason it cannot change behaviour; ``docs/assurance.md`` lists them).
 
     python benchmarks/mutation.py                          # the default set, one module after the other
     python benchmarks/mutation.py dpflow/privacy/rounding.py dpflow/nodes/floaterr.py
+    python benchmarks/mutation.py dpflow/nodes/base.py:change_bound,sym_max   # some functions of a module
     python benchmarks/mutation.py --report-only            # tabulate the last run without running mutmut
     python benchmarks/mutation.py --survivors              # also list every surviving mutant's name
 
@@ -22,6 +24,7 @@ retest only functions whose source changed.  ``mutmut show <name>`` prints a mut
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import subprocess
 import sys
@@ -36,6 +39,7 @@ DEFAULT_MODULES = [
     "dpflow/privacy/conversions.py",
     "dpflow/privacy/composition.py",
     "dpflow/privacy/pld.py",
+    "dpflow/nodes/base.py:change_bound,sym_max",
     "dpflow/nodes/rules.py",
     "dpflow/nodes/floaterr.py",
     "dpflow/nodes/mechanisms.py",
@@ -53,26 +57,30 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
           24: "timeout", 152: "timeout", 255: "timeout", None: "not checked", 34: "skipped"}
 
 
-def dotted(module: str) -> str:
-    """``dpflow/privacy/rounding.py`` -> ``dpflow.privacy.rounding``."""
-    return module.removesuffix(".py").replace("/", ".")
+def split(spec: str) -> tuple[str, list[str]]:
+    """``path.py[:f,g]`` -> (path, mutmut name patterns of the module or of functions f and g)."""
+    path, _, funcs = spec.partition(":")
+    mod = path.removesuffix(".py").replace("/", ".")
+    # mutmut names a mutant module.x_function__mutmut_N (methods: module.xǁClassǁmethod__mutmut_N)
+    return path, [f"{mod}.x_{f}__mutmut_*" for f in funcs.split(",")] if funcs else [f"{mod}.*"]
 
 
-def run_module(module: str) -> float:
-    """Run mutmut on every mutant of ``module`` with one worker; the wall time in seconds."""
+def run(patterns: list[str]) -> float:
+    """Run mutmut on every mutant matching ``patterns`` with one worker; the wall time in seconds."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1", f"{dotted(module)}.*"],
-                   check=False, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1", *patterns], check=False,
+                   stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
-def results(module: str) -> dict[str, str]:
-    """Each mutant of ``module`` and its status, from mutmut's result file."""
-    meta = Path("mutants") / (module + ".meta")
+def results(path: str, patterns: list[str]) -> dict[str, str]:
+    """Each mutant of ``path`` matching ``patterns`` and its status, from mutmut's result file."""
+    meta = Path("mutants") / (path + ".meta")
     if not meta.exists():
         return {}
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    return {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
+    return {name: STATUS.get(code, "suspicious") for name, code in codes.items()
+            if any(fnmatch.fnmatchcase(name, p) for p in patterns)}
 
 
 def main() -> None:
@@ -81,10 +89,11 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true", help="tabulate the last run, run nothing")
     ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     args = ap.parse_args()
+    specs = [split(m) for m in args.modules]
+    secs = 0.0 if args.report_only else run([p for _, pats in specs for p in pats])
     rows, survivors = [], []
-    for module in args.modules:
-        secs = 0.0 if args.report_only else run_module(module)
-        status = results(module)
+    for (path, pats), module in zip(specs, args.modules, strict=True):
+        status = results(path, pats)
         eq = sum(1 for name in status if name in EQUIVALENT)
         c = Counter(s for name, s in status.items() if name not in EQUIVALENT)
         survivors += [n for n, s in status.items() if s == "survived" and n not in EQUIVALENT]
@@ -92,17 +101,16 @@ def main() -> None:
         live = sum(c.values())
         rate = f"{100.0 * detected / live:.1f}%" if live else "-"
         rows.append((module, len(status), c["killed"], c["timeout"], c["survived"], c["no tests"], eq,
-                     sum(c.values()) - detected - c["survived"] - c["no tests"], rate, f"{secs:.0f}"))
-    head = ("module", "mutants", "killed", "timeout", "survived", "no tests", "equivalent", "other", "kill rate",
-            "seconds")
+                     sum(c.values()) - detected - c["survived"] - c["no tests"], rate))
+    head = ("module", "mutants", "killed", "timeout", "survived", "no tests", "equivalent", "other", "kill rate")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(str(x) for x in row) + " |")
     total = [sum(int(r[i]) for r in rows) for i in range(1, 8)]
     det, live = total[1] + total[2], total[0] - total[5]
-    print(f"| all | {' | '.join(map(str, total))} | {100.0 * det / max(live, 1):.1f}% | |")
-    print("kill rate = (killed + timeout) / (mutants - equivalent)")
+    print(f"| all | {' | '.join(map(str, total))} | {100.0 * det / max(live, 1):.1f}% |")
+    print(f"kill rate = (killed + timeout) / (mutants - equivalent); mutmut ran {secs:.0f} s")
     if args.survivors and survivors:
         print("\nsurvivors (mutmut show NAME):")
         print("\n".join(f"  {n}" for n in survivors))

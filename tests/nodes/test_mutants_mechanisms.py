@@ -76,3 +76,19 @@ def test_float_slack_is_twice_the_float_error() -> None:
     no_bound = StatT((3,), "X", None, Sym.const(0.08), None)
     assert float_slack(no_bound, {}, 3) == (math.inf, math.inf)
     assert Fraction(2.0 * l2) == 2 * Fraction(l2)
+
+
+def test_peel_scale_never_exceeds_the_certified_unit_regression() -> None:
+    """Regression (found by the mutation run's review): b = nextafter(lambda / float(u)) can leave lambda / b
+    above u, since float(u) and the division both round to nearest; the scale now steps up until the exact
+    check lambda / b <= u holds."""
+    from dpflow.nodes.mechanisms import Peel
+
+    peel, lam, share = Peel(s=2), 8.091480733492338, Fraction(713711, 918466)
+    u = peel.unit(share, "pure")
+    one_step = math.nextafter(lam / float(u), math.inf)
+    assert Fraction(lam) / Fraction(one_step) > u                     # the old rule fails here
+    b = peel.noise_scale(lam, share, "pure")
+    assert Fraction(lam) / Fraction(b) <= u
+    assert b == math.nextafter(one_step, math.inf)                     # and by one more float only
+    assert peel.noise_scale(0.0, share, "pure") == 0.0 and peel.noise_scale(math.inf, share, "pure") == math.inf
