@@ -24,6 +24,7 @@ from dpflow.nodes.mechanisms import (
     lattice_calibration,
 )
 from dpflow.nodes.types import StatT
+from dpflow.privacy import Cost
 from dpflow.privacy.rounding import up
 
 
@@ -92,3 +93,66 @@ def test_peel_scale_never_exceeds_the_certified_unit_regression() -> None:
     assert Fraction(lam) / Fraction(b) <= u
     assert b == math.nextafter(one_step, math.inf)                     # and by one more float only
     assert peel.noise_scale(0.0, share, "pure") == 0.0 and peel.noise_scale(math.inf, share, "pure") == math.inf
+
+
+@pytest.mark.parametrize(("mech", "norm"), [("GaussianMech", "l2"), ("LaplaceMech", "l1"), ("Peel", "l-infinity")])
+def test_an_unbounded_input_is_refused_naming_the_norm_and_the_fix(mech: str, norm: str) -> None:
+    import dpflow as dp
+    from dpflow import nodes as N
+    from dpflow.errors import UnboundedSensitivityError
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=3), n=10)
+    node = N.Peel(s=1) if mech == "Peel" else getattr(N, mech)()
+    with pytest.raises(UnboundedSensitivityError) as err:
+        dp.certify(b.build(m=node(N.Mean()(X))))
+    assert err.value.problem == (f"its input has unbounded {norm} sensitivity (the rows it aggregates are not "
+                                 "bounded)")
+    assert err.value.fix == "insert Clip (an l2 ball or a box) before the query"
+
+
+class _Ctx:
+    """The part of the interpreter's EvalContext a mechanism's evaluate uses, with a fixed bound value."""
+
+    def __init__(self, stat: StatT, bound: float, exact: bool) -> None:
+        from conftest import ExactZeroNoise, ZeroNoise
+
+        from dpflow.nodes.types import Allocation
+
+        self._stat, self._bound = stat, bound
+        self.noise = ExactZeroNoise() if exact else ZeroNoise()
+        self.alloc = Allocation("zcdp", Fraction(1, 2), Cost.zcdp(Fraction(1, 2)))
+        self.facts: dict[str, object] = {}
+
+    def stat(self) -> StatT:
+        return self._stat
+
+    def allocation(self) -> object:
+        return self.alloc
+
+    def bound(self, b: Sym) -> float:
+        return self._bound
+
+    def public_values(self, names: tuple[str, ...]) -> dict[str, float]:
+        return {}
+
+    def record(self, key: str, value: object) -> None:
+        self.facts[key] = value
+
+
+@pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_an_infinite_sensitivity_releases_nan_at_infinite_scale(mech: str, exact: bool) -> None:
+    """A sensitivity bound that is not finite (a released radius that is NaN or inf, see ``Sym.value``):
+    the release is NaN in every entry whatever the data and the run records the scale as inf (never an
+    exception, no noise drawn)."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    fe = FloatError("mean", Vectors(d=3, l2_bound=Sym.const(1.0)), Sym.const(4.0))
+    stat = StatT((3,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe)
+    ctx = _Ctx(stat, math.inf, exact)
+    out = getattr(N, mech)().evaluate([np.ones(3)], ctx)  # type: ignore[arg-type]
+    assert out.shape == (3,) and np.all(np.isnan(out))
+    assert ctx.facts == {"sigma" if mech == "GaussianMech" else "scale": math.inf} and ctx.noise.calls == 0
