@@ -156,3 +156,19 @@ def test_an_infinite_sensitivity_releases_nan_at_infinite_scale(mech: str, exact
     out = getattr(N, mech)().evaluate([np.ones(3)], ctx)  # type: ignore[arg-type]
     assert out.shape == (3,) and np.all(np.isnan(out))
     assert ctx.facts == {"sigma" if mech == "GaussianMech" else "scale": math.inf} and ctx.noise.calls == 0
+
+
+def test_lattice_release_rounds_to_the_lattice_and_maps_non_finite_entries_to_zero() -> None:
+    """Entries are rounded to the nearest multiple of the step, integer noise added exactly; NaN and +-inf
+    count as 0 (the declared policy: never an exception, whatever the data)."""
+    import numpy as np
+
+    from dpflow.nodes.mechanisms import _lattice_release
+
+    step = 2.0**-10
+    value = np.array([math.inf, -math.inf, math.nan, 1.0 + 0.3 * step, -2.0 - 0.7 * step])
+    out = _lattice_release(value, step, np.array([0, 0, 0, 3, -1]), False)
+    assert out.tolist() == [0.0, 0.0, 0.0, 1.0 + 3 * step, -2.0 - 2 * step]
+    sym = np.array([[1.0, math.inf], [math.inf, 2.0]])
+    full = _lattice_release(sym, step, np.array([0, 5, 0]), True)           # upper triangle, mirrored
+    assert full.tolist() == [[1.0, 5 * step], [5 * step, 2.0]]
