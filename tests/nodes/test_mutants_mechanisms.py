@@ -172,3 +172,5 @@ def test_lattice_release_rounds_to_the_lattice_and_maps_non_finite_entries_to_ze
     sym = np.array([[1.0, math.inf], [math.inf, 2.0]])
     full = _lattice_release(sym, step, np.array([0, 5, 0]), True)           # upper triangle, mirrored
     assert full.tolist() == [[1.0, 5 * step], [5 * step, 2.0]]
+    matrix = _lattice_release(np.array([[1.0, 2.0], [3.0, 4.0]]), step, np.array([1, 0, 0, 0]), False)
+    assert matrix.tolist() == [[1.0 + step, 2.0], [3.0, 4.0]]                # every entry, same shape
