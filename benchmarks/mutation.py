@@ -48,8 +48,32 @@ DEFAULT_MODULES = [
     "dpflow/budget.py",
 ]
 
+_INT_STAT = ("np.asarray(x, dtype=float) vs dtype=None: a statistic is a float64 array (asarray returns it as is) or "
+             "integer counts below 2^53, which every later operation promotes to the same float64 values")
+_STRICT = "zip(strict=...): the noise is drawn with exactly as many entries as the lattice release has"
+_SQUARE = "shape[1] vs shape[0]: only symmetric (square) matrices reach this line"
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
+    "dpflow.nodes.rules.x_released_endpoint__mutmut_9": "v > 0 vs v > 1 where v is +inf, -inf or NaN: same answer",
+    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_21": _INT_STAT,
+    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_23": _INT_STAT,
+    "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_6": _INT_STAT,
+    "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_8": _INT_STAT,
+    "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_25": "takes_lattice(stat, None): LaplaceMech's does not "
+                                                                  "read the allocation",
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_11": "nan_to_num without nan=0.0: numpy's default is 0.0",
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_29": _STRICT,
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_32": _STRICT,
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_33": _STRICT,
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_37": _SQUARE,
+    "dpflow.nodes.mechanisms.x__noised_entries__mutmut_4": _SQUARE,
+    "dpflow.nodes.mechanisms.x__slack__mutmut_9": "'fe is not None or True': _slack is reached only on the lattice "
+                                                  "path, which needs a float-error bound (takes_lattice)",
+    "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
+                                                  "the same Fraction",
+}
 
 # mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,
 # 36 and the SIGXCPU codes timeout, None not run yet; anything else is "suspicious".

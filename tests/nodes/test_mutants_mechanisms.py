@@ -174,3 +174,21 @@ def test_lattice_release_rounds_to_the_lattice_and_maps_non_finite_entries_to_ze
     assert full.tolist() == [[1.0, 5 * step], [5 * step, 2.0]]
     matrix = _lattice_release(np.array([[1.0, 2.0], [3.0, 4.0]]), step, np.array([1, 0, 0, 0]), False)
     assert matrix.tolist() == [[1.0 + step, 2.0], [3.0, 4.0]]                # every entry, same shape
+
+
+def test_a_sensitivity_that_overflows_once_widened_releases_nan() -> None:
+    """A finite sensitivity whose widening by the float slack overflows: infinite noise, never an exception."""
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.floaterr import OVERFLOW
+
+    n = 1e8
+    fe = FloatError("sum", Vectors(d=1, box=(-OVERFLOW / n / 4.0, OVERFLOW / n / 4.0)), Sym.const(n))
+    stat = StatT((1,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe)
+    slack = float_slack(stat, {}, 1)[0]
+    big = float(np.finfo(float).max)
+    assert math.isfinite(slack) and big + slack == math.inf
+    ctx = _Ctx(stat, big, True)
+    out = N.GaussianMech().evaluate([np.ones(1)], ctx)  # type: ignore[arg-type]
+    assert np.all(np.isnan(out)) and ctx.facts == {"sigma": math.inf}
