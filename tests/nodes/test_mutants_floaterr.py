@@ -13,7 +13,7 @@ import math
 import pytest
 
 from dpflow.domains import Sym, Vectors
-from dpflow.nodes.floaterr import OVERFLOW, U, FloatError, gamma
+from dpflow.nodes.floaterr import OVERFLOW, FloatError, U, gamma
 from dpflow.privacy.rounding import up
 
 
@@ -48,17 +48,23 @@ def test_row_norm_takes_the_smaller_of_box_and_ball() -> None:
     assert FloatError("sum", Vectors(d=4)).row_norm({}) == math.inf
 
 
-def test_centred_norm() -> None:
-    dom = Vectors(d=3, l2_bound=Sym.const(2.0), center="c")
-    r = Sym.const(2.0).value()
+@pytest.mark.parametrize("d", range(1, 12))
+def test_centred_norm(d: int) -> None:
+    """Around a released centre, with a released radius (d ranges so that gamma(d + 2) and its neighbours
+    round apart in 1 + gamma)."""
+    dom = Vectors(d=d, l2_bound=Sym.ref("radius"), center="c")
+    values = {"radius": 2.0, "norm:c": 7.0}
+    r = Sym.ref("radius").value(values)
     fe = FloatError("gram", dom, Sym.const(10.0), "c")
-    b = r * (1.0 + gamma(5))
-    assert fe.centred_norm({"norm:c": 7.0}) == b + U * (b + 7.0) * 2.0
-    assert fe.centred_norm({"norm:c": 7.0}, widen=False) == r
-    assert FloatError("gram", dom, Sym.const(10.0), "e").centred_norm({"norm:c": 7.0}) == math.inf
+    b = r * (1.0 + gamma(d + 2))
+    assert fe.centred_norm(values) == b + U * (b + 7.0) * 2.0
+    assert fe.centred_norm(values, widen=False) == r
+    assert fe.row_norm(values) == b + 7.0 and fe.row_norm(values, widen=False) == r + 7.0
+    assert FloatError("gram", dom, Sym.const(10.0), "e").centred_norm(values) == math.inf
     assert FloatError("gram", Vectors(d=3, box=(0.0, 1.0)), Sym.const(10.0), "c").centred_norm({}) == math.inf
     no_centre = FloatError("gram", dom, Sym.const(10.0))
-    assert no_centre.centred_norm({"norm:c": 7.0}) == no_centre.row_norm({"norm:c": 7.0})
+    assert no_centre.centred_norm(values) == no_centre.row_norm(values) == b + 7.0
+    assert no_centre.centred_norm(values, widen=False) == no_centre.row_norm(values, widen=False) == r + 7.0
 
 
 def test_refs() -> None:

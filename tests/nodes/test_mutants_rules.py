@@ -21,6 +21,7 @@ from dpflow.nodes.rules import (
     capped,
     changes_text,
     count_sensitivities,
+    finite_edges,
     has_public_n,
     one_dim,
     public_n,
@@ -67,8 +68,16 @@ def test_changes_text_and_one_dim() -> None:
     assert changes_text(rows(BOTH)) == "add_remove/replace"
     assert changes_text(rows(REPLACE, 3)) == "replace x stability 3"
     one_dim(rows(d=1), CTX, "Quantile")
-    with pytest.raises(DomainError, match="Quantile needs one-dimensional rows, got d=2"):
+    with pytest.raises(DomainError) as err:
         one_dim(rows(d=2), CTX, "Quantile")
+    assert (err.value.node, err.value.problem, err.value.fix) == (
+        "the_node", "Quantile needs one-dimensional rows, got d=2", "select one column first (Columns)")
+
+
+def test_finite_edges() -> None:
+    assert finite_edges([0, 1.5, 3]) == (0.0, 1.5, 3.0)
+    with pytest.raises(ValueError, match="^edges must be finite$"):
+        finite_edges([0.0, math.inf])
 
 
 def test_capped_policy() -> None:
