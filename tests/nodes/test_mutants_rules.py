@@ -82,6 +82,7 @@ def test_finite_edges() -> None:
 
 def test_capped_policy() -> None:
     assert [capped(v) for v in (math.nan, -math.inf, -1.0, 0.0, -0.0)] == [0.0] * 5
+    assert math.copysign(1.0, capped(-0.0)) == 1.0                # non-positive counts as (positive) zero
     assert capped(5e-324) == 5e-324 and capped(2.5) == 2.5
     assert capped(MAX_BOUND) == MAX_BOUND and capped(math.nextafter(MAX_BOUND, math.inf)) == MAX_BOUND
     assert capped(math.inf) == MAX_BOUND
