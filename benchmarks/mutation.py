@@ -73,6 +73,7 @@ EQUIVALENT: dict[str, str] = {
                                                   "path, which needs a float-error bound (takes_lattice)",
     "dpflow.nodes.floaterr.x_gamma__mutmut_18": "1 + 5u vs 1 + 4u (u = 2^-53): 1 + 5u is the tie between 1 + 4u and "
                                                 "1 + 6u and rounds to even, 1 + 4u: the same float",
+    "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_17": "U * 1.0 vs U / 1.0: the same float",
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }

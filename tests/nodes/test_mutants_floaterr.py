@@ -98,10 +98,11 @@ def test_step_bound(eta: float, offset: float) -> None:
 
 
 def test_gram_bound() -> None:
-    dom = Vectors(d=D, l2_bound=Sym.const(R), center="c")
+    dom = Vectors(d=D, l2_bound=Sym.ref("radius"), center="c")
     fe = FloatError("gram", dom, Sym.const(N), "c")
-    values = {"norm:c": C}
+    values = {"norm:c": C, "radius": R}
     b, r = fe.centred_norm(values), fe.centred_norm(values, widen=False)
+    assert r == Sym.ref("radius").value(values)
     excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0) / (2.0 * NV)
     l2 = gamma(NV) * b * b + U * b * b + excess
     assert fe.bound(values, 6) == (up(l2), up(up(l2) * math.sqrt(6)))
