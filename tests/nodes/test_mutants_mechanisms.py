@@ -192,3 +192,20 @@ def test_a_sensitivity_that_overflows_once_widened_releases_nan() -> None:
     ctx = _Ctx(stat, big, True)
     out = N.GaussianMech().evaluate([np.ones(1)], ctx)  # type: ignore[arg-type]
     assert np.all(np.isnan(out)) and ctx.facts == {"sigma": math.inf}
+
+
+@pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech"])
+def test_a_zero_sensitivity_on_the_lattice_releases_the_statistic_unchanged(mech: str) -> None:
+    """Sensitivity 0 and no float error (exact counts): the statistic does not depend on the data; it is
+    released as is at scale 0, with no noise drawn and no lattice."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    stat = StatT((2,), "X", Sym.const(0.0), Sym.const(0.0), Sym.const(0.0), float_error=FloatError("exact",
+                                                                                                    Vectors(d=1)))
+    ctx = _Ctx(stat, 0.0, True)
+    value = np.array([3.0, 0.1])
+    out = getattr(N, mech)().evaluate([value], ctx)
+    assert out.tolist() == [3.0, 0.1]
+    assert ctx.facts == {"sigma" if mech == "GaussianMech" else "scale": 0.0} and ctx.noise.calls == 0
