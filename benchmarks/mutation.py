@@ -79,6 +79,8 @@ EQUIVALENT: dict[str, str] = {
         "scale_of(delta - slack) vs (delta + slack) when no lattice calibration exists: the scale functions never "
         "return inf for a finite input (they raise), so this branch has scale_of(delta + slack) = 0, i.e. "
         "delta = slack = 0, where both arguments are 0"),
+    "dpflow.nodes.base.x_sym_max__mutmut_11": ">= vs > between bounds with the same factors: at equal coefficients "
+                                             "a and b are equal bounds",
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }

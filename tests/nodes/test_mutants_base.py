@@ -62,5 +62,6 @@ def test_sym_max_takes_the_larger_bound_and_none_wins() -> None:
     assert sym_max(r2, r3) == r3 and sym_max(r3, r2) == r3
     # a zero bound is dominated by anything, whatever its factors
     assert sym_max(Sym.const(0.0), r2) == r2 and sym_max(r2, Sym.const(0.0)) == r2
-    with pytest.raises(PlanTypeError):
+    with pytest.raises(PlanTypeError) as err:
         sym_max(Sym.const(1.0), r2)
+    assert err.value.node == "bound" and "cannot compare" in err.value.problem
