@@ -62,6 +62,8 @@ def test_n_is_public_only_for_replace_one_with_a_public_count() -> None:
         with pytest.raises(DomainError, match=words) as err:
             public_n(bad, CTX, "Mean")
         assert err.value.node == "the_node" and "Mean needs a public row count" in str(err.value)
+        assert err.value.fix == ("declare neighbors='replace' and apply it before any value partition "
+                                 "(or release a Sum and a Count separately)")
 
 
 def test_changes_text_and_one_dim() -> None:
