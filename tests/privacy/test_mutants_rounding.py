@@ -39,9 +39,9 @@ def test_up_and_down_of_zero_and_infinities() -> None:
 
 
 def test_nan_is_refused() -> None:
-    with pytest.raises(ValueError, match="cannot round nan"):
+    with pytest.raises(ValueError, match="^cannot round nan$"):
         up(math.nan)
-    with pytest.raises(ValueError, match="cannot round nan"):
+    with pytest.raises(ValueError, match="^cannot round nan$"):
         down(math.nan)
 
 
