@@ -51,8 +51,8 @@ DEFAULT_MODULES = [
 _INT_STAT = ("np.asarray(x, dtype=float) vs dtype=None: a statistic is a float64 array (asarray returns it as is) or "
              "integer counts below 2^53, which every later operation promotes to the same float64 values")
 _STRICT = "zip(strict=...): the noise is drawn with exactly as many entries as the lattice release has"
-_ZERO_BRANCH = ("down's sign tests (x > 0 vs >= 0, x < 0 vs <= 0 or < 1): they differ only at x = +-0.0, where every "
-                "branch computes y = +-0.0 and nextafter(+-0.0, -inf) is the same -5e-324")
+_ZERO_BRANCH = ("up's and down's sign tests (x > 0 vs >= 0, x < 0 vs <= 0 or < 1): they differ only at x = +-0.0, "
+                "where every branch computes y = +-0.0, and nextafter(+-0.0, +-inf) does not depend on the zero's sign")
 _SQUARE = "shape[1] vs shape[0]: only symmetric (square) matrices reach this line"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
@@ -83,9 +83,13 @@ EQUIVALENT: dict[str, str] = {
         "delta = slack = 0, where both arguments are 0"),
     "dpflow.nodes.base.x_sym_max__mutmut_11": ">= vs > between bounds with the same factors: at equal coefficients "
                                              "a and b are equal bounds",
+    "dpflow.privacy.rounding.x_up__mutmut_6": _ZERO_BRANCH,
+    "dpflow.privacy.rounding.x_up__mutmut_12": _ZERO_BRANCH,
+    "dpflow.privacy.rounding.x_up__mutmut_13": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_7": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_13": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_14": _ZERO_BRANCH,
+    "dpflow.privacy.rounding.x_to_float_up__mutmut_5": "q > 0 vs q >= 0 where float(q) overflowed: q is never 0",
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }
