@@ -486,8 +486,15 @@ class Peel(Mechanism):
         >>> Peel(s=1).noise_multiplier(Fraction(3), "pure") >= 1.0
         True
         """
-        b = sensitivity / float(self.unit(share, mode)) if sensitivity > 0 else 0.0
-        return math.nextafter(b, math.inf) if b > 0 else b
+        if not sensitivity > 0:
+            return 0.0
+        u = self.unit(share, mode)
+        b = math.nextafter(sensitivity / float(u), math.inf)
+        # float(u) and the division each round to nearest, and one step up does not always cover both: step
+        # up until lambda / b <= u holds exactly (so the certified cost at u is never exceeded)
+        while math.isfinite(b) and Fraction(sensitivity) / Fraction(b) > u:
+            b = math.nextafter(b, math.inf)
+        return b
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)

@@ -1,0 +1,107 @@
+"""A bounded slice of the mutation run, in every test run: hand-picked mutants of the most critical rules.
+
+The whole mutation run (``python benchmarks/mutation.py``, mutmut) takes hours and needs mutmut; this slice
+takes well under a minute and needs nothing but the test suite.  Each mutant below is one single-point change
+to a privacy rule -- most of them mutants mutmut found surviving the suite before the ``test_mutants_*``
+files pinned them, the rest the rules everything else rests on.  For each, the package is copied to a
+temporary directory, the one line is changed (the original text must occur exactly once, so a refactor that
+moves the rule breaks this test loudly instead of silently testing nothing), and the named tests are run
+against the copy in a subprocess: they must fail.  The unmutated copy must pass the same tests first, so a
+failure below is the mutant's doing.  No network, no extra package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@attrs.frozen
+class Mutant:
+    """One single-point change to ``path`` (``old`` -> ``new``) and the tests that must catch it."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = (
+    Mutant("stability divides instead of multiplying", "dpflow/nodes/base.py",
+           "return out * float(rows.stability)", "return out / float(rows.stability)",
+           ("tests/nodes/test_mutants_base.py",)),
+    Mutant("Gaussian zCDP with 4 sigma^2", "dpflow/privacy/calibration.py",
+           "return s * s / (2 * sig * sig)", "return s * s / (4 * sig * sig)",
+           ("tests/privacy/test_privacy_golden.py::test_zcdp_gaussian_calibration",)),
+    Mutant("Laplace epsilon halved", "dpflow/privacy/calibration.py",
+           "    return s / b\n", "    return s / (2 * b)\n",
+           ("tests/privacy/test_privacy_golden.py::test_laplace_calibration",)),
+    Mutant("outward rounding inflates downward", "dpflow/privacy/rounding.py",
+           "if x > 0.0:\n        y = x * (1.0 + REL_MARGIN)", "if x > 0.0:\n        y = x * (1.0 - REL_MARGIN)",
+           ("tests/privacy/test_mutants_rounding.py",)),
+    Mutant("replace-one parallel composition takes the max", "dpflow/privacy/composition.py",
+           'combine = _top_two_sum if relation == "replace" else max', "combine = max",
+           ("tests/privacy/test_privacy_golden.py::test_parallel_composition_rules",)),
+    Mutant("lattice release not widened by twice the float error", "dpflow/nodes/mechanisms.py",
+           "return 2.0 * l2, 2.0 * l1", "return l2, l1",
+           ("tests/nodes/test_mutants_mechanisms.py",)),
+    Mutant("lattice rounding counted once in l2, not sqrt(m) times", "dpflow/nodes/mechanisms.py",
+           "step * (entries if l1 else math.sqrt(entries))", "step * (entries if l1 else 1.0)",
+           ("tests/nodes/test_mutants_mechanisms.py",)),
+    Mutant("float error of a sum without the factor n", "dpflow/nodes/floaterr.py",
+           "l2 = gamma(n) * n * b + b * gamma(self.domain.d + 2)", "l2 = gamma(n) * b + b * gamma(self.domain.d + 2)",
+           ("tests/nodes/test_mutants_floaterr.py",)),
+    Mutant("histogram l1 sensitivity 1 under replace-one", "dpflow/nodes/rules.py",
+           "l1 = change_bound(rows, Sym.const(2.0), Sym.const(1.0))",
+           "l1 = change_bound(rows, Sym.const(1.0), Sym.const(1.0))",
+           ("tests/nodes/test_mutants_rules.py",)),
+)
+
+
+def _run(root: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """Run ``tests`` (of this repository) against the package copy in ``root``: the copy comes first on the
+    path because the subprocess starts in ``root``; the repository's ``pyproject.toml`` gives the test
+    settings (``-o addopts=`` drops its doctest collection, ``-x`` stops at the first failure)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:warnings",
+           "-o", "addopts=", "-c", str(REPO / "pyproject.toml"), "--rootdir", str(REPO),
+           *(str(REPO / t) for t in tests)]
+    return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def package_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mutant")
+    shutil.copytree(REPO / "dpflow", root / "dpflow", ignore=shutil.ignore_patterns("__pycache__"))
+    where = subprocess.run([sys.executable, "-c", "import dpflow; print(dpflow.__file__)"], cwd=root,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).is_relative_to(root), f"the copy is not the package imported: {where}"
+    return root
+
+
+def test_the_unmutated_copy_passes_every_selected_test(package_copy: Path) -> None:
+    tests = tuple(sorted({t for m in MUTANTS for t in m.tests}))
+    res = _run(package_copy, tests)
+    assert res.returncode == 0, res.stdout[-3000:]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_the_mutant_is_killed(package_copy: Path, mutant: Mutant) -> None:
+    target = package_copy / mutant.path
+    original = target.read_text()
+    assert original.count(mutant.old) == 1, f"{mutant.path}: the mutated text must occur once: {mutant.old!r}"
+    target.write_text(original.replace(mutant.old, mutant.new))
+    try:
+        res = _run(package_copy, mutant.tests)
+    finally:
+        target.write_text(original)
+    assert res.returncode == 1, f"mutant survived ({mutant.name}):\n{res.stdout[-3000:]}"

@@ -1,0 +1,67 @@
+"""Mutation-testing pins of ``dpflow/nodes/base.py``: how a record's change bounds a sum of row features.
+
+:func:`change_bound` is the rule every query's sensitivity starts from: a replaced row moves a sum by the
+diameter, an added or removed one by the norm, and a transform of stability k lets one record change k
+rows, multiplying both.  With stability 1 (every ordinary plan) multiplying and dividing by the stability
+agree, so these tests use stabilities 2 and 3 (the pooled-coordinates transform of ``quantile.py`` makes
+stability d).  Dwork & Roth 2014, Def. 2.4 / Sec. 3.3; McSherry 2009 (PINQ), stable transformations.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpflow.domains import ReleasedScalar, RowCount, Sym, Vectors
+from dpflow.errors import PlanTypeError
+from dpflow.nodes.base import change_bound, sym_max
+from dpflow.nodes.types import RowsT, Size
+
+REPLACE = frozenset({"replace"})
+ADD_REMOVE = frozenset({"add_remove"})
+BOTH = frozenset({"replace", "add_remove"})
+
+
+def rows(changes: frozenset[str], stability: int) -> RowsT:
+    return RowsT(Vectors(d=2, l2_bound=1.0), "X", Size(True, 10, RowCount("X")), stability, changes)
+
+
+@pytest.mark.parametrize("stability", [1, 2, 3])
+def test_change_bound_is_the_stability_times_the_diameter_or_the_norm(stability: int) -> None:
+    diameter, norm = Sym.const(4.0), Sym.const(1.5)
+    assert change_bound(rows(REPLACE, stability), diameter, norm) == Sym.const(4.0 * stability)
+    assert change_bound(rows(ADD_REMOVE, stability), diameter, norm) == Sym.const(1.5 * stability)
+    # both relations allowed: the larger of the two, times the stability
+    assert change_bound(rows(BOTH, stability), diameter, norm) == Sym.const(4.0 * stability)
+    assert change_bound(rows(BOTH, stability), Sym.const(1.0), Sym.const(2.5)) == Sym.const(2.5 * stability)
+
+
+def test_change_bound_keeps_run_time_factors_and_scales_the_coefficient() -> None:
+    r = Sym.ref(ReleasedScalar("radius"))
+    out = change_bound(rows(REPLACE, 3), r * 2.0, r)
+    assert out == Sym(6.0, ((ReleasedScalar("radius"), 1),))
+    assert out is not None and out.value({ReleasedScalar("radius"): 0.5}) == pytest.approx(3.0, rel=1e-11)
+    assert out.value({ReleasedScalar("radius"): 0.5}) >= 3.0                   # Sym.value rounds up
+
+
+def test_change_bound_is_unbounded_when_the_relevant_bound_is() -> None:
+    assert change_bound(rows(REPLACE, 2), None, Sym.const(1.0)) is None
+    assert change_bound(rows(ADD_REMOVE, 2), Sym.const(1.0), None) is None
+    assert change_bound(rows(BOTH, 2), Sym.const(1.0), None) is None
+    assert change_bound(rows(BOTH, 2), None, Sym.const(1.0)) is None
+    # the other relation's bound does not matter
+    assert change_bound(rows(REPLACE, 2), Sym.const(1.0), None) == Sym.const(2.0)
+    assert change_bound(rows(ADD_REMOVE, 2), None, Sym.const(1.0)) == Sym.const(2.0)
+
+
+def test_sym_max_takes_the_larger_bound_and_none_wins() -> None:
+    a, b = Sym.const(2.0), Sym.const(3.0)
+    assert sym_max(a, b) == b and sym_max(b, a) == b
+    assert sym_max(a, a) == a
+    assert sym_max(None, a) is None and sym_max(a, None) is None
+    r2, r3 = Sym.ref(ReleasedScalar("r")) * 2.0, Sym.ref(ReleasedScalar("r")) * 3.0
+    assert sym_max(r2, r3) == r3 and sym_max(r3, r2) == r3
+    # a zero bound is dominated by anything, whatever its factors
+    assert sym_max(Sym.const(0.0), r2) == r2 and sym_max(r2, Sym.const(0.0)) == r2
+    with pytest.raises(PlanTypeError) as err:
+        sym_max(Sym.const(1.0), r2)
+    assert err.value.node == "bound" and "cannot compare" in err.value.problem

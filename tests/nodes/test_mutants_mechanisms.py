@@ -1,0 +1,211 @@
+"""Mutation-testing pins of ``dpflow/nodes/mechanisms.py``: how a lattice release is widened and calibrated.
+
+An exact-noise release rounds the statistic to a 2^-k lattice and adds integer noise.  Two neighbouring
+datasets' computed statistics can err in opposite directions and round in opposite directions, so the
+sensitivity the noise is calibrated to is ``Delta + 2 x float error + lattice rounding``, the rounding
+being ``step * sqrt(m)`` in l2 and ``step * m`` in l1 for m noised entries (docs/spec/accounting.md §3;
+Casacuberta et al., CCS 2022).  The step is the power of two at or below scale / 2^40.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from dpflow.domains import Sym, Vectors
+from dpflow.nodes.floaterr import FloatError
+from dpflow.nodes.mechanisms import (
+    LATTICE_BITS,
+    MIN_LATTICE_STEP,
+    _lattice_step,
+    float_slack,
+    lattice_calibration,
+)
+from dpflow.nodes.types import StatT
+from dpflow.privacy import Cost
+from dpflow.privacy.rounding import up
+
+
+def test_lattice_constants() -> None:
+    assert LATTICE_BITS == 40 and MIN_LATTICE_STEP == 2.0**-600
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5, 2.0 - 2.0**-52, 3.0, 0.7, 2.0**-10, 1e6, 2.0**-559])
+def test_lattice_step_is_the_power_of_two_at_or_below_scale_over_2_to_40(scale: float) -> None:
+    step = _lattice_step(scale)
+    assert step == 2.0 ** (math.floor(math.log2(scale)) - 40)
+    assert step <= scale / 2.0**40 < 2 * step
+
+
+@pytest.mark.parametrize("scale", [2.0**-560, 2.0**-700, 5e-324])
+def test_lattice_step_never_below_the_minimum(scale: float) -> None:
+    assert _lattice_step(scale) == MIN_LATTICE_STEP
+
+
+@pytest.mark.parametrize(("l1", "entries"), [(False, 1), (False, 9), (True, 1), (True, 9)])
+def test_lattice_calibration_widens_by_slack_and_rounding(l1: bool, entries: int) -> None:
+    def scale_of(d: float) -> float:
+        return 3.0 * d
+    delta, slack = 1.25, 0.5
+    cal = lattice_calibration(delta, slack, entries, l1, scale_of)
+    assert cal is not None
+    step = _lattice_step(scale_of(delta + slack))          # from the unwidened scale
+    assert cal.step == step == 2.0**-38                       # scale 3 x 1.75 = 5.25 in [4, 8): 2^(2 - 40)
+    rounding = step * (entries if l1 else math.sqrt(entries))
+    assert cal.sensitivity == up(delta + slack + rounding)
+    assert cal.sensitivity > delta + slack + rounding
+    assert cal.scale == scale_of(cal.sensitivity)
+
+
+def test_lattice_calibration_without_a_finite_positive_scale() -> None:
+    assert lattice_calibration(0.0, 0.0, 3, False, lambda d: 2.0 * d) is None
+    assert lattice_calibration(1.0, 0.0, 3, False, lambda d: math.inf) is None
+    # the scale function is asked at delta + slack first
+    asked: list[float] = []
+    lattice_calibration(1.0, 0.25, 1, True, lambda d: asked.append(d) or d)
+    assert asked[0] == 1.25
+
+
+def test_float_slack_is_twice_the_float_error() -> None:
+    fe = FloatError("mean", Vectors(d=3, l2_bound=Sym.const(2.0)), Sym.const(50.0))
+    stat = StatT((3,), "X", None, Sym.const(0.08), None, float_error=fe)
+    l2, l1 = fe.bound({}, 3)
+    assert float_slack(stat, {}, 3) == (2.0 * l2, 2.0 * l1)
+    assert l2 > 0 and l1 > l2
+    no_bound = StatT((3,), "X", None, Sym.const(0.08), None)
+    assert float_slack(no_bound, {}, 3) == (math.inf, math.inf)
+    assert Fraction(2.0 * l2) == 2 * Fraction(l2)
+
+
+def test_peel_scale_never_exceeds_the_certified_unit_regression() -> None:
+    """Regression (found by the mutation run's review): b = nextafter(lambda / float(u)) can leave lambda / b
+    above u, since float(u) and the division both round to nearest; the scale now steps up until the exact
+    check lambda / b <= u holds."""
+    from dpflow.nodes.mechanisms import Peel
+
+    peel, lam, share = Peel(s=2), 8.091480733492338, Fraction(713711, 918466)
+    u = peel.unit(share, "pure")
+    one_step = math.nextafter(lam / float(u), math.inf)
+    assert Fraction(lam) / Fraction(one_step) > u                     # the old rule fails here
+    b = peel.noise_scale(lam, share, "pure")
+    assert Fraction(lam) / Fraction(b) <= u
+    assert b == math.nextafter(one_step, math.inf)                     # and by one more float only
+    assert peel.noise_scale(0.0, share, "pure") == 0.0 and peel.noise_scale(math.inf, share, "pure") == math.inf
+
+
+@pytest.mark.parametrize(("mech", "norm"), [("GaussianMech", "l2"), ("LaplaceMech", "l1"), ("Peel", "l-infinity")])
+def test_an_unbounded_input_is_refused_naming_the_norm_and_the_fix(mech: str, norm: str) -> None:
+    import dpflow as dp
+    from dpflow import nodes as N
+    from dpflow.errors import UnboundedSensitivityError
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=3), n=10)
+    node = N.Peel(s=1) if mech == "Peel" else getattr(N, mech)()
+    with pytest.raises(UnboundedSensitivityError) as err:
+        dp.certify(b.build(m=node(N.Mean()(X))))
+    assert err.value.problem == (f"its input has unbounded {norm} sensitivity (the rows it aggregates are not "
+                                 "bounded)")
+    assert err.value.fix == "insert Clip (an l2 ball or a box) before the query"
+
+
+class _Ctx:
+    """The part of the interpreter's EvalContext a mechanism's evaluate uses, with a fixed bound value."""
+
+    def __init__(self, stat: StatT, bound: float, exact: bool) -> None:
+        from conftest import ExactZeroNoise, ZeroNoise
+
+        from dpflow.nodes.types import Allocation
+
+        self._stat, self._bound = stat, bound
+        self.noise = ExactZeroNoise() if exact else ZeroNoise()
+        self.alloc = Allocation("zcdp", Fraction(1, 2), Cost.zcdp(Fraction(1, 2)))
+        self.facts: dict[str, object] = {}
+
+    def stat(self) -> StatT:
+        return self._stat
+
+    def allocation(self) -> object:
+        return self.alloc
+
+    def bound(self, b: Sym) -> float:
+        return self._bound
+
+    def public_values(self, names: tuple[str, ...]) -> dict[str, float]:
+        return {}
+
+    def record(self, key: str, value: object) -> None:
+        self.facts[key] = value
+
+
+@pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_an_infinite_sensitivity_releases_nan_at_infinite_scale(mech: str, exact: bool) -> None:
+    """A sensitivity bound that is not finite (a released radius that is NaN or inf, see ``Sym.value``):
+    the release is NaN in every entry whatever the data and the run records the scale as inf (never an
+    exception, no noise drawn)."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    fe = FloatError("mean", Vectors(d=3, l2_bound=Sym.const(1.0)), Sym.const(4.0))
+    stat = StatT((3,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe)
+    ctx = _Ctx(stat, math.inf, exact)
+    out = getattr(N, mech)().evaluate([np.ones(3)], ctx)  # type: ignore[arg-type]
+    assert out.shape == (3,) and np.all(np.isnan(out))
+    assert ctx.facts == {"sigma" if mech == "GaussianMech" else "scale": math.inf} and ctx.noise.calls == 0
+
+
+def test_lattice_release_rounds_to_the_lattice_and_maps_non_finite_entries_to_zero() -> None:
+    """Entries are rounded to the nearest multiple of the step, integer noise added exactly; NaN and +-inf
+    count as 0 (the declared policy: never an exception, whatever the data)."""
+    import numpy as np
+
+    from dpflow.nodes.mechanisms import _lattice_release
+
+    step = 2.0**-10
+    value = np.array([math.inf, -math.inf, math.nan, 1.0 + 0.3 * step, -2.0 - 0.7 * step])
+    out = _lattice_release(value, step, np.array([0, 0, 0, 3, -1]), False)
+    assert out.tolist() == [0.0, 0.0, 0.0, 1.0 + 3 * step, -2.0 - 2 * step]
+    sym = np.array([[1.0, math.inf], [math.inf, 2.0]])
+    full = _lattice_release(sym, step, np.array([0, 5, 0]), True)           # upper triangle, mirrored
+    assert full.tolist() == [[1.0, 5 * step], [5 * step, 2.0]]
+    matrix = _lattice_release(np.array([[1.0, 2.0], [3.0, 4.0]]), step, np.array([1, 0, 0, 0]), False)
+    assert matrix.tolist() == [[1.0 + step, 2.0], [3.0, 4.0]]                # every entry, same shape
+
+
+def test_a_sensitivity_that_overflows_once_widened_releases_nan() -> None:
+    """A finite sensitivity whose widening by the float slack overflows: infinite noise, never an exception."""
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.floaterr import OVERFLOW
+
+    n = 1e8
+    fe = FloatError("sum", Vectors(d=1, box=(-OVERFLOW / n / 4.0, OVERFLOW / n / 4.0)), Sym.const(n))
+    stat = StatT((1,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe)
+    slack = float_slack(stat, {}, 1)[0]
+    big = float(np.finfo(float).max)
+    assert math.isfinite(slack) and big + slack == math.inf
+    ctx = _Ctx(stat, big, True)
+    out = N.GaussianMech().evaluate([np.ones(1)], ctx)  # type: ignore[arg-type]
+    assert np.all(np.isnan(out)) and ctx.facts == {"sigma": math.inf}
+
+
+@pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech"])
+def test_a_zero_sensitivity_on_the_lattice_releases_the_statistic_unchanged(mech: str) -> None:
+    """Sensitivity 0 and no float error (exact counts): the statistic does not depend on the data; it is
+    released as is at scale 0, with no noise drawn and no lattice."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    stat = StatT((2,), "X", Sym.const(0.0), Sym.const(0.0), Sym.const(0.0), float_error=FloatError("exact",
+                                                                                                    Vectors(d=1)))
+    ctx = _Ctx(stat, 0.0, True)
+    value = np.array([3.0, 0.1])
+    out = getattr(N, mech)().evaluate([value], ctx)
+    assert out.tolist() == [3.0, 0.1]
+    assert ctx.facts == {"sigma" if mech == "GaussianMech" else "scale": 0.0} and ctx.noise.calls == 0
