@@ -39,7 +39,7 @@ from dpflow.nodes.base import (
     text_of,
 )
 from dpflow.nodes.mechanisms import GaussianMech
-from dpflow.nodes.queries import SecondMoment
+from dpflow.nodes.queries import SecondMoment, centred_radius, centred_rows
 from dpflow.nodes.rules import changes_text
 from dpflow.nodes.transforms import Clip
 from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
@@ -172,14 +172,7 @@ class Gram(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         dom = rows.domain
-        if self.center is None:
-            r = dom.norm_l2()
-        else:
-            ct = released_type(self.center, ctx, "center")
-            if ct.shape is not None and ct.shape != (dom.d,):
-                raise DomainError(ctx.node_id, f"center {self.center.id} has shape {ct.shape}, rows have d={dom.d}",
-                                  "pass a centre of the rows' dimension")
-            r = dom.l2_bound if dom.center == self.center.id else None
+        r = centred_radius(rows, self.center, ctx)
         fro = None if r is None else change_bound(rows, r.pow(2) * math.sqrt(2.0), r.pow(2))
         # no floating-point error bound is claimed for the unnormalised sum: exact sources add continuous noise
         stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=None)
@@ -188,8 +181,4 @@ class Gram(Query):
                               f"Frobenius {text_of(fro)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
-        if self.center is not None:
-            c = np.asarray(ctx.value(self.center), dtype=float)
-            X = ctx.backend.row_map(X, lambda Z: Z - c)
-        return ctx.backend.gram(X)
+        return ctx.backend.gram(centred_rows(ins[0], self.center, ctx))

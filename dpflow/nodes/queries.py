@@ -123,6 +123,30 @@ class Count(Query):
         return np.float64(ctx.backend.nrows(ins[0]))
 
 
+def centred_radius(rows: RowsT, center: Ref | None, ctx: InferContext) -> Sym | None:
+    """The bound ``r`` on ``||x - c||`` that a second moment about ``center`` (the origin when ``None``)
+    may use: the rows' l2 norm about the origin, or their declared l2 bound when they were clipped around
+    that same released centre; ``None`` (unbounded) otherwise.  Refuses a centre of the wrong dimension.
+    Shared by :class:`SecondMoment` and the unnormalised ``Gram``."""
+    dom = rows.domain
+    if center is None:
+        return dom.norm_l2()
+    ct = released_type(center, ctx, "center")
+    if ct.shape is not None and ct.shape != (dom.d,):
+        raise DomainError(ctx.node_id, f"center {center.id} has shape {ct.shape}, rows have d={dom.d}",
+                          "pass a centre of the rows' dimension")
+    return dom.l2_bound if dom.center == center.id else None
+
+
+def centred_rows(X: Any, center: Ref | None, ctx: EvalContext) -> Any:
+    """The rows as floats minus the released centre (row maps through the backend)."""
+    rows = float_rows(ctx, X)
+    if center is None:
+        return rows
+    c = np.asarray(ctx.value(center), dtype=float)
+    return ctx.backend.row_map(rows, lambda Z: Z - c)
+
+
 @attrs.frozen(kw_only=True)
 class SecondMoment(Query):
     """``(1/n) sum (x - c)(x - c)^T`` about the origin or a public/released centre.
@@ -146,15 +170,7 @@ class SecondMoment(Query):
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         n = public_n(rows, ctx, "SecondMoment")
         dom = rows.domain
-        r: Sym | None
-        if self.center is None:
-            r = dom.norm_l2()
-        else:
-            ct = released_type(self.center, ctx, "center")
-            if ct.shape is not None and ct.shape != (dom.d,):
-                raise DomainError(ctx.node_id, f"center {self.center.id} has shape {ct.shape}, rows have d={dom.d}",
-                                  "pass a centre of the rows' dimension")
-            r = dom.l2_bound if dom.center == self.center.id else None
+        r = centred_radius(rows, self.center, ctx)
         fro = None if r is None else r.pow(2) * (math.sqrt(2.0) * rows.stability) / n
         fe = FloatError("gram", dom, n, None if self.center is None else self.center.id)
         stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=fe)
@@ -166,10 +182,7 @@ class SecondMoment(Query):
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = float_rows(ctx, ins[0])
-        if self.center is not None:
-            c = np.asarray(ctx.value(self.center), dtype=float)
-            X = ctx.backend.row_map(X, lambda Z: Z - c)
+        X = centred_rows(ins[0], self.center, ctx)
         return ctx.backend.gram(X) / ctx.backend.nrows(X)
 
 
