@@ -250,14 +250,13 @@ def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: 
         return NoiseCalibration(node_path, node.kind, "none", rounds, note=_NOT_ADDITIVE)
     sym = getattr(stat, node.noise_unit)
     assert sym is not None  # check_input refused an unbounded sensitivity
-    entries = int(np.prod(stat.shape)) if not stat.symmetric else stat.shape[0] * (stat.shape[0] + 1) // 2
+    entries = math.prod(stat.shape) if not stat.symmetric else stat.shape[0] * (stat.shape[0] + 1) // 2
     lattice = node.takes_lattice(stat, alloc)
-    base = NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), not sym.is_const, entries=entries,
-                            lattice=lattice)
     note = node.accuracy_note or ("" if lattice else "continuous noise on every source")
     if not sym.is_const:
-        return attrs.evolve(base, scale=node.noise_multiplier(share, mode), note=(
-            note or ("exact sources: on the lattice, after data" if lattice else "")))
+        return NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), True,
+                                node.noise_multiplier(share, mode), entries, lattice,
+                                note=note or ("exact sources: on the lattice, after data" if lattice else ""))
     delta = sym.value({})
     scale = node.noise_scale(delta, share, mode)
     step = lat_scale = None
@@ -271,7 +270,8 @@ def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: 
                                lambda d: node.noise_scale(d, share, mode))
             if cal is not None:
                 step, lat_scale = cal.step, cal.scale
-    return attrs.evolve(base, scale=scale, lattice_step=step, lattice_scale=lat_scale, note=note)
+    return NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), False, scale, entries, lattice,
+                            step, lat_scale, note)
 
 
 def _rounds_text(path: str, classes: tuple[int, ...], rounds: dict[str, tuple[int, ...]]) -> str:
@@ -294,13 +294,16 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
         by_node.setdefault(node, []).append((classes, alloc))
 
     def walk(sp: TypedScope) -> None:
+        texts: dict[tuple[int, ...], str] = {}  # the rounds of a scope's weight classes, named once per scope
         for rec in sp.order:
             if isinstance(rec.node, Mechanism):
                 path = sp.path + rec.id
                 stat = sp.types[rec.inputs[0]]
                 assert isinstance(stat, StatT)
                 for classes, alloc in by_node.get(path, ()):
-                    out.append(calibrate(path, _rounds_text(path, classes, invocations.rounds), rec.node, stat, alloc))
+                    if classes not in texts:
+                        texts[classes] = _rounds_text(path, classes, invocations.rounds)
+                    out.append(calibrate(path, texts[classes], rec.node, stat, alloc))
             elif rec.id in sp.bodies:
                 walk(sp.bodies[rec.id])
 
