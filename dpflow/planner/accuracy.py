@@ -45,7 +45,6 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-import numpy as np
 
 from dpflow.nodes.base import Mechanism
 from dpflow.nodes.mechanisms import float_slack, unit_lattice

@@ -500,6 +500,7 @@ def fit(
 def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
                    share: Fraction) -> Fit:
     n, d = np.shape(X)
+    require_budget(budget, "gaussian.fit", (ZCDP, ApproxZCDP, ApproxDP))  # the user's budget, before the split
     if not 0 < share < 1:
         raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
     b_scale, b_fit = sequential_split(budget, [share, 1 - share])
