@@ -12,8 +12,14 @@ a mean in two steps (within the bounding ball, then within the radius that holds
 found by ``AboveThreshold``) and a covariance from the Gram matrix about that mean.  Leaves whose noisy count is
 below ``t / 2`` are empty: fewer parts than asked for is a released outcome (``GaussianMixture.n_found_``).
 
-Not built here: PGME's sample-and-aggregate ``method=`` (the subsample-and-aggregate node is another
-helper's), and the warm-up algorithm for strongly bounded spherical mixtures.
+Raw-scale data (``standardize=True``): the private per-column scale step
+(:func:`dpflow.estimators.scale.column_scales`) releases a centre ``c`` and scale ``s`` per column first, the
+plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the released means and
+covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
+
+Not built here: PGME's sample-and-aggregate ``method=`` (mixtures.md 8: the group-level 1-cluster over
+k-tuples of block answers is not expressible through ``SubsampleAggregate``'s statistics and was not
+built soundly in the time), and the warm-up algorithm for strongly bounded spherical mixtures.
 """
 
 from __future__ import annotations
@@ -65,10 +71,14 @@ def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
 
 def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float = 1e4,
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                          seed: int = 0) -> Plan:
+                          seed: int = 0, standardize: bool = False) -> Plan:
     """The RPGMP + PGME plan for ``n`` rows in R^d and ``k`` components.  Outputs ``leafI_n`` (noisy
     count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each of the
-    ``2^(k-1)`` leaves, and ``t`` (the public target part size).
+    ``2^(k-1)`` leaves, and ``t`` (the public target part size).  With ``standardize=True`` the private
+    per-column scale step runs first (its share of the budget by
+    :func:`dpflow.estimators.scale.scale_weight`, the other weights scaled by the rest), the leaves are on the
+    standardised rows and ``radius``, ``sigma_range`` are in units of the released scales; the plan then also
+    outputs ``centre`` and ``scale``.
 
     >>> import dpflow as dp
     >>> plan = gaussian_mixture_plan(d=2, n=1000, k=2, budget=dp.ApproxZCDP(1.0, 1e-6))
@@ -88,10 +98,19 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     delta = float(budget.delta) / (8 * max(levels, 1))
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_mixture")
     X = b.source("X", Vectors(d=d), n=n)
+    rest, scaled = 1.0, dict[str, Any]()
+    if standardize:
+        from dpflow.estimators.scale import column_scales, scale_weight, warn_if_capped
+        from dpflow.estimators.scale import standardize as standardized
+
+        w_scale, capped = scale_weight(n, d, budget)
+        warn_if_capped(b, n, d, capped)
+        centre, scale = column_scales(X, d, w_scale)
+        X, rest, scaled = standardized(X, centre, scale, d), 1.0 - w_scale, {"centre": centre, "scale": scale}
     Rc = _clip_radius(radius, s_max, d, n)
     Xc = N.Clip(radius=Rc)(X)
     # 1. bounding ball: coordinate-wise private medians, then the smallest grid radius holding 98% of rows
-    w_loc = WEIGHTS["locate"]
+    w_loc = WEIGHTS["locate"] * rest
     meds = [N.Quantile(q=0.5, weight=w_loc / (2 * d))(N.OrderStatistics(lower=-Rc, upper=Rc)(N.Columns(keep=[a])(Xc)))
             for a in range(d)]
     c = N.Apply(fn=stack_scalars, shape=(d,))(*meds)
@@ -101,10 +120,10 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     Rb = N.GridValue(values=radii_b)(jb)
     Xb = N.Clip(radius=Rb, center=c)(X)
     # 2. Analyze Gauss on the rows clipped to the bounding ball
-    V = N.private_pca(X, k=k, radius=Rb, center=c, weight=WEIGHTS["pca"])
+    V = N.private_pca(X, k=k, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
     # 3. RPGMP in the projected space, breadth-first, at most k parts
     radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Rc)
-    per_node = WEIGHTS["partition"] / max(levels, 1)
+    per_node = WEIGHTS["partition"] * rest / max(levels, 1)
     shares = (0.35 * per_node, 0.1 * per_node, 0.1 * per_node, 0.25 * per_node, 0.2 * per_node)
 
     def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
@@ -118,9 +137,9 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     # 4. per leaf: count, mean within the bounding ball, the radius holding 97% of the leaf around it
     #    (AboveThreshold on nested-ball counts, threshold 0.97 x the noisy count), the mean within that
     #    radius, and the Gram matrix about it of the rows within it
-    w_leaf = WEIGHTS["leaves"]
+    w_leaf = WEIGHTS["leaves"] * rest
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
-    out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}")}
+    out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
     for i, (Xl, _, _) in enumerate(nodes):
         cnt = N.LaplaceMech(weight=w_leaf * 0.08)(N.Count()(Xl))
         p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03)
@@ -150,7 +169,9 @@ class GaussianMixture:
     ``1/k``: the target part size is ``t = w_min n / 2``, so a component of weight ``w >= w_min / 2``
     still holds ``t`` rows) is the smallest weight looked for.  After ``fit``: ``means_``, ``covariances_``,
     ``weights_`` (the parts found, by decreasing weight; fewer than ``n_components`` when the data do not
-    split: ``n_found_``), ``plan_`` and ``report_``.
+    split: ``n_found_``), ``plan_`` and ``report_``.  ``standardize=True`` takes raw-scale data: a private
+    per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
+    as ``centre_`` and ``scale_``; see the module docstring).
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(0)
@@ -163,13 +184,16 @@ class GaussianMixture:
 
     def __init__(self, n_components: int, budget: Measure, radius: float = 1e4,
                  sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                 method: str = "rpgmp", seed: int = 0, noise: Any = None) -> None:
+                 method: str = "rpgmp", seed: int = 0, noise: Any = None, standardize: bool = False) -> None:
         if method != "rpgmp":
             raise ValueError(f"method must be 'rpgmp' (sample-and-aggregate is not built yet), got {method!r}")
         if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         self.n_components, self.budget, self.radius = int(n_components), budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
+        self.standardize = standardize
+        self.centre_: np.ndarray | None = None
+        self.scale_: np.ndarray | None = None
         self.means_: np.ndarray | None = None
         self.covariances_: np.ndarray | None = None
         self.weights_: np.ndarray | None = None
@@ -186,7 +210,7 @@ class GaussianMixture:
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
         plan = gaussian_mixture_plan(d, n, self.n_components, self.budget, self.radius, self.sigma_range,
-                                     self.w_min, self.seed)
+                                     self.w_min, self.seed, self.standardize)
         result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
         rel = result.released
         t = float(rel["t"])
@@ -200,6 +224,13 @@ class GaussianMixture:
                 continue
             cov = _psd(np.nan_to_num(np.asarray(rel[f"leaf{i}_gram"], dtype=float)) / m, floor)
             parts.append((m, mean, cov))
+        if self.standardize:  # back to the data's units (post-processing of released values)
+            from dpflow.estimators.scale import unstandardize
+
+            self.centre_ = np.asarray(rel["centre"], dtype=float).reshape(-1)
+            self.scale_ = np.asarray(rel["scale"], dtype=float).reshape(-1)
+            sc = self.scale_
+            parts = [(m, unstandardize(mean, self.centre_, sc), cov * np.outer(sc, sc)) for m, mean, cov in parts]
         parts.sort(key=lambda p: -p[0])
         parts = parts[: self.n_components]
         self.n_found_ = len(parts)

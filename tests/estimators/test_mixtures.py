@@ -4,6 +4,8 @@ recomposition of the ledger's per-mechanism charges."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,46 @@ def test_ledger_total_is_the_recomposition_of_its_charges() -> None:
     assert total.rho <= 1 and total.delta0 <= 1e-6
     kinds = {e.kind for e in cert.ledger.events()}
     assert {"Quantile", "AboveThreshold", "StabilityHistogram", "GaussianMech", "LaplaceMech"} <= kinds
+
+
+def test_raw_scale_data_with_standardize_needs_no_bounds() -> None:
+    """Columns a thousand times wider and a hundred times narrower than the components' unit scale, far from
+    the origin: the private per-column scale step puts them on a common scale, and the estimates mapped back
+    are as accurate (relative to each column's unit) as the bounded fit of the standardised data above."""
+    means = np.array([[0.0, 0.0], [25.0, 10.0]])
+    Z, labels = _mixture(6000, means, 0)
+    unit, shift = np.array([1000.0, 0.01]), np.array([5e4, -3.0])
+    X = Z * unit + shift
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), standardize=True, noise=dp.SeededNoise(0)).fit(X)
+    assert gm.n_found_ == 2
+    assert gm.centre_ is not None and gm.scale_ is not None and gm.scale_.shape == (2,)
+    order = np.argsort(gm.means_[:, 0])
+    assert np.abs((gm.means_[order] - shift) / unit - means).max() < 0.3
+    assert np.abs(gm.weights_[order] - 0.5).max() < 0.03
+    for c in gm.covariances_:
+        assert np.linalg.norm(c / np.outer(unit, unit) - np.eye(2), 2) < 0.3
+    assert _misclassified(gm.predict(X), labels, 2) < 0.01
+
+
+def test_standardize_adds_the_scale_step_to_the_ledger_within_the_budget() -> None:
+    """Two more quantiles and two more Laplace histograms per column (median and spread, and their ranges),
+    the total still the recomposition of the charges and within the budget; ``centre`` and ``scale`` are
+    released."""
+    budget = dp.ApproxZCDP(1.0, 1e-6)
+
+    def events(standardize: bool) -> tuple[list[str], Any, set[str]]:
+        plan = gaussian_mixture_plan(d=3, n=5000, k=2, budget=budget, standardize=standardize)
+        cert = certify(plan)
+        return [e.kind for e in cert.ledger.events()], cert.ledger.totals[0], {name for name, _ in plan.outputs}
+
+    plain, _, out_plain = events(False)
+    scaled, total, out_scaled = events(True)
+    for kind in ("Quantile", "LaplaceMech"):
+        assert scaled.count(kind) == plain.count(kind) + 2 * 3
+    assert out_scaled - out_plain == {"centre", "scale"}
+    again = recompose(total.composition, "replace")
+    assert again.rho == total.rho and again.delta0 == total.delta0
+    assert total.rho <= 1 and total.delta0 <= 1e-6
 
 
 def test_public_errors_raise_before_data() -> None:
