@@ -8,9 +8,9 @@ Parquet / CSV files read through ``dask.dataframe`` by column name (:func:`read_
 
 Sums over rows are the same as numpy's up to the order of floating-point additions; counts, histograms
 and order statistics (``sorted_values``: each block sorted on its worker, the sorted runs merged on the
-driver) are identical under the same seeded noise.  Nodes whose row work the protocol does not yet cover
-(Peel's coordinate magnitudes, BinCounts) read their input with ``np.asarray``, which gathers those rows
-to the driver.
+driver) and the occupied bins of ``BinCounts`` (``key_counts``: each block counted on its worker, the counts
+merged in a tree) are identical under the same seeded noise.  Mechanisms (``Peel`` too) read only the reduced
+statistic, never rows.
 
 >>> import numpy as np, dpflow as dp
 >>> from dpflow import nodes as N
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from dpflow.errors import DataError, DpflowError, ExecutionError
-from dpflow.interpreter.numpy_backend import NumpyBackend, bin_counts, errstate
+from dpflow.interpreter.numpy_backend import NumpyBackend, bin_counts, errstate, merge_counts, unique_counts
 
 try:
     import dask
@@ -81,6 +81,11 @@ def _add(*parts: np.ndarray) -> np.ndarray:
 
 def _sorted_run(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], err: dict[str, str]) -> np.ndarray:
     return np.sort(np.asarray(_call(block, fn, err)).reshape(-1))
+
+
+def _block_counts(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray],
+                  err: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    return unique_counts(_call(np.asarray(block), fn, err))
 
 
 def _sum(block: np.ndarray) -> np.ndarray:
@@ -208,6 +213,18 @@ class DaskBackend:
         err = errstate()
         runs = self.compute([dask.delayed(_sorted_run)(b, fn, err) for b in X.to_delayed().ravel()])
         out: np.ndarray = np.sort(np.concatenate(runs), kind="stable")  # a merge of sorted runs
+        return out
+
+    def key_counts(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Each block's occupied keys counted on its worker, the counts merged in a fixed tree of fan-in
+        :data:`FAN_IN` on the workers (integer counts: the same as numpy's, exactly)."""
+        if not isinstance(X, da.Array):
+            return NumpyBackend().key_counts(X, fn)
+        err = errstate()
+        parts = [dask.delayed(_block_counts)(b, fn, err) for b in X.to_delayed().ravel()]
+        while len(parts) > 1:
+            parts = [dask.delayed(merge_counts)(*parts[i:i + FAN_IN]) for i in range(0, len(parts), FAN_IN)]
+        out: tuple[np.ndarray, np.ndarray] = self.compute(parts[0])
         return out
 
     def pair_rows(self, X: Any) -> Any:

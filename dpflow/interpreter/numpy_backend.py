@@ -81,6 +81,29 @@ def bin_counts(values: Any, edges: np.ndarray) -> np.ndarray:
     return np.bincount(idx, minlength=k).astype(float)
 
 
+def unique_counts(keys: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct int64 ``keys``, sorted, and how many times each occurs.
+
+    >>> unique_counts(np.array([3, -1, 3]))
+    (array([-1,  3]), array([1, 2]))
+    """
+    uk, counts = np.unique(np.asarray(keys, dtype=np.int64).reshape(-1), return_counts=True)
+    return uk, counts.astype(np.int64)
+
+
+def merge_counts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Several ``(keys, counts)`` of :func:`unique_counts` merged into one (counts of a key added; exact).
+
+    >>> merge_counts((np.array([1, 4]), np.array([2, 1])), (np.array([4]), np.array([5])))
+    (array([1, 4]), array([2, 6]))
+    """
+    keys = np.concatenate([p[0] for p in parts])
+    uk, inv = np.unique(keys, return_inverse=True)
+    counts = np.zeros(uk.shape[0], dtype=np.int64)
+    np.add.at(counts, inv.reshape(-1), np.concatenate([p[1] for p in parts]))
+    return uk, counts
+
+
 class NumpyBackend:
     """Rows are an in-memory ``(n, d)`` array; every operation is vectorised.
 
@@ -148,6 +171,11 @@ class NumpyBackend:
         for B in blocks:
             counts += bin_counts(B, edges)
         return counts
+
+    def key_counts(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(X, MappedRows):
+            return merge_counts(*(unique_counts(fn(np.asarray(B))) for B in X.blocks()))
+        return unique_counts(fn(np.asarray(X)))
 
     def nrows(self, X: Any) -> int:
         return int(np.shape(X)[0])

@@ -100,6 +100,11 @@ class Backend(Protocol):
         sorts each block where it lies and merges the sorted runs)."""
         ...
 
+    def key_counts(self, X: Any, fn: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``fn`` maps rows to one int64 key each; the occupied keys, sorted, and how many rows hold each
+        (a distributed engine counts each block where it lies and merges the counts)."""
+        ...
+
     def pair_rows(self, X: Any) -> Any:
         """Rows ``2i`` and ``2i + 1`` side by side, one ``(2d,)`` row per pair (an odd last row dropped)."""
         ...

@@ -74,17 +74,23 @@ class BinCounts(Query):
                         f"BinCounts, width {self.width:.6g}, shift {self.shift:.6g}, {changes_text(rows)}: "
                         f"l1 {text_of(l1)}, linf {text_of(linf)}")
 
-    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        a = np.asarray(ins[0])
+    def keys(self, a: np.ndarray) -> np.ndarray:
+        """The bin key of every row of a block (its first column).
+
+        >>> BinCounts(width=0.5).keys(np.array([[0.2], [-0.1], [np.nan]]))
+        array([ 0, -1,  0])
+        """
         v = a.reshape(-1) if a.ndim <= 1 else a[:, 0]
         if v.dtype.kind in "iu" and self.width == 1.0 and self.shift == 0.0:
-            keys = np.clip(v.astype(np.int64), -_KEY_LIMIT, _KEY_LIMIT)
-        else:
-            with np.errstate(all="ignore"):
-                z = np.floor((np.nan_to_num(v.astype(float), nan=0.0) - self.shift) / self.width)
-                z = np.nan_to_num(np.clip(z, -float(_KEY_LIMIT), float(_KEY_LIMIT)), nan=0.0)
-            keys = z.astype(np.int64)
-        uk, counts = np.unique(keys, return_counts=True)
+            return np.clip(v.astype(np.int64), -_KEY_LIMIT, _KEY_LIMIT)
+        with np.errstate(all="ignore"):
+            z = np.floor((np.nan_to_num(v.astype(float), nan=0.0) - self.shift) / self.width)
+            z = np.nan_to_num(np.clip(z, -float(_KEY_LIMIT), float(_KEY_LIMIT)), nan=0.0)
+        out: np.ndarray = z.astype(np.int64)
+        return out
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        uk, counts = ctx.backend.key_counts(ins[0], self.keys)
         return SparseCounts(uk, counts.astype(float))
 
 

@@ -169,3 +169,48 @@ def test_a_worker_killed_mid_run_gives_a_clear_error_and_no_release() -> None:
         with pytest.raises(ExecutionError, match=r"KilledWorker.*Nothing was released"):
             _mean_plan(150).run({"X": da.concatenate([good, bad])}, noise=dp.SeededNoise(0),
                                 backend=DaskBackend(client))
+
+
+def _no_gather(monkeypatch: Any) -> None:
+    def refuse(self: Any, *a: Any, **k: Any) -> Any:
+        raise AssertionError("rows gathered to the driver with np.asarray")
+
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+
+
+def test_bin_counts_and_peel_never_gather_rows(monkeypatch: Any) -> None:
+    """BinCounts counts each block on its worker (``key_counts``) and Peel reads only the reduced mean: neither
+    turns the dask rows into a driver-side array, and both release what numpy releases under the same noise."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(size=997) * 3, [np.nan, np.inf, -np.inf, 1e300]])[:, None]
+    b = dp.PlanBuilder(budget=dp.ApproxZCDP(1, "1/1000000"))
+    h = N.StabilityHistogram(delta="1/10000000")(N.BinCounts(width=0.5, shift=0.1)(b.source("X", dp.Reals(), n=1001)))
+    hist = b.build(h=h)
+    from dpflow.estimators.sparse import sparse_mean
+
+    V = rng.normal(size=(1001, 20)) + np.r_[5.0, -4.0, np.zeros(18)]
+    peel = sparse_mean(d=20, n=1001, s=2, budget=dp.ZCDP(1), radius=10.0)
+    refs = [(p, D, p.run({"X": D}, noise=dp.SeededNoise(4)).released) for p, D in ((hist, x), (peel, V))]
+    _no_gather(monkeypatch)
+    for plan, D, ref in refs:
+        got = plan.run({"X": da.from_array(D, chunks=(64, D.shape[1]))}, noise=dp.SeededNoise(4),
+                       backend=DaskBackend()).released
+        assert set(got) == set(ref)
+        for k in ref:
+            _same(got[k], ref[k])
+    assert len(refs[0][2]["h"][0]) > 3  # bins were released (the comparison is not of two empty releases)
+
+
+def test_key_counts_merge_blocks_exactly(monkeypatch: Any) -> None:
+    from dpflow.interpreter import numpy_backend
+    from dpflow.interpreter.numpy_backend import MappedRows, NumpyBackend
+
+    monkeypatch.setattr(numpy_backend, "BLOCK_BYTES", 800)  # numpy's lazy rows in blocks of 100 rows too
+
+    keys = np.random.default_rng(6).integers(-50, 50, size=(5000, 1))
+    want = np.unique(keys, return_counts=True)
+    for backend, X in ((DaskBackend(), da.from_array(keys, chunks=(37, 1))),
+                       (NumpyBackend(), MappedRows(keys, ((lambda a: a, {}),)))):
+        uk, counts = backend.key_counts(X, lambda a: a[:, 0])
+        np.testing.assert_array_equal(uk, want[0])
+        np.testing.assert_array_equal(counts, want[1])

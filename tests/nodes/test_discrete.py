@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,7 @@ def test_bin_counts_and_stability_histogram_neighbours() -> None:
         tb = N.BinCounts(width=0.5, shift=0.1)
 
         def dense(v: np.ndarray, tb: Any = tb) -> dict[int, float]:
-            sc = tb.evaluate([v.reshape(-1, 1)], None)  # type: ignore[arg-type]
+            sc = tb.evaluate([v.reshape(-1, 1)], SimpleNamespace(backend=NumpyBackend()))  # type: ignore[arg-type]
             return dict(zip(sc.keys.tolist(), sc.counts.tolist(), strict=True))
 
         specials = [1e300, -1e300, np.nan, np.inf, -np.inf, 0.1, 0.6, 2.0**62, -(2.0**62)]
