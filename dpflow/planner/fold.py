@@ -17,6 +17,7 @@ from dpflow.nodes.control import Input
 from dpflow.nodes.types import PiecesT, Relation, RowsT, SplitRule, StatT
 from dpflow.planner.ledger import COST_OPS, Ops, PerRecord, of_relation, seq_pairs, split_rule
 from dpflow.privacy import Cost
+from dpflow.privacy.composition import _fsum as exact_sum
 
 if TYPE_CHECKING:
     from dpflow.planner.infer import TypedScope
@@ -62,11 +63,13 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
 def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
           rec_fn: Callable[[TypedScope, NodeRecord], T], seq: Callable[[Sequence[T]], T],
           par: Callable[[Sequence[T], SplitRule], T]) -> T:
-    """Walk the per-record cost structure below ``start`` (children before parents)."""
+    """Walk the per-record cost structure below ``start`` (children before parents).  ``seq`` of one part
+    must be that part (it is for every caller: composing one cost is the cost), so a one-input step passes
+    its input on without calling ``seq``."""
     acc: dict[str, T] = {}
     for tag, rec, kids, groups, rule in space.steps:
         if tag is StepKind.SEQ:
-            acc[rec.id] = seq([acc[k] for k in kids])
+            acc[rec.id] = acc[kids[0]] if len(kids) == 1 else seq([acc[k] for k in kids])
         elif tag is StepKind.MECH:
             acc[rec.id] = leaf(space, rec)
         elif tag is StepKind.RECURSE:
@@ -99,7 +102,7 @@ def _max_frac(xs: Sequence[Fraction]) -> Fraction:
 
 
 def _sum_frac(xs: Sequence[Fraction]) -> Fraction:
-    return sum(xs, Fraction(0))
+    return exact_sum(xs)
 
 
 def _body_start(body: TypedScope) -> str:

@@ -157,8 +157,13 @@ def split_rule(pieces: Sequence[PerRecord[T]], rule: SplitRule, ops: Ops[T]) -> 
 
 
 def seq_pairs(parts: Sequence[PerRecord[T]], ops: Ops[T]) -> PerRecord[T]:
-    """Uses of the same records compose sequentially, for either kind of change."""
-    return PerRecord(ops.seq([p.one for p in parts]), ops.seq([p.both for p in parts]))
+    """Uses of the same records compose sequentially, for either kind of change.  When every part's two
+    costs are the same object (a mechanism's leaf, a chain of them), ``ops.seq`` (pure) runs once."""
+    ones = [p.one for p in parts]
+    if all(p.both is p.one for p in parts):
+        s = ops.seq(ones)
+        return PerRecord(s, s)
+    return PerRecord(ops.seq(ones), ops.seq([p.both for p in parts]))
 
 
 def of_relation(relation: Relation, r: PerRecord[T]) -> T:
