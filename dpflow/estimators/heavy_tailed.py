@@ -64,6 +64,15 @@ def _typical(error_bound: str) -> bool:
     return error_bound == "typical"
 
 
+def _scaled_rows(b: PlanBuilder, X: Any, n: int, d: int, s2: float, name: str,
+                 unknown_mean: bool) -> tuple[int, Any, Any]:
+    """The rows (pair differences when ``unknown_mean``) scaled by the public ``1/sqrt(s2)``: the number of
+    rows m, the released scale matrix and the scaled rows."""
+    m = n // 2 if unknown_mean else n
+    scale = N.param(b, "scale", np.eye(d) / math.sqrt(s2), f"I / sqrt({name}), {name}={s2:g}")
+    return m, scale, N.Precondition(matrix=scale)(N.PairDifferences()(X) if unknown_mean else X)
+
+
 REF_NAIVE = Reference("Kamath-Mouzakis NaiveHTPCE (slides 004 Alg. 1): truncate, second moment, GOE noise, PSD "
                       "projection", "sparse_discrete_heavy.md", "5.2.1")
 REF_STEP = Reference("Kamath-Mouzakis OneStepHTPPCE (slides 004 Alg. 2): confidence-ellipsoid preconditioning",
@@ -286,9 +295,7 @@ def naive_covariance(d: int, n: int, budget: Measure, K: float, kurtosis: float 
     b = PlanBuilder(budget=budget, neighbors="replace", name="naive_htpce")
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, str(REF_NAIVE))
-    m = n // 2 if unknown_mean else n
-    scale = N.param(b, "scale", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g}")
-    rows = N.Precondition(matrix=scale)(N.PairDifferences()(X) if unknown_mean else X)
+    m, scale, rows = _scaled_rows(b, X, n, d, K, "K", unknown_mean)
     g2 = final_radius2(d, m, rho, kurtosis)
     N.param(b, "radius2", g2, "max(d, sqrt(kurtosis sqrt(d) n sqrt(rho) / 2)) (spec 5.2.1)")
     M, _ = naive_htpce(rows, g2, 1.0)
@@ -330,9 +337,7 @@ def covariance(d: int, n: int, budget: Measure, K: float, lower: float = 1.0, ku
     b = PlanBuilder(budget=budget, neighbors="replace", name="ht_pce")
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, str(REF_HTPCE))
-    m = n // 2 if unknown_mean else n
-    scale = N.param(b, "scale", np.eye(d) / math.sqrt(lower), f"I / sqrt(lower), lower={lower:g}")
-    rows = N.Precondition(matrix=scale)(N.PairDifferences()(X) if unknown_mean else X)
+    m, scale, rows = _scaled_rows(b, X, n, d, lower, "lower", unknown_mean)
     cov, _ = ht_pce(rows, m, d, K / lower, rho, 1.0, kurtosis, _typical(error_bound))
     return b.build(covariance=N.Apply(fn=steps.unwhiten, shape=(d, d))(scale, cov))
 

@@ -310,16 +310,21 @@ def subspace_recovery(d: int, n: int, budget: Measure, k: int, groups: int | Non
     >>> bool(abs(P["projector"][0, 0] - 1.0) < 0.01)
     True
     """
-    where = "gaussian.unbounded.subspace_recovery"
+    G = _subspace_groups("gaussian.unbounded.subspace_recovery", d, n, budget, k, groups)
+    b = PlanBuilder(budget=budget, neighbors="replace", name="kmssu_subspace")
+    N.param(b, "algorithm", 0.0, str(REF_SUB))
+    return b.build(projector=subspace_fragment(b, b.source("X", Vectors(d=d), n=n), n, d, k, G))
+
+
+def _subspace_groups(where: str, d: int, n: int, budget: Measure, k: int, groups: int | None) -> int:
+    """The public checks of a SubspaceRecovery plan; returns the number of blocks (default ``n // (2d)``)."""
     _check(where, d, n, budget)
     if not 1 <= k <= d:
         raise DomainError(where, f"k={k} for d={d}", f"pass 1 <= k <= {d}")
     G = max(1, n // (2 * d)) if groups is None else groups
     if not 1 <= G <= n:
         raise DomainError(where, f"groups={G} for n={n}", "pass 1 <= groups <= n")
-    b = PlanBuilder(budget=budget, neighbors="replace", name="kmssu_subspace")
-    N.param(b, "algorithm", 0.0, str(REF_SUB))
-    return b.build(projector=subspace_fragment(b, b.source("X", Vectors(d=d), n=n), n, d, k, G))
+    return G
 
 
 def subspace_fragment(b: PlanBuilder, X: Sensitive[Rows], n: int, d: int, k: int, groups: int) -> Released[Any]:
@@ -342,13 +347,7 @@ def coarse_preconditioner(d: int, n: int, budget: Measure, k: int, gamma: float,
     """
     if not (math.isfinite(gamma) and 0.0 < gamma <= 1.0):
         raise DomainError("gaussian.unbounded.coarse_preconditioner", f"gamma={gamma}", "pass 0 < gamma <= 1")
-    where = "gaussian.unbounded.coarse_preconditioner"
-    _check(where, d, n, budget)
-    if not 1 <= k <= d:
-        raise DomainError(where, f"k={k} for d={d}", f"pass 1 <= k <= {d}")
-    G = max(1, n // (2 * d)) if groups is None else groups
-    if not 1 <= G <= n:
-        raise DomainError(where, f"groups={G} for n={n}", "pass 1 <= groups <= n")
+    G = _subspace_groups("gaussian.unbounded.coarse_preconditioner", d, n, budget, k, groups)
     b = PlanBuilder(budget=budget, neighbors="replace", name="kmssu_coarse")
     N.param(b, "algorithm", 0.0, f"{REF_COARSE}; {REF_SUB}")
     P = subspace_fragment(b, b.source("X", Vectors(d=d), n=n), n, d, k, G)
