@@ -139,20 +139,27 @@ def audit_pair(cert: Certified, D: dict[str, np.ndarray], D2: dict[str, np.ndarr
     mode = cert.allocations[a[0].key].mode if a else "zcdp"
     spent = Fraction(0)
     for ma, mb in zip(a, b, strict=True):
-        ratios = []
-        for norm, bound in ma.bounds.items():
-            if bound is None:
-                continue
-            dist = distance(ma.value, mb.value, norm)
-            if dist > bound * (1 + REL_TOL) + 1e-300:
-                found.append(f"{ma.key}: realised {norm} change {dist:.6g} exceeds the declared {bound:.6g}")
-            ratios.append((norm, dist / bound if bound > 0 else (0.0 if dist == 0 else np.inf)))
-        r = max((x for n, x in ratios if n == NORM_OF.get(ma.kind, n)), default=0.0)
+        r = realised_ratio(ma.kind, ma.bounds, ma.value, mb.value, str(ma.key), found)
         spent += ma.share * (Fraction(r) ** 2 if mode == "zcdp" else Fraction(r))
     certified = Fraction(total.rho) if mode == "zcdp" else Fraction(total.pure_eps or 0)
     if spent > certified * (1 + Fraction(REL_TOL)):
         found.append(f"realised per-record cost {float(spent):.6g} exceeds the certified {float(certified):.6g}")
     return found
+
+
+def realised_ratio(kind: str, bounds: dict[str, float | None], va: Any, vb: Any, label: str,
+                   found: list[str]) -> float:
+    """The realised change of one mechanism's pre-noise input over its declared bound, in the norm its
+    noise is calibrated to (``NORM_OF``); every norm whose bound is exceeded is appended to ``found``."""
+    ratios = []
+    for norm, bound in bounds.items():
+        if bound is None:
+            continue
+        dist = distance(va, vb, norm)
+        if dist > bound * (1 + REL_TOL) + 1e-300:
+            found.append(f"{label}: realised {norm} change {dist:.6g} exceeds the declared {bound:.6g}")
+        ratios.append((norm, dist / bound if bound > 0 else (0.0 if dist == 0 else np.inf)))
+    return max((x for n, x in ratios if n == NORM_OF.get(kind, n)), default=0.0)
 
 
 # ------------------------------------------------------------------ neighbours

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 import pytest
-from test_audit import NORM_OF, REL_TOL, distance
+from test_audit import NORM_OF, REL_TOL, distance, realised_ratio
 
 import dpflow as dp
 from dpflow.estimators import gaussian, regression
@@ -93,16 +93,7 @@ def replay_pair(cert: Certified, D: dict[str, np.ndarray], D2: dict[str, np.ndar
     spent = Fraction(0)
     for ma, mb in zip(a.invocations, b.invocations, strict=True):
         assert ma.bounds == mb.bounds and ma.share == mb.share  # same released state: same declared round
-        ratios = []
-        for norm, bound in ma.bounds.items():
-            if bound is None:
-                continue
-            dist = distance(ma.value, mb.value, norm)
-            if dist > bound * (1 + REL_TOL) + 1e-300:
-                found.append(f"{ma.key[0]} round {ma.key[1]}: realised {norm} change {dist:.6g} exceeds the "
-                             f"declared {bound:.6g}")
-            ratios.append((norm, dist / bound if bound > 0 else (0.0 if dist == 0 else np.inf)))
-        r = max((x for n, x in ratios if n == NORM_OF.get(ma.kind, n)), default=0.0)
+        r = realised_ratio(ma.kind, ma.bounds, ma.value, mb.value, f"{ma.key[0]} round {ma.key[1]}", found)
         spent += ma.share * Fraction(r) ** 2
     if spent > Fraction(total.rho) * (1 + Fraction(REL_TOL)):
         found.append(f"realised per-record cost {float(spent):.6g} exceeds the certified {float(total.rho):.6g}")

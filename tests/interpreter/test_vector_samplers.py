@@ -10,20 +10,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy import stats
+from test_exact_noise import _pmf_pvalue
 
 import dpflow as dp
 from dpflow.interpreter import vector_samplers as vs
 from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
 from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
-
-
-def _pmf_pvalue(draws: np.ndarray, ks: np.ndarray, weights: np.ndarray) -> float:
-    expected = weights / weights.sum() * draws.size
-    observed = np.array([(draws == k).sum() for k in ks])
-    keep = expected >= 5
-    obs = np.append(observed[keep], draws.size - observed[keep].sum())
-    exp = np.append(expected[keep], draws.size - expected[keep].sum())
-    return float(stats.chisquare(obs, exp).pvalue)
 
 
 @pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(3), Fraction(7, 3)])
