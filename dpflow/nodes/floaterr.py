@@ -47,14 +47,15 @@ class FloatError:
     """How a query's floating-point error is bounded.
 
     ``kind``: ``sum`` (a sum of rows), ``mean`` (sum over the public n), ``gram`` (the second
-    moment about ``gram_center``), ``step`` (``beta - eta * mean``, a gradient step from a
+    moment about ``gram_center``), ``gram_sum`` (the same sum of outer products, not divided: ``n`` is then
+    a public bound on the number of rows, which may be private), ``step`` (``beta - eta * mean``, a gradient step from a
     released ``beta`` with ``||beta||_2 <= offset``), ``exact`` (computed without rounding: integer
     counts, held exactly below 2**53, or clamped and sorted values: no error) or ``freq`` (counts over
     n: one correctly rounded division each, entries summing to at most 1, so the error is at most u in
     l2 and l1).  ``n``: the public number of rows summed; the row bounds come from ``domain``.
     """
 
-    kind: Literal["sum", "mean", "gram", "step", "exact", "freq"]
+    kind: Literal["sum", "mean", "gram", "gram_sum", "step", "exact", "freq"]
     domain: Vectors
     n: Sym | None = None
     gram_center: str | None = None
@@ -120,17 +121,21 @@ class FloatError:
             return math.inf, math.inf
         if self.kind == "freq":  # each count (exact) divided by n: relative error u per entry
             l2 = U * 1.0
-        elif self.kind == "gram":
+        elif self.kind in ("gram", "gram_sum"):
             b, r = self.centred_norm(value), self.centred_norm(value, widen=False)
             if not n * b * b < OVERFLOW:  # (b >= u ||c||: a huge centre trips this too)
                 return math.inf, math.inf
-            # entries sum n products: error <= gamma_n sum_i |z_ij z_ik|, Frobenius <= gamma_n n b^2;
-            # then the division by n (relative u); plus half the sensitivity excess of rows within
-            # b rather than the declared radius r (sqrt(2) b^2 / n against sqrt(2) r^2 / n)
-            # b - r is exact (Sterbenz) but b itself was rounded in the few additions that made it (at
-            # most u b each, comparable to the widening (d + 2) u r): 4 u b restores an upper bound
-            excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0) / (2.0 * n)
-            l2 = gamma(n) * b * b + U * b * b + excess
+            # entries sum at most n products: error <= gamma_n sum_i |z_ij z_ik|, Frobenius <= gamma_n n b^2
+            # (a sum of m <= n rows errs by at most gamma_m m b^2 <= gamma_n n b^2); plus half the sensitivity
+            # excess of rows within b rather than the declared radius r (sqrt(2) b^2 against sqrt(2) r^2;
+            # r^2 against r^2 for an added row is smaller); b - r is exact (Sterbenz) but b itself was
+            # rounded in the few additions that made it (at most u b each, comparable to the widening
+            # (d + 2) u r): 4 u b restores an upper bound
+            excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0)
+            if self.kind == "gram_sum":
+                l2 = gamma(n) * n * b * b + excess / 2.0
+            else:  # everything divided by n, and the division's own rounding (relative u)
+                l2 = gamma(n) * b * b + U * b * b + excess / (2.0 * n)
         else:
             b = self.row_norm(value)
             if not n * b * max(self.eta, 1.0) + self.offset < OVERFLOW:

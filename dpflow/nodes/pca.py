@@ -38,9 +38,10 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import GaussianMech
 from dpflow.nodes.queries import SecondMoment, centred_radius, centred_rows
-from dpflow.nodes.rules import changes_text
+from dpflow.nodes.rules import changes_text, has_public_n
 from dpflow.nodes.transforms import Clip
 from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
 from dpflow.references import Reference
@@ -174,8 +175,11 @@ class Gram(Query):
         dom = rows.domain
         r = centred_radius(rows, self.center, ctx)
         fro = None if r is None else change_bound(rows, r.pow(2) * math.sqrt(2.0), r.pow(2))
-        # no floating-point error bound is claimed for the unnormalised sum: exact sources add continuous noise
-        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=None)
+        # the float error of a sum of at most n rows: n the public row count, or the public bound on a value
+        # piece's private count (the rows it was split from); without one, exact sources add continuous noise
+        n = rows.size.sym() if has_public_n(rows) else rows.size.at_most
+        fe = None if n is None else FloatError("gram_sum", dom, n, None if self.center is None else self.center.id)
+        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=fe)
         around = "origin" if self.center is None else self.center.id
         return Inferred(stat, f"Gram about {around} over {dom.describe()}, {changes_text(rows)}: "
                               f"Frobenius {text_of(fro)}")

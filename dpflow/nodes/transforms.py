@@ -28,7 +28,7 @@ from dpflow.nodes.base import (
     text_of,
 )
 from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative, released_or_positive_radius
-from dpflow.nodes.rules import capped, public_n
+from dpflow.nodes.rules import capped, has_public_n, public_n
 from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
 from dpflow.references import Reference
 from dpflow.tables import Column, column_param, encoded_names, to_rows
@@ -568,7 +568,8 @@ class Piece(Node):
                 known = q + (1 if self.index < rem else 0)
             out = attrs.evolve(rows, size=Size(public=True, known=known, ref=count))
             return Inferred(out, f"block {self.index} of {pieces.count}, n={out.size.text()}")
-        out = attrs.evolve(rows, size=Size(public=False, known=None, ref=count),
+        bound = rows.size.sym() if has_public_n(rows) else rows.size.at_most  # the piece's rows are among them
+        out = attrs.evolve(rows, size=Size(public=False, known=None, ref=count, at_most=bound),
                            changes=rows.changes | {"add_remove"})
         return Inferred(out, f"value piece {self.index}: private size, a record may move in or out")
 

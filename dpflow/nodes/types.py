@@ -40,6 +40,9 @@ class Size:
     public: bool
     known: int | None
     ref: RowCount
+    at_most: Sym | None = None
+    """A public bound on the count when the count itself is private: a value piece has at most the public
+    row count of the rows it was split from, on every neighbour (``None``: no public bound)."""
 
     def sym(self) -> Sym:
         """The count as a bound (constant when known)."""
