@@ -3,8 +3,9 @@
 Nodes draw through it (``EvalContext.noise``); the interpreter's sources implement it
 (:class:`~dpflow.interpreter.noise.SecureNoise`, :class:`~dpflow.interpreter.noise.SeededNoise`).
 It imports neither, so imports keep pointing downward (privacy, nodes, interpreter).
-The derived draws (``gumbel``, ``uniform``, ``uniform_int``) are built once on ``laplace``
-(:class:`~dpflow.interpreter.noise.LaplaceDerivedDraws`, maps in :mod:`dpflow.interpreter.samplers`).
+The derived draws (``gumbel``, ``uniform``, ``uniform_int``, ``uniform_words``) are built once on ``laplace``
+(:class:`~dpflow.interpreter.noise.LaplaceDerivedDraws`, maps in :mod:`dpflow.interpreter.samplers`); exact
+sources draw ``uniform_int`` and ``uniform_words`` from their exact word stream instead.
 
 >>> from dpflow.interpreter.noise import SeededNoise
 >>> isinstance(SeededNoise(0), NoiseSource)
@@ -58,5 +59,11 @@ class NoiseSource(Protocol):
         ...
 
     def uniform_int(self, size: int) -> int:
-        """A uniform integer in ``[0, size)`` for ``size <= 2**62`` (0 when ``size <= 1``)."""
+        """A uniform integer in ``[0, size)`` for ``size <= 2**62`` (0 when ``size <= 1``); exact (from
+        ``uniform_words``) when the source is exact."""
+        ...
+
+    def uniform_words(self, n: int) -> np.ndarray:
+        """``n`` uniform 64-bit words (uint64): the randomness of the exact exponential mechanism
+        (:func:`dpflow.nodes.expmech.exact_choice`); exact sources read their exact word stream."""
         ...

@@ -3,10 +3,11 @@
 ``SecureNoise`` (the default of every run) draws exact discrete Gaussian and discrete
 Laplace integers from the OS CSPRNG (Canonne-Kamath-Steinke samplers, vectorised in
 :mod:`dpflow.interpreter.vector_samplers`); the Gaussian and Laplace mechanisms and Peel then
-release on a 2^-k lattice and the stability histogram on its integer counts, so no
+release on a 2^-k lattice and the stability histogram on its integer counts, and the exponential
+mechanisms sample exactly from uniform words (:func:`dpflow.nodes.expmech.exact_choice`), so no
 floating-point operation touches the noise (Mironov 2012).  Its continuous draws (``normal``,
-``laplace``, and the Gumbel and uniform variates of the exponential mechanisms) come from a
-generator freshly seeded with 256 bits of OS entropy per draw.
+``laplace``: only for a statistic without a floating-point error bound, as the ledger says) come
+from a generator freshly seeded with 256 bits of OS entropy per draw.
 
 ``SeededNoise`` is for tests and examples and stamps every report NOT FOR RELEASE;
 ``exact=True`` makes it use the same exact samplers from a seeded integer source.
@@ -25,7 +26,12 @@ from typing import Protocol
 import numpy as np
 
 from dpflow.interpreter.samplers import gumbel_of_laplace, uniform_int_of, uniform_of_laplace
-from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
+from dpflow.interpreter.vector_samplers import (
+    WordSource,
+    discrete_gaussian_array,
+    discrete_laplace_array,
+    uniform_below,
+)
 from dpflow.noise_protocol import NoiseSource
 
 __all__ = ["LaplaceDerivedDraws", "NoiseSource", "SecureNoise", "SeededNoise"]
@@ -64,6 +70,13 @@ class LaplaceDerivedDraws:
         """A uniform integer in ``[0, size)`` (:func:`~dpflow.interpreter.samplers.uniform_int_of`)."""
         return uniform_int_of(self.uniform, size)
 
+    def uniform_words(self: _Uniform, n: int) -> np.ndarray:
+        """64-bit words read from ``uniform`` variates (53 significant bits each: not exact; exact sources draw
+        theirs from the word stream)."""
+        u = np.asarray(self.uniform((n,)), dtype=float)
+        out: np.ndarray = np.minimum(np.ldexp(u, 64), 2.0**64 - 2048.0).astype(np.uint64)
+        return out
+
 
 def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
@@ -85,6 +98,16 @@ class _ExactDraws(LaplaceDerivedDraws):
     def discrete_laplace(self, scale: Fraction, shape: tuple[int, ...]) -> np.ndarray:
         return discrete_laplace_array(scale, _size(shape), self.words).reshape(shape)
 
+    def uniform_words(self, n: int) -> np.ndarray:
+        return self.words.draw(n)
+
+    def uniform_int(self, size: int) -> int:
+        """Exact (rejection from a word, :func:`~dpflow.interpreter.vector_samplers.uniform_below`) when the
+        source is exact; else the derived draw."""
+        if not self.exact:
+            return super().uniform_int(size)
+        return 0 if size <= 1 else int(uniform_below(np.array([size], dtype=np.int64), self.words)[0])
+
 
 class SecureNoise(_ExactDraws):
     """Release noise: exact discrete samplers on OS-CSPRNG integers (lattice releases);
@@ -97,8 +120,9 @@ class SecureNoise(_ExactDraws):
     description = (
         "secure: OS CSPRNG; exact discrete Gaussian/Laplace (Canonne-Kamath-Steinke, vectorised, work independent "
         "of the value drawn) on a 2^-k lattice for GaussianMech, LaplaceMech and Peel, on the integer counts for "
-        "StabilityHistogram; floating-point Gumbel/uniform draws freshly seeded from OS entropy for the "
-        "exponential mechanisms (Quantile, DyadicExpMech), and continuous noise where the ledger says so"
+        "StabilityHistogram; exact exponential mechanism (inversion of uniform words against rigorously bounded "
+        "weights) for Quantile (a point of a 2^-k lattice of the range) and DyadicExpMech; continuous noise only "
+        "where the ledger says so (a statistic without a floating-point error bound)"
     )
     seeded = False
 

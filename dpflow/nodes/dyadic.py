@@ -32,7 +32,7 @@ from dpflow.domains import Sym
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, Query, change_bound, need, released_type, text_of
-from dpflow.nodes.expmech import report_noisy_max
+from dpflow.nodes.expmech import DistanceScores, exact_choice, report_noisy_max
 from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.ordinal import MAX_N, cdf_knots, knots_cdf_at, ordinal_values, uniform_cdf
 from dpflow.nodes.params import optional_ref, positive
@@ -150,12 +150,15 @@ class DyadicTable:
 
 
 def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
-            noise: NoiseSource) -> tuple[int, int]:
+            noise: NoiseSource, beta: Fraction | None = None) -> tuple[int, int]:
     """The exponential mechanism over all dyadic intervals of [0, 2^L): returns (j, q) of the chosen
     interval.  Intervals with equal scores (same level and CDF piece, same count) form one group,
-    weighted by its size (:func:`~dpflow.nodes.expmech.report_noisy_max` over log-weights with
-    log-size offsets, then a uniform member).  If no score is finite (only with a degenerate released
-    CDF) the interval [0, 0] is returned (declared policy)."""
+    weighted by its size, then a uniform member.  A group's score is ``|a - c|``, ``a`` the public expected
+    count ``n A(J)`` (a float, computed from the released CDF alone) and ``c`` the integer count, so one record
+    moves it by at most 1 exactly.  Continuous sources: :func:`~dpflow.nodes.expmech.report_noisy_max` over
+    the log-weights ``scale |a - c| + log(size)``; exact sources (``beta`` = eps / (2 Delta), exact):
+    :func:`~dpflow.nodes.expmech.exact_choice` over the weights ``size exp(beta |a - c|)``.  If no score is
+    finite (only with a degenerate released CDF) the interval [0, 0] is returned (declared policy)."""
     n = len(table.x)
     top = (1 << table.L) - 1
     if P[-1] < top:
@@ -164,7 +167,9 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
     span = (P[1:] - P[:-1]).astype(float)
     slope = (F[1:] - F[:-1]) / span
     inner = P[1:-1]
-    logw: list[np.ndarray] = []
+    expected: list[np.ndarray] = []  # a: the public n A(J) of each group
+    counted: list[np.ndarray] = []   # c: its members' count
+    sizes: list[np.ndarray] = []     # its number of members
     meta: list[np.ndarray] = []  # rows: (kind, j, piece or q, rank)
     for j in range(table.L):
         size = 1 << j
@@ -180,29 +185,37 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
         mass = lev.cum[i1] - lev.cum[i0]
         singles = pts - mass
         empties = (hi - lo + 1) - (i1 - i0) - singles
-        for kind, cnt, sc in ((0, empties, np.abs(a)), (1, singles, np.abs(a - 1.0))):
+        for kind, cnt, one in ((0, empties, 0.0), (1, singles, 1.0)):
             has = cnt > 0
-            logw.append(scale * sc[has] + np.log(cnt[has].astype(float)))
+            expected.append(a[has])
+            counted.append(np.full(int(has.sum()), one))
+            sizes.append(cnt[has])
             meta.append(np.stack([np.full(int(has.sum()), kind), np.full(int(has.sum()), j), pieces[has],
                                   np.zeros(int(has.sum()), np.int64)], axis=1))
         if len(lev.values):
             rk = np.arange(len(lev.values), dtype=np.int64)[:, None] << 32
             g = np.searchsorted(lev.keys, rk | i1[None, :]) - np.searchsorted(lev.keys, rk | i0[None, :])
             rr, kk = np.nonzero(g > 0)
-            sc = np.abs(a[kk] - lev.values[rr].astype(float))
-            logw.append(scale * sc + np.log(g[rr, kk].astype(float)))
+            expected.append(a[kk])
+            counted.append(lev.values[rr].astype(float))
+            sizes.append(g[rr, kk])
             meta.append(np.stack([np.full(len(rr), 2), np.full(len(rr), j), pieces[kk], rr], axis=1))
         straddle = inner[(inner & (size - 1)) != size - 1]
         if len(straddle):
             qs = np.unique(straddle >> j)
             c = table.counts_at(j, qs)
             aj = knots_cdf_at(P, F, ((qs + 1) << j) - 1) - knots_cdf_at(P, F, (qs << j) - 1)
-            logw.append(scale * np.abs(n * aj - c))
+            expected.append(n * aj)
+            counted.append(c.astype(float))
+            sizes.append(np.ones(len(qs), np.int64))
             meta.append(np.stack([np.full(len(qs), 3), np.full(len(qs), j), qs, np.zeros(len(qs), np.int64)],
                                  axis=1))
-    lw = np.concatenate(logw)
+    A, C, S = np.concatenate(expected), np.concatenate(counted), np.concatenate(sizes).astype(np.int64)
     mt = np.concatenate(meta)
-    win = report_noisy_max(lw, noise)
+    if beta is not None:
+        win, _ = exact_choice(DistanceScores(beta, A, C, 1), S, noise.uniform_words)
+    else:
+        win = report_noisy_max(scale * np.abs(A - C) + np.log(S.astype(float)), noise)
     if win is None:
         return 0, 0
     kind, j, k, r = (int(v) for v in mt[win].tolist())
@@ -340,7 +353,8 @@ class DyadicExpMech(EpsilonMechanism):
         e = float(self.eps(alloc.share, alloc.mode))
         ctx.record("epsilon", e)
         P, F = uniform_cdf(table.N) if self.cdf is None else cdf_knots(ctx.value(self.cdf), table.N)
-        j, q = _groups(table, P, F, e / (2.0 * delta), ctx.noise)
+        beta = self.eps(alloc.share, alloc.mode) / (2 * Fraction(delta)) if ctx.noise.exact else None
+        j, q = _groups(table, P, F, e / (2.0 * delta), ctx.noise, beta)
         return np.array([q << j, ((q + 1) << j) - 1], dtype=np.int64)
 
 

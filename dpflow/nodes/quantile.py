@@ -22,6 +22,7 @@ distribution exactly (up to floating point): ``argmax_k log w_k + G_k``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -33,12 +34,13 @@ from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, Transform, need, released_type, text_of
-from dpflow.nodes.expmech import report_noisy_max
+from dpflow.nodes.expmech import DistanceScores, exact_choice, report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.params import finite, positive, released_or_finite
 from dpflow.nodes.rules import finite_edges, has_public_n, released_endpoint
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, Size, StatT, VType
+from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import BOUNDED_RANGE_REFERENCE, opt_exact
 
 
@@ -170,6 +172,72 @@ def _scalar_value(ctx: EvalContext, x: float | Ref) -> float:
     return released_endpoint(float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0]))
 
 
+QUANTILE_LATTICE_BITS = 40
+"""Under an exact source a quantile is a point of the lattice ``step Z`` inside its range, ``step`` the power of
+two at or below width / 2^40 (at least 2^40 candidates), and at least the spacing of float64 at the range's
+largest magnitude (every lattice point is then a float)."""
+
+
+def quantile_lattice(lo: float, hi: float) -> tuple[float, int, int]:
+    """``(step, m_lo, m_hi)``: the candidates of an exact-source quantile over ``[lo, hi]`` (lo < hi) are the
+    floats ``m step``, ``m_lo <= m <= m_hi`` (public: a function of the public range only).
+
+    >>> step, m_lo, m_hi = quantile_lattice(0.0, 10.0)
+    >>> step == 2.0**-37, m_lo, m_hi == int(10.0 / step)
+    (True, 0, True)
+    """
+    width = hi - lo
+    e_w = math.frexp(width)[1] if math.isfinite(width) else math.frexp(hi / 2.0 - lo / 2.0)[1] + 1
+    e_top = math.frexp(max(abs(lo), abs(hi)))[1]
+    step = max(math.ldexp(1.0, e_w - 1 - QUANTILE_LATTICE_BITS), math.ldexp(1.0, e_top - 53), math.ulp(0.0))
+    return step, math.ceil(Fraction(lo) / Fraction(step)), math.floor(Fraction(hi) / Fraction(step))
+
+
+def _lattice_below(z: np.ndarray, step: float) -> np.ndarray:
+    """``floor(z / step)`` exactly (z / step is exact but for underflow, which the two corrections repair)."""
+    with np.errstate(all="ignore"):
+        k = np.floor(z / step)
+        k = np.where(k * step > z, k - 1.0, k)
+        k = np.where((k + 1.0) * step <= z, k + 1.0, k)
+    out: np.ndarray = k.astype(np.int64)
+    return out
+
+
+def lattice_quantile(framed: np.ndarray, q: float, beta: Fraction, noise: NoiseSource) -> float:
+    """The exact-source quantile: the exponential mechanism over the lattice points y of ``[lo, hi]``
+    (:func:`quantile_lattice`) with utility ``-|c(y) - q n|``, ``c(y)`` the number of data values below y, and
+    weights ``exp(-beta |c(y) - q n|)``, ``beta = epsilon / (2 Delta_u)``.  The points with ``c(y) = k`` are those
+    of ``(z_(k), z_(k+1)]`` (``[lo, z_(1)]`` for k = 0), ``N_k`` of them: a group k is drawn with probability
+    proportional to ``N_k exp(-beta |k - q n|)`` by :func:`~dpflow.nodes.expmech.exact_choice` (q n exact, as
+    a rational), then one of its points uniformly (an exact uniform integer).
+
+    Privacy: one record moves every ``c(y)`` by at most its stability ``Delta_u`` (under add/remove, c by 0 or
+    1 and q n by q: ``|delta - q| <= 1``), the candidate set depends only on the public range, so this is the
+    exponential mechanism over a finite set (McSherry-Talwar 2007 Thm 6), epsilon-bounded range.
+
+    >>> from dpflow.interpreter.noise import SeededNoise
+    >>> y = lattice_quantile(np.array([0.0, 1.0, 2.0, 3.0, 4.0]), 0.5, Fraction(1), SeededNoise(0, exact=True))
+    >>> 0.0 <= y <= 4.0 and (y / quantile_lattice(0.0, 4.0)[0]).is_integer()
+    True
+    """
+    lo, hi = float(framed[0]), float(framed[-1])
+    n = framed.shape[0] - 2
+    if not hi > lo:  # one point: nothing to choose (the word is still drawn)
+        noise.uniform_words(1)
+        return lo
+    step, m_lo, _ = quantile_lattice(lo, hi)
+    G = _lattice_below(framed, step) - m_lo + 1  # lattice points in [lo, z] for each framed value
+    G[0] = 0
+    target = Fraction(q) * n
+    a = float(target)
+    scores = DistanceScores(beta, np.full(n + 1, a), np.arange(n + 1, dtype=float), -1, target - Fraction(a))
+    mult = np.diff(G)
+    k, _ = exact_choice(scores, mult, noise.uniform_words)
+    if k is None:
+        return lo
+    return float((m_lo + int(G[k]) + noise.uniform_int(int(mult[k]))) * step)
+
+
 def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sensitivity: float) -> np.ndarray:
     """Log-probabilities (unnormalised) of the gaps of ``framed = (lo, z_(1..n), hi)`` under the
     exponential mechanism for the q-quantile: ``log|I_k| + epsilon u_k / (2 Delta_u)``,
@@ -232,7 +300,8 @@ class Quantile(EpsilonMechanism):
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         return (f"exponential mechanism over gaps, weights |I_k| exp({float(self.eps(share, mode)):.6g} u_k / "
-                f"(2*{text_of(stat.rank)})), u_k = -|k - {self.q:g} n|")
+                f"(2*{text_of(stat.rank)})), u_k = -|k - {self.q:g} n|; exact sources: the same over the points "
+                f"of a 2^-k lattice of the range (|I_k| = points in the gap), sampled exactly")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
@@ -240,8 +309,11 @@ class Quantile(EpsilonMechanism):
         if stat.rank is None:
             raise PlanTypeError(ctx.node_id, "Quantile without a rank sensitivity", "report this as a dpflow bug")
         framed = np.asarray(ins[0], dtype=float)
-        eps = float(self.eps(alloc.share, alloc.mode))
+        eps_exact = self.eps(alloc.share, alloc.mode)
+        eps = float(eps_exact)
         ctx.record("epsilon", eps)
+        if ctx.noise.exact:
+            return lattice_quantile(framed, self.q, eps_exact / (2 * Fraction(ctx.bound(stat.rank))), ctx.noise)
         k = report_noisy_max(quantile_log_weights(framed, self.q, eps, ctx.bound(stat.rank)), ctx.noise)
         u = float(ctx.noise.uniform((1,))[0])  # drawn whatever k is: the draws do not depend on the data
         if k is None:  # every gap is empty: the range is one point

@@ -1,6 +1,6 @@
-"""Which noise every mechanism kind of the registry draws under ``SecureNoise``: exact discrete draws only,
-except the exponential-mechanism family (``Quantile``, ``DyadicExpMech``), whose Gumbel and uniform variates
-are still floating point (docs/privacy.md, "Noise"; docs/assurance.md has the table).
+"""Which noise every mechanism kind of the registry draws under ``SecureNoise``: exact draws only (discrete
+Gaussian and Laplace integers, and the uniform words and exact uniform integers of the exponential mechanisms);
+docs/privacy.md, "Noise"; docs/assurance.md has the table.
 
 The example plan of each kind (``tests/contract/examples.py``) runs under a ``SecureNoise`` that records every
 draw by method; a new mechanism kind that draws continuous noise under ``SecureNoise`` fails here.
@@ -17,10 +17,8 @@ from contract.examples import EXAMPLES
 import dpflow as dp
 from dpflow import nodes as N
 
-CONTINUOUS = {"normal", "laplace", "gumbel", "uniform", "uniform_int"}
-STILL_CONTINUOUS = {"Quantile", "DyadicExpMech"}
-"""Kinds whose secure draws are still floating point (their sampling is a choice among public candidates
-plus, for Quantile, a uniform point of a gap; an exact exponential mechanism over grouped candidates is open)."""
+CONTINUOUS = {"normal", "laplace", "gumbel", "uniform"}
+EXACT = {"discrete_gaussian", "discrete_laplace", "uniform_words", "uniform_int"}
 
 MECHANISMS = sorted(k for k, c in N.NODE_KINDS.items() if isinstance(c, type) and issubclass(c, N.Mechanism))
 
@@ -56,6 +54,14 @@ class RecordingSecureNoise(dp.SecureNoise):
         self.calls.append("discrete_laplace")
         return super().discrete_laplace(scale, shape)
 
+    def uniform_words(self, n: int) -> np.ndarray:
+        self.calls.append("uniform_words")
+        return super().uniform_words(n)
+
+    def uniform_int(self, size: int) -> int:
+        self.calls.append("uniform_int")
+        return super().uniform_int(size)
+
 
 def _kinds(plan: dp.Plan) -> set[str]:
     out: set[str] = set()
@@ -89,15 +95,19 @@ def test_the_registry_has_the_mechanisms_this_test_knows() -> None:
 
 @pytest.mark.parametrize("kind", MECHANISMS)
 def test_secure_runs_draw_exact_noise(kind: str) -> None:
-    calls, kinds = _draws(kind)
+    calls, _ = _draws(kind)
     assert calls, f"{kind}'s example drew no noise"
-    if kinds & STILL_CONTINUOUS:
-        assert calls & CONTINUOUS  # the open item is visible: remove the kind from STILL_CONTINUOUS when it is done
-    else:
-        assert not calls & CONTINUOUS, f"{kind} drew {sorted(calls & CONTINUOUS)} under SecureNoise"
-        assert calls <= {"discrete_gaussian", "discrete_laplace"}
+    assert not calls & CONTINUOUS, f"{kind} drew {sorted(calls & CONTINUOUS)} under SecureNoise"
+    assert calls <= EXACT
 
 
-def test_secure_description_names_what_is_still_continuous() -> None:
+@pytest.mark.parametrize("kind", ["Quantile", "DyadicExpMech"])
+def test_exponential_mechanisms_draw_words_and_exact_integers(kind: str) -> None:
+    calls, kinds = _draws(kind)
+    assert kind in kinds and "uniform_words" in calls
+
+
+def test_secure_description_says_every_draw_is_exact() -> None:
     text = dp.SecureNoise().description
-    assert "exact discrete" in text and "Quantile" in text and "DyadicExpMech" in text
+    assert "exact discrete" in text and "exact exponential mechanism" in text
+    assert "Quantile" in text and "DyadicExpMech" in text and "Gumbel" not in text
