@@ -8,7 +8,9 @@ Prints, from one run:
 2. the Laplace histogram learner (``laplace_histogram``, N bins) under ``SecureNoise`` against the same
    plan under continuous seeded noise and against ``rng.laplace`` of N values;
 3. a d = 1000 Gaussian clipped-mean release, exact lattice against continuous;
-4. the timing-dependence table: words (or uniform integers) drawn per draw, by quartile of |value|
+4. a private median by the exponential mechanism: Gumbel-max (continuous sources) against the exact lattice
+   sampler (``SecureNoise``), with the bound on the probability of its high-precision round;
+5. the timing-dependence table: words (or uniform integers) drawn per draw, by quartile of |value|
    (work counted, not wall time; docs/assurance.md).
 
     python benchmarks/noise.py [--large]
@@ -30,6 +32,8 @@ from dpflow import nodes as N
 from dpflow.estimators.discrete import laplace_histogram
 from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
 from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
+from dpflow.nodes.expmech import float_phase_miss, report_noisy_max
+from dpflow.nodes.quantile import lattice_groups, lattice_quantile, quantile_log_weights
 
 
 def per_draw(fn: Callable[[int], object], count: int) -> float:
@@ -135,6 +139,18 @@ def main() -> None:
     print(f"| continuous (seeded) | {t_c:.3f} |")
     print(f"| exact lattice (SecureNoise) | {t_e:.3f} |")
     print(f"| ratio exact / continuous | {t_e / t_c:.2f} |")
+
+    print()
+    print("| quantile (median, eps = 1) of n values | Gumbel-max, continuous (ms) | exact lattice (ms) | ratio | "
+          "P(decimal round) bound |")
+    print("|---|---|---|---|---|")
+    for nq in (10**4, big, 10 * big):
+        framed = np.concatenate(([-10.0], np.sort(rng.normal(size=nq)), [10.0]))
+        t_g = best(lambda f=framed: report_noisy_max(quantile_log_weights(f, 0.5, 1.0, 1.0), dp.SeededNoise(1)))
+        t_x = best(lambda f=framed: lattice_quantile(f, 0.5, Fraction(1, 2), dp.SecureNoise()))
+        scores, mult, _, _ = lattice_groups(framed, 0.5, Fraction(1, 2))
+        miss = float_phase_miss(scores, mult)
+        print(f"| n = {nq:,} | {t_g * 1e3:.1f} | {t_x * 1e3:.1f} | {t_x / t_g:.2f} | {miss:.1e} |")
 
     print()
     print("| work per draw by quartile of abs(value) (2,000 single draws) | q1 | q2 | q3 | q4 | q4 / q1 |")

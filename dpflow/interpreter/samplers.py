@@ -14,8 +14,9 @@ The algorithms follow CKS20 Algorithms 1-3 (the public reference code is
    Bernoulli(exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))).
 
 The module also holds the one home of the floating-point variates the exponential mechanisms
-draw (``gumbel_of_laplace``, ``uniform_of_laplace``, ``uniform_int_of``): each is a map of
-standard Laplace draws, exact in law and computed in floating point (not claimed exact).
+draw under continuous sources (``gumbel_of_laplace``, ``uniform_of_laplace``, ``uniform_int_of``): each
+is a map of standard Laplace draws, exact in law and computed in floating point (not claimed exact);
+exact sources sample the exponential mechanisms from uniform words (:mod:`dpflow.nodes.expmech`).
 
 Timing: these per-draw samplers do work that depends on the value drawn (the geometric count, the
 floor(x) draws of Bernoulli(exp(-1))).  Noise sources draw through the vectorised samplers of

@@ -32,7 +32,7 @@ from dpflow.domains import Sym
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, Query, change_bound, need, released_type, text_of
-from dpflow.nodes.expmech import DistanceScores, exact_choice, report_noisy_max
+from dpflow.nodes.expmech import EXACT_REFERENCE, DistanceScores, exact_choice, report_noisy_max
 from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.ordinal import MAX_N, cdf_knots, knots_cdf_at, ordinal_values, uniform_cdf
 from dpflow.nodes.params import optional_ref, positive
@@ -305,7 +305,8 @@ class DyadicExpMech(EpsilonMechanism):
     eps-bounded range (the score moves by at most Delta), hence eps^2/8-zCDP (Cesar-Rogers 2021): in zCDP
     mode eps = sqrt(8 rho).  MERR's FindBadInterval
     (DHS 2015 Fig. 2) with the exact sampler of sparse_discrete_heavy.md 4.5: intervals with equal
-    scores are grouped, so a round costs O((m + D) L log n), never one step per occupied interval.
+    scores are grouped, so a round costs O((m + D) L log n), never one step per occupied interval; under an
+    exact source the group is drawn by :func:`~dpflow.nodes.expmech.exact_choice` (no float decides it).
     Needs replace-one neighbours (n public).  Output: the interval ``[a, b]`` as int64 (``[0, 0]`` if no
     score is finite, which only a degenerate released CDF can cause: declared policy).
 
@@ -320,7 +321,8 @@ class DyadicExpMech(EpsilonMechanism):
     bounded_range: ClassVar[bool] = True
     reference: ClassVar[str] = (
         "exponential mechanism (McSherry-Talwar 2007; Dwork-Roth 2014 Thm 3.10) over all dyadic intervals, "
-        f"Gumbel-max sampling; DHS 2015 Fig. 2 scores; zCDP: {BOUNDED_RANGE_REFERENCE}"
+        f"Gumbel-max sampling (continuous sources); DHS 2015 Fig. 2 scores; zCDP: {BOUNDED_RANGE_REFERENCE}; "
+        f"exact sources: {EXACT_REFERENCE}"
     )
     cdf: Ref | None = attrs.field(default=None, converter=optional_ref)
     weight: float = attrs.field(default=1.0, converter=positive)
@@ -343,7 +345,8 @@ class DyadicExpMech(EpsilonMechanism):
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         e = float(self.eps(share, mode))
-        return f"exponential mechanism, eps={e:.6g}: P(J) ~ exp(eps q(J) / (2*{text_of(stat.linf)}))"
+        return (f"exponential mechanism, eps={e:.6g}: P(J) ~ exp(eps q(J) / (2*{text_of(stat.linf)})); exact sources: "
+                "sampled exactly")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         table: DyadicTable = ins[0]

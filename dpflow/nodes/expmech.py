@@ -59,9 +59,9 @@ EXACT_REFERENCE = Reference(
     "Ilvento 2020 for the exponential mechanism); finite public candidates: McSherry-Talwar 2007 Thm 6",
     "accounting.md", "3")
 
-EXP_MARGIN = 2.0**-40
-"""Relative margin of every float64 weight bound: it covers numpy's ``exp`` (a few ulps, 2^-52 each) and the two
-roundings of ``m_k * exp(.) * (1 +- margin)``, with a factor of more than 1000 to spare."""
+EXP_MARGIN = 2.0**-44
+"""Relative margin of every float64 weight bound: it covers numpy's ``exp`` (at most a few ulps of 2^-52) and the
+two roundings of ``m_k * exp(.) * (1 +- margin)``, with a factor of more than 50 to spare."""
 
 _TINY_ARG = -700.0
 """Weights below exp(-700) of the largest one are bounded by [0, m_k exp(-700)] in float64 (no subnormals)."""
@@ -146,20 +146,24 @@ class DistanceScores:
                                                                                    strict=True)]
 
 
-def _float_bounds(x: np.ndarray, err: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fixed-point integers ``lo_k <= 2^s m_k exp(x_k - M) <= hi_k`` (int64) for the true log-weights x_k
-    within ``err_k`` of ``x`` (all finite), M = max x; the sums of ``hi`` stay below 2^62."""
+def _float_bounds(x: np.ndarray, err: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``(lo, hi, s)``: fixed-point integers ``lo_k <= 2^s m_k exp(x_k - M) <= hi_k`` (int64) for the true
+    log-weights x_k within ``err_k`` of ``x`` (all finite), M = max x; the sums of ``hi`` stay below 2^62.
+    ``None`` when an error bound exceeds 2^-20 (the float phase is then skipped)."""
     d = x - x.max()
     e = (err + _U * np.abs(d)) * (1.0 + 2.0**-40)  # the rounding of x - M, then of e itself
-    lo_arg = np.nextafter(d - e, -np.inf)          # one correctly rounded op, then one step outward
-    hi_arg = np.nextafter(d + e, np.inf)
+    if not float(e.max()) <= 2.0**-20:  # scores beyond 2^30 in size: float64 bounds cannot decide
+        return None
+    # the true weight is m exp(d') with |d' - d| <= e <= 2^-20: exp(d) exp(-e) >= exp(d) (1 - e) and
+    # exp(d) exp(e) <= exp(d) (1 + 2 e); exp(d) itself errs by less than EXP_MARGIN (relative)
     m = mult.astype(float)
-    w_lo = np.where(lo_arg >= _TINY_ARG, m * np.exp(np.maximum(lo_arg, _TINY_ARG)) * (1.0 - EXP_MARGIN), 0.0)
-    w_hi = m * np.exp(np.maximum(hi_arg, _TINY_ARG)) * (1.0 + EXP_MARGIN)
+    ed = m * np.exp(np.maximum(d, _TINY_ARG))
+    w_lo = np.where(d - e >= _TINY_ARG, ed * (1.0 - e) * (1.0 - EXP_MARGIN), 0.0)
+    w_hi = ed * (1.0 + 2.0 * e) * (1.0 + EXP_MARGIN)
     s = _FIXED_BITS - math.frexp(float(w_hi.sum()))[1]  # the float sum errs by < N u: the true one is < 2^61
     lo = np.floor(np.ldexp(w_lo, s)).astype(np.int64)
     hi = np.maximum(np.ceil(np.ldexp(w_hi, s)), 1.0).astype(np.int64)
-    return lo, hi
+    return lo, hi, s
 
 
 def _decide_fixed(W: int, lower: np.ndarray, upper: np.ndarray) -> int | None:
@@ -198,9 +202,12 @@ def float_phase_miss(scores: DistanceScores, mult: np.ndarray) -> float:
     m = np.asarray(mult, dtype=np.int64).ravel()
     ok = np.flatnonzero(scores.finite() & (m > 0))
     x, err = scores.approx()
-    if ok.size == 0 or not bool(np.isfinite(x[ok]).all()):
-        return 0.0 if ok.size == 0 else 1.0
-    lo, hi = _float_bounds(x[ok], err[ok], m[ok])
+    if ok.size == 0:
+        return 0.0
+    bounds = _float_bounds(x[ok], err[ok], m[ok]) if bool(np.isfinite(x[ok]).all()) else None
+    if bounds is None:
+        return 1.0
+    lo, hi, _ = bounds
     L, U = np.cumsum(lo).astype(float), np.cumsum(hi).astype(float)
     D = U[-1] - L[-1] + 2.0
     start, end = L - D, U
@@ -258,15 +265,13 @@ def exact_choice(scores: DistanceScores, mult: np.ndarray,
         return None, 0
     x, err = scores.approx()
     x, err, mk = x[ok], err[ok], m[ok]
-    if bool(np.isfinite(x).all()):  # (not when a log-weight overflows float64: only the exact path then)
-        lo, hi = _float_bounds(x, err, mk)
-        i = _decide_fixed(V, np.cumsum(lo), np.cumsum(hi))
+    bounds = _float_bounds(x, err, mk) if bool(np.isfinite(x).all()) else None
+    if bounds is not None:
+        i = _decide_fixed(V, np.cumsum(bounds[0]), np.cumsum(bounds[1]))
         if i is not None:
             return int(ok[i]), 0
-        M = Fraction(float(x.max()))
-    else:
-        M = max(scores.exact(ok))
-    xs = scores.exact(ok)
+    xs = scores.exact(ok)  # (only the exact rounds when a log-weight is beyond float64's reach)
+    M = Fraction(float(x.max())) if bounds is not None else max(xs)
     bits, digits, rounds = 64, _START_DIGITS, 0
     while True:
         V = (V << 64) | int(words(1)[0])

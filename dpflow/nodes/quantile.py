@@ -8,9 +8,11 @@ point of the gap ``I_k = [z_(k), z_(k+1)]`` has utility ``u_k = -|k - q n|``, an
 moves the count of values below any point by at most ``Delta_u`` (its stability), so ``u`` moves by
 at most ``Delta_u``.  Sampling a gap with probability proportional to
 ``|I_k| exp(epsilon u_k / (2 Delta_u))`` and then a uniform point inside it is epsilon-DP
-(McSherry-Talwar 2007 Thm 6).  The gap is drawn by the Gumbel-max trick, which samples that
-distribution exactly (up to floating point): ``argmax_k log w_k + G_k``
-(:func:`~dpflow.nodes.expmech.report_noisy_max`, shared with ``DyadicExpMech``).
+(McSherry-Talwar 2007 Thm 6).  Continuous sources draw the gap by the Gumbel-max trick, which samples
+that distribution exactly up to floating point: ``argmax_k log w_k + G_k``
+(:func:`~dpflow.nodes.expmech.report_noisy_max`, shared with ``DyadicExpMech``).  Exact sources (the
+release default) run the same mechanism over the points of a public 2^-k lattice of the range, sampled
+exactly (:func:`lattice_quantile`, :func:`~dpflow.nodes.expmech.exact_choice`).
 
 >>> import dpflow as dp
 >>> from dpflow import nodes as N
@@ -34,7 +36,7 @@ from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, Transform, need, released_type, text_of
-from dpflow.nodes.expmech import DistanceScores, exact_choice, report_noisy_max
+from dpflow.nodes.expmech import EXACT_REFERENCE, DistanceScores, exact_choice, report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.params import finite, positive, released_or_finite
@@ -221,21 +223,33 @@ def lattice_quantile(framed: np.ndarray, q: float, beta: Fraction, noise: NoiseS
     True
     """
     lo, hi = float(framed[0]), float(framed[-1])
-    n = framed.shape[0] - 2
     if not hi > lo:  # one point: nothing to choose (the word is still drawn)
         noise.uniform_words(1)
         return lo
-    step, m_lo, _ = quantile_lattice(lo, hi)
+    scores, mult, first, step = lattice_groups(framed, q, beta)
+    k, _ = exact_choice(scores, mult, noise.uniform_words)
+    if k is None:
+        return lo
+    return float((int(first[k]) + noise.uniform_int(int(mult[k]))) * step)
+
+
+def lattice_groups(framed: np.ndarray, q: float, beta: Fraction) -> tuple[DistanceScores, np.ndarray, np.ndarray,
+                                                                          float]:
+    """The groups of :func:`lattice_quantile` for ``framed = (lo, z_(1..n), hi)``, lo < hi: their exact
+    log-weights ``-beta |k - q n|``, sizes ``N_k``, the lattice index of each group's first point and the step.
+
+    >>> _, mult, first, step = lattice_groups(np.array([0.0, 1.0, 1.0, 4.0]), 0.5, Fraction(1))
+    >>> mult.tolist() == [2**38 + 1, 0, 3 * 2**38], int(first[0]), step == 2.0**-38
+    (True, 0, True)
+    """
+    n = framed.shape[0] - 2
+    step, m_lo, _ = quantile_lattice(float(framed[0]), float(framed[-1]))
     G = _lattice_below(framed, step) - m_lo + 1  # lattice points in [lo, z] for each framed value
     G[0] = 0
     target = Fraction(q) * n
     a = float(target)
     scores = DistanceScores(beta, np.full(n + 1, a), np.arange(n + 1, dtype=float), -1, target - Fraction(a))
-    mult = np.diff(G)
-    k, _ = exact_choice(scores, mult, noise.uniform_words)
-    if k is None:
-        return lo
-    return float((m_lo + int(G[k]) + noise.uniform_int(int(mult[k]))) * step)
+    return scores, np.diff(G), m_lo + G[:-1], step
 
 
 def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sensitivity: float) -> np.ndarray:
@@ -259,12 +273,14 @@ def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sens
 @attrs.frozen(kw_only=True)
 class Quantile(EpsilonMechanism):
     """The private ``q``-quantile of :class:`OrderStatistics` by the exponential mechanism over the
-    gaps of the sorted data, sampled exactly (Gumbel-max over the gaps, then uniform in the gap).
+    gaps of the sorted data: Gumbel-max over the gaps, then uniform in the gap (continuous sources); over
+    the points of a public 2^-k lattice of the range, sampled exactly (exact sources: :func:`lattice_quantile`).
 
     Cost: epsilon-DP (McSherry-Talwar 2007 Thm 6, Smith 2011) and epsilon-bounded range: the log density
     ratio of two neighbours at a point y is epsilon (u(y, x) - u(y, x')) / (2 Delta_u) plus a constant, and
-    the score differences lie in [-Delta_u, Delta_u] (the Lebesgue base measure does not depend on the
-    data), so it is epsilon^2/8-zCDP (Cesar-Rogers 2021): under a zCDP budget a share rho becomes
+    the score differences lie in [-Delta_u, Delta_u] (the Lebesgue base measure, or the counting measure of the
+    public lattice, does not depend on the data), so it is epsilon^2/8-zCDP (Cesar-Rogers 2021): under a zCDP
+    budget a share rho becomes
     epsilon = sqrt(8 rho).  ``epsilon`` fixes the cost.
     Output: a released scalar in ``[lower, upper]`` (``lower`` when the range is empty).
 
@@ -279,7 +295,7 @@ class Quantile(EpsilonMechanism):
     gaussian_profile: ClassVar[bool] = False
     bounded_range: ClassVar[bool] = True
     reference: ClassVar[str] = ("exponential mechanism, McSherry-Talwar 2007 Thm 6; private quantile over gaps, "
-                                f"Smith 2011; zCDP: {BOUNDED_RANGE_REFERENCE}")
+                                f"Smith 2011; zCDP: {BOUNDED_RANGE_REFERENCE}; exact sources: {EXACT_REFERENCE}")
     q: float = attrs.field(converter=float)
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)

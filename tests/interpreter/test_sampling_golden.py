@@ -23,6 +23,11 @@ Since issue 16 (bounded range) a quantile's zCDP share rho buys epsilon = sqrt(8
 (the exponential mechanism is epsilon-bounded range, hence epsilon^2/8-zCDP): ``radius``'s ``r_rows``
 (a weighted quantile under ``ZCDP(0.5)``) changed from 2.313259000743731 to 2.996875743303094, both
 noise modes; ``r_free`` and the plans under pure budgets did not change.
+Issue 9 (exact exponential mechanism): under exact sources ``Quantile`` releases a point of a 2^-k lattice of
+its range and ``DyadicExpMech`` samples its groups, both by exact inversion of uniform words
+(``dpflow.nodes.expmech.exact_choice``) instead of Gumbel-max: the ``exact=True`` entries of ``quantiles``,
+``merr``, ``truncated_mean`` and ``radius`` were re-recorded (other draws of the same laws); every
+``exact=False`` entry is unchanged.
 """
 
 from __future__ import annotations
@@ -98,8 +103,8 @@ GOLDEN: dict[tuple[str, bool], dict[str, list[Any]]] = {
         'q90': [1.1971940336638467],
     },
     ('quantiles', True): {
-        'median': [0.08502649047941951],
-        'q90': [1.1971940336638467],
+        'median': [0.10614119561796542],
+        'q90': [1.0711782203943585],
     },
     ('merr', False): {
         'cdf': [
@@ -110,9 +115,9 @@ GOLDEN: dict[tuple[str, bool], dict[str, list[Any]]] = {
     },
     ('merr', True): {
         'cdf': [
-            -1, 422813, 422814, 836411, 836415, 1017707, 1017708, 1048575, 0.0, 0.3818394389427766,
-            0.38353733137840607, 0.8102620178733346, 0.8102620178733346, 0.9807053115127431,
-            0.9807053115127431, 1.0
+            -1, 46803, 46805, 445071, 445075, 1005051, 1005053, 1048575, 0.0, 0.033839071363019,
+            0.1500154058676486, 0.508030235337138, 0.508030235337138, 0.9401944681063839,
+            0.9479631419230543, 1.0
         ],
     },
     ('stability', False): {
@@ -126,16 +131,16 @@ GOLDEN: dict[tuple[str, bool], dict[str, list[Any]]] = {
         'radius': [11.089242405663274],
     },
     ('truncated_mean', True): {
-        'mean': [0.9892890150733251, 0.748997122498281, 1.2223267987761801],
-        'radius': [10.270693234528453],
+        'mean': [1.0606490525153731, 0.9519365157285051, 1.1399897650505295],
+        'radius': [11.03921078248669],
     },
     ('radius', False): {
         'r_free': [1.6371181033515654],
         'r_rows': [2.996875743303094],
     },
     ('radius', True): {
-        'r_free': [1.6094388636597992],
-        'r_rows': [2.996875743303094],
+        'r_free': [1.7780778995911533],
+        'r_rows': [3.0270610154839233],
     },
 }
 
