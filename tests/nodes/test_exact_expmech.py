@@ -89,14 +89,15 @@ def test_a_one_off_threshold_goes_to_the_exact_rounds() -> None:
     """Two equal weights: R = 1/2 exactly splits them, and a first word of 2^63 - 1 (R just below 1/2) cannot be
     settled by the float bounds; the next words decide, as the real R would."""
     scores = DistanceScores(Fraction(1), np.zeros(2), np.zeros(2), -1)
-    for tail, want in ((0, 1), (2**64 - 1, 2)):  # R's interval then ends at 1/2 exactly: one more word
-        words = iter([2**63 - 1, tail, 0, 0, 0])
-        k, rounds = exact_choice(scores, np.array([1, 1]), lambda n: np.array([next(words)], dtype=np.uint64))
-        assert (k, rounds) == (0, want)
-    words = iter([2**63, 1])  # R in [1/2 + 2^-128, ...): the second candidate, after one round
-    assert exact_choice(scores, np.array([1, 1]), lambda n: np.array([next(words)], dtype=np.uint64)) == (1, 1)
-    words = iter([2**63 + 2**40])  # well inside the second half: one word
-    assert exact_choice(scores, np.array([1, 1]), lambda n: np.array([next(words)], dtype=np.uint64)) == (1, 0)
+
+    def choose(*seq: int) -> tuple[int | None, int]:
+        words = iter(seq)
+        return exact_choice(scores, np.array([1, 1]), lambda n: np.array([next(words)], dtype=np.uint64))
+
+    assert choose(2**63 - 1, 0) == (0, 1)
+    assert choose(2**63 - 1, 2**64 - 1, 0) == (0, 2)  # R's interval then ends at 1/2 exactly: one more word
+    assert choose(2**63, 1) == (1, 1)  # R in [1/2 + 2^-128, ...): the second candidate, after one round
+    assert choose(2**63 + 2**40) == (1, 0)  # well inside the second half: one word
 
 
 def test_float_bounds_contain_the_exact_weights() -> None:
