@@ -9,6 +9,7 @@ import decimal
 import itertools
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -298,3 +299,21 @@ def test_dyadic_node_under_secure_noise_reads_words_only() -> None:
     noise = dp.SecureNoise()
     a, c = (int(v) for v in execute(cert, {"X": x}, noise, NumpyBackend()).released["J"])
     assert 0 <= a <= c < 1024 and ((c - a + 1) & (c - a)) == 0 and noise.words.words >= 1
+
+
+def test_dyadic_scores_rarely_need_a_high_precision_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpflow.nodes import dyadic
+
+    seen: list[tuple[DistanceScores, np.ndarray]] = []
+
+    def spy(scores: DistanceScores, mult: np.ndarray, words: Any) -> tuple[int | None, int]:
+        seen.append((scores, mult))
+        return exact_choice(scores, mult, words)
+
+    monkeypatch.setattr(dyadic, "exact_choice", spy)
+    N_, n = 2**30, 20_000
+    x = np.sort(np.random.default_rng(0).integers(0, N_, n) // 7 * 7)
+    P, F = uniform_cdf(N_)
+    _groups(DyadicTable.build(x, N_), P, F, 0.1, dp.SeededNoise(0, exact=True), Fraction(1, 10))
+    (scores, mult), = seen
+    assert mult.size > 200 and float_phase_miss(scores, mult) < 2.0**-30
