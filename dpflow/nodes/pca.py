@@ -160,6 +160,11 @@ class Gram(Query):
     row moves it by ``||ww^T - vv^T||_F <= sqrt(2) r^2`` (``||w||^4 + ||v||^4 - 2 (w.v)^2 <= 2 r^4``), an
     added or removed one by ``||ww^T||_F = ||w||^2 <= r^2`` (mixtures.md 2.9); times the stability.
 
+    Floating-point error (for the exact lattice release): that of a sum of at most n outer products
+    (``FloatError`` kind ``gram_sum``), n the public row count or, on a value piece, the public count of the
+    rows it was split from (``Size.at_most``); without any public count (an add/remove source) none is claimed
+    and the Gaussian mechanism draws continuous noise, as the ledger says.
+
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
     >>> G = Gram()(Clip(radius=1.0)(b.source("X", dp.Vectors(d=2))))
