@@ -322,7 +322,7 @@ class DyadicExpMech(EpsilonMechanism):
     reference: ClassVar[str] = (
         "exponential mechanism (McSherry-Talwar 2007; Dwork-Roth 2014 Thm 3.10) over all dyadic intervals, "
         f"Gumbel-max sampling (continuous sources); DHS 2015 Fig. 2 scores; zCDP: {BOUNDED_RANGE_REFERENCE}; "
-        f"exact sources: {EXACT_REFERENCE}"
+        f"exact sources: {EXACT_REFERENCE.text}"
     )
     cdf: Ref | None = attrs.field(default=None, converter=optional_ref)
     weight: float = attrs.field(default=1.0, converter=positive)

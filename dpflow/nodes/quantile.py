@@ -295,7 +295,7 @@ class Quantile(EpsilonMechanism):
     gaussian_profile: ClassVar[bool] = False
     bounded_range: ClassVar[bool] = True
     reference: ClassVar[str] = ("exponential mechanism, McSherry-Talwar 2007 Thm 6; private quantile over gaps, "
-                                f"Smith 2011; zCDP: {BOUNDED_RANGE_REFERENCE}; exact sources: {EXACT_REFERENCE}")
+                                f"Smith 2011; zCDP: {BOUNDED_RANGE_REFERENCE}; exact sources: {EXACT_REFERENCE.text}")
     q: float = attrs.field(converter=float)
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
