@@ -247,7 +247,7 @@ def exact_choice(scores: DistanceScores, mult: np.ndarray,
 
     Work: one 64-bit word and a fixed number of whole-array passes, whatever is drawn.  High-precision rounds
     (one more word each, and a pass over all entries in :mod:`decimal`) happen only when R's first word does
-    not settle the draw, with probability at most :func:`float_phase_miss` (each zone's width is about 2^-39
+    not settle the draw, with probability at most :func:`float_phase_miss` (each zone's width is about 2^-43
     of its cumulative weight plus one fixed-point unit per entry, units of 2^-60 of the total: for the
     scores of ``Quantile`` and ``DyadicExpMech`` it is below 2^-30, measured in tests/nodes/test_exact_expmech.py
     up to 10^6 entries); the rounds are counted and returned.
