@@ -99,7 +99,7 @@ Changes recorded so far:
   sources under the ApproxDP budget (``*/approx_secure``, new keys: what a default ``SecureNoise`` run
   charges).  Changes:
 
-  - every ``*/zcdp`` entry with a Gaussian mechanism (19 entries: ``clipped_mean``, ``clipped_mean_default``,
+  - every ``*/zcdp`` entry with a Gaussian mechanism (21 entries: ``clipped_mean``, ``clipped_mean_default``,
     ``naive_pce``, ``ssp_radius``, ``naive_product``, ``ppde``, every ``gaussian_*``, ``noisy_gd``,
     ``sufficient_statistics``, ``truncated_mean``, ``truncated_mean_upper``) gains a PLD row, now the
     tightest conversion: 5.221534 (CKS) -> 4.886764 for the all-Gaussian plans (the exact continuous value
