@@ -251,10 +251,10 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
     monotone in R (its losses are rounded up to a grid), so a larger admissible total may exist; the
     shortfall bound (:func:`_shortfall`) limits it.  The PLD does not apply (epsilon infinite) when a
     source's cost has none (a generic zCDP event, too many distinct events, group privacy), when the
-    mechanisms' own delta0 reaches delta, when every mechanism has a fixed cost (R would change no noise), or when the allocation at R
-    is refused (fixed costs above R: the zCDP allocation then refuses the plan).  When a Gaussian mechanism
-    is not forced to continuous noise (a certificate for exact sources), its Gaussian events are the lattice
-    ones (``Cost.for_lattice_noise``, as in the ledger).
+    mechanisms' own delta0 reaches delta, when every mechanism has a fixed cost (R would change no noise), or
+    when the allocation at R is refused (fixed costs above R: the zCDP allocation then refuses the plan).
+    When a Gaussian mechanism is not forced to continuous noise (a certificate for exact sources), its
+    Gaussian events are the lattice ones (``Cost.for_lattice_noise``, as in the ledger).
 
     Sources: Meiser & Mohammadi 2018; Koskela et al. 2020; Doroshenko et al. 2022 (``dpflow.privacy.pld``).
     """

@@ -176,7 +176,8 @@ _REF_PLD = (
 _REF_PLD_LATTICE = (
     f"{_REF_PLD}; discrete Gaussian on the lattice: the smoothed continuous Gaussian (Canonne, Kamath & Steinke "
     "2020, Def. 1 and the Poisson-summation normaliser; Micciancio & Regev 2007 smoothing), dpflow.privacy.pld."
-    "LatticeGaussianPLD"
+    "LatticeGaussianPLD: mu'^2 = mu^2 s^2 / (s^2 - 9) at lattice scale s >= 2^40, losses + 2 Gamma, delta / e^Gamma, "
+    "Gamma < 4e-58 per lattice release"
 )
 #: The rule name of the PLD conversion in :meth:`Cost.epsilon_at`.
 PLD_RULE = "PLD (dp_accounting, pessimistic)"

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import dpflow as dp
-from dpflow.privacy import PLD_RULE
 from dpflow import nodes as N
 from dpflow.errors import SerializationError
 from dpflow.interpreter.numpy_backend import NumpyBackend
@@ -23,6 +22,7 @@ from dpflow.interpreter.run import execute
 from dpflow.nodes.base import Mechanism
 from dpflow.planner import Accounting, TypedScope, certify
 from dpflow.planner.certify import _Planner
+from dpflow.privacy import PLD_RULE
 
 
 def _quantile_plan(budget: dp.Measure) -> dp.Plan:
