@@ -104,8 +104,8 @@ class _Planner:
         for src in ctx.sources:
             name = _source_name(src)
             cost = source_cost(ctx, src, leaf)
-            gdp_dropped |= not gdp_valid and bool(cost.gdp_mu2)
-            if not gdp_valid:  # a run may draw the discrete Gaussian: no GDP profile, the lattice Gaussian PLD
+            gdp_dropped |= not (gdp_valid and covered) and bool(cost.gdp_mu2)
+            if not (gdp_valid and covered):  # a run may draw the discrete Gaussian: no GDP profile, lattice PLD
                 cost = cost.for_lattice_noise(covered)
             pld_missing |= cost.pld is None
             _check_budget(ctx, name, cost, mode)

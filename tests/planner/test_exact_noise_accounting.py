@@ -11,6 +11,7 @@ import pytest
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.planner.certify import certify
+from dpflow.planner.ledger import Ledger
 from dpflow.planner.modes import Accounting
 from dpflow.privacy import PLD_RULE, zcdp_rho_for_approx_dp
 
@@ -43,6 +44,8 @@ def test_all_gaussian_approx_dp_plan_is_pld_for_exact_sources() -> None:
     (total,) = exact.ledger.totals
     assert total.tightest().rule == PLD_RULE and total.tightest().epsilon <= 1.0
     assert total.cost.pld is not None and total.cost.pld.has_lattice_gaussian and not total.cost.pld.has_gaussian
+    assert "LatticeGaussianPLD" in total.tightest().reference  # the ledger names the rule that won
+    assert Ledger.from_json(exact.ledger.to_json()).totals == exact.ledger.totals  # lattice events round-trip
 
 
 def test_secure_run_draws_the_discrete_gaussian_and_seeded_keeps_gdp() -> None:

@@ -110,6 +110,20 @@ def test_the_exact_gdp_route_reads_the_gaussian_profile_capability():
     assert not any(a.continuous_gaussian for a in other.allocations.values())
 
 
+@pytest.mark.parametrize("exact_noise", [False, True])
+def test_the_lattice_pld_reads_the_gaussian_profile_capability(exact_noise: bool) -> None:
+    """Only ``gaussian_profile`` mechanisms draw the discrete Gaussian through ``unit_lattice`` (lattice scale >=
+    2^40), which the lattice Gaussian PLD assumes: a Gaussian cost on another mechanism gets no PLD at all."""
+    def plan(mech: type[N.GaussianMech]) -> dp.Plan:
+        b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+        return b.build(m=mech()(_stat(b)))
+
+    (mine,) = certify(plan(N.GaussianMech), exact_noise).ledger.totals
+    (other,) = certify(plan(_NonGdpGaussian), exact_noise).ledger.totals
+    assert mine.cost.pld is not None and mine.cost.pld.has_lattice_gaussian
+    assert other.cost.pld is None and mine.cost.rho == other.cost.rho
+
+
 def test_accounting_modes_are_typed():
     assert [a.mode for a in Accounting] == ["pure", "zcdp", "zcdp", "pure", "zcdp"]
     assert [a.continuous_gaussian for a in Accounting] == [False, False, True, True, True]

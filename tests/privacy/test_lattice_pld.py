@@ -121,6 +121,11 @@ def test_the_event_is_pinned_to_its_constants() -> None:
     mu2 = Fraction(1, 2)
     want = smoothed_epsilon(math.sqrt(0.5) * 2**40, 2.0**40, DELTA, 2**63, 3)
     assert pld_epsilon([LatticeGaussianPLD(mu2)], DELTA) == pytest.approx(want, abs=2e-12)
+    # the composition's one Gaussian: lattice events at mu'^2, continuous ones at mu^2, Gamma per lattice copy
+    events = PldEvents.of([(LatticeGaussianPLD(Fraction(1)), 2), GaussianPLD(Fraction(1, 2))])
+    mu2, gamma = P._gaussian_mu2(events)
+    assert mu2 == 2 * Fraction(2**80, 2**80 - 9) + Fraction(1, 2)
+    assert gamma >= 2 * P.lattice_smoothing_slack(3, 2**63) and gamma == pytest.approx(2 * 3.69e-58, rel=1e-2)
     with pytest.raises(ValueError, match="must exceed the smoothing width"):
         P.lattice_smoothed_mu2(Fraction(1), 3, 3)
 
