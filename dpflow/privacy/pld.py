@@ -83,13 +83,13 @@ from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
     "DELTA_NUMERICAL_RESERVE",
+    "LATTICE_MAX_ENTRIES",
+    "LATTICE_MIN_SIGMA",
+    "LATTICE_SMOOTHING",
     "MAX_DISTINCT_EVENTS",
     "MAX_LOSS_WIDTH",
     "VALUE_DISCRETIZATION_INTERVAL",
     "ApproxPLD",
-    "LATTICE_MAX_ENTRIES",
-    "LATTICE_MIN_SIGMA",
-    "LATTICE_SMOOTHING",
     "GaussianPLD",
     "LaplacePLD",
     "LatticeGaussianPLD",
@@ -262,7 +262,10 @@ class LatticeGaussianPLD:
     integer a is, at every integer k, within a factor [1/(1 + xi), 1/(1 - xi)] of the Gaussian convolution
     phi_{s'} * phi_t = phi_s at k - a, hence within e^{+-gamma}, gamma = ln((1 + xi)/(1 - xi)), of
     N_Z(a, s^2)(k); over m entries and a whole (adaptive) composition the factors multiply, Gamma = sum of
-    m gamma.  With P, Q the laws of the composed run on two neighbours and P', Q' those of the run whose
+    m gamma over the lattice releases the composition accounts (releases that a neighbour does not change,
+    such as the other pieces of a parallel composition, have equal laws under both and are left as they are;
+    :func:`pld_epsilon` charges :data:`LATTICE_MAX_ENTRIES` entries per lattice event of the multiset).
+    With P, Q the laws of the composed run on two neighbours and P', Q' those of the run whose
     lattice releases are replaced by the smoothed continuous ones: P <= e^Gamma P', Q >= e^-Gamma Q'
     pointwise, so delta_P(epsilon) <= e^Gamma delta_P'(epsilon - 2 Gamma), i.e. epsilon_P(delta) <=
     epsilon_P'(delta e^-Gamma) + 2 Gamma.  P', Q' post-process continuous Gaussian releases of shift
