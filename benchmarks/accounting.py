@@ -138,7 +138,7 @@ def library_pld_epsilon(events: PldEvents) -> float:
 
 
 def row(name: str, make: Callable[[], dp.Plan]) -> str:
-    ledger = make().check()
+    ledger = make().check()  # the certificate of a default (SecureNoise) run
     total = ledger.totals[0]
     assert total.composition is not None
     cost = recompose(total.composition, ledger.neighbors)
@@ -148,6 +148,7 @@ def row(name: str, make: Callable[[], dp.Plan]) -> str:
     t_conv = time.perf_counter() - t0
     cks = convs["zCDP -> (eps,delta) by CKS"]
     pld = convs.get(PLD_RULE, math.nan)
+    lattice = next((c.epsilon for c in cost.for_lattice_noise().epsilon_at(DELTA) if c.rule == PLD_RULE), math.nan)
     gdp = gaussian_dp_epsilon(math.sqrt(float(cost.gdp_mu2)), DELTA) if cost.gdp_mu2 else math.nan
     events = cost.pld if cost.pld is not None else PldEvents(())
     rdp = rdp_epsilon(events) if events.counts else math.nan
@@ -155,8 +156,8 @@ def row(name: str, make: Callable[[], dp.Plan]) -> str:
     odp_eps = opendp_epsilon(events) if events.counts else math.nan
     best = total.tightest()
     n_ev = sum(k for _, k in events.counts)
-    return (f"| {name} | {n_ev} | {best.epsilon:.4f} ({best.rule}) | {pld:.4f} | {cks:.4f} | {gdp:.4f} | "
-            f"{odp_eps:.4f} | {rdp:.4f} | {lib:.4f} | {cks / pld:.3f} | {pld / lib:.5f} | {t_conv:.3f} |")
+    return (f"| {name} | {n_ev} | {best.epsilon:.4f} ({best.rule}) | {pld:.4f} | {lattice:.4f} | {cks:.4f} | "
+            f"{gdp:.4f} | {odp_eps:.4f} | {rdp:.4f} | {lib:.4f} | {cks / pld:.3f} | {pld / lib:.5f} | {t_conv:.3f} |")
 
 
 ALLOCATION_BUDGET = dp.ApproxDP(1, 1e-6)
@@ -200,6 +201,33 @@ def allocation_rows(name: str, make: Callable[[dp.Measure], dp.Plan]) -> list[st
     return rows
 
 
+SECURE: dict[str, Callable[[dp.Measure], dp.Plan]] = {
+    "clipped_mean (all Gaussian)": lambda b: estimators.clipped_mean(10, 10_000, b, mean_bound=1.0),
+    "coinpress gaussian (all Gaussian)": lambda b: G.gaussian(d=3, n=10_000, budget=b, R=10.0, K=30.0),
+    **{k: v for k, v in MIXED.items() if k not in ("niht", "sparse_mean")},  # the mixed plans with a Gaussian
+}
+
+
+def secure_row(name: str, make: Callable[[dp.Measure], dp.Plan]) -> str:
+    """A SecureNoise run's certificate (exact discrete noise, ``certify(plan, exact_noise=True)``) against the
+    zCDP (CKS) allocation, which is what such a run got before the lattice Gaussian PLD, and against the
+    certificate for continuous noise (SeededNoise): noise std ratios of the Gaussian mechanisms."""
+    plan = make(ALLOCATION_BUDGET)
+    pld_epsilon_cache_clear()
+    t0 = time.perf_counter()
+    secure = dp.certify(plan, exact_noise=True)
+    t_cert = time.perf_counter() - t0
+    cont = dp.certify(plan)
+    zcdp, _ = allocate_budget(PlanContext.of(plan, exact_noise=True), ModeChoice(
+        Accounting.ZCDP, zcdp_rho_for_approx_dp(ALLOCATION_BUDGET.epsilon, ALLOCATION_BUDGET.delta), ""))
+    key = next(k for k, a in secure.allocations.items() if k.rsplit(".", 1)[-1].startswith("gaussian_mech"))
+    rho = secure.allocations[key].cost.rho
+    best = secure.ledger.totals[0].tightest()
+    return (f"| {name} | {secure.ledger.allocation.split(':')[0]} | {best.epsilon:.5f} ({best.rule.split(' (')[0]}) | "
+            f"{t_cert:.2f} | {math.sqrt(zcdp[key].cost.rho / rho):.3f} | "
+            f"{math.sqrt(cont.allocations[key].cost.rho / rho):.4f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
@@ -213,10 +241,10 @@ def main() -> None:
         "",
         f"epsilon at delta = {DELTA:g} of each plan's per-record cost (first source); nan = rule not applicable",
         "",
-        "| plan | events | ledger (tightest valid for every noise source) | dpflow PLD | dpflow zCDP+CKS | exact GDP "
-        "| OpenDP zCDP | dp_accounting RDP | dp_accounting PLD | CKS / PLD | PLD / dp_acc. PLD "
+        "| plan | events | ledger (SecureNoise certificate) | dpflow PLD | dpflow lattice PLD | dpflow zCDP+CKS "
+        "| exact GDP | OpenDP zCDP | dp_accounting RDP | dp_accounting PLD | CKS / PLD | PLD / dp_acc. PLD "
         "| all conversions (s, uncached) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [row(name, make) for name, make in PLANS.items()]
     lines += [
@@ -231,6 +259,17 @@ def main() -> None:
     ]
     for name, make in MIXED.items():
         lines += allocation_rows(name, make)
+    lines += [
+        "",
+        "Secure runs (SecureNoise: exact discrete noise) under ApproxDP(1, 1e-6): the Gaussian mechanisms' noise std "
+        "under the secure certificate / under the zCDP (CKS) allocation that secure runs got before the lattice "
+        "Gaussian PLD / under the certificate for continuous noise (SeededNoise)",
+        "",
+        "| plan | mode chosen | ledger epsilon (rule) | certify (s, uncached) | Gaussian noise std / zCDP (CKS) "
+        "| Gaussian noise std / continuous certificate |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [secure_row(name, make) for name, make in SECURE.items()]
     text = "\n".join(lines)
     print(text)
     if args.out:
@@ -246,26 +285,38 @@ NOTES = """Reading the table:
   dp_accounting numerics, grid 1e-4, evaluated at delta (1 - 1e-3), rounded up); pure-epsilon mechanisms
   (Laplace, Peel, exponential mechanism, quantiles) enter through the worst-case pure-DP PLD (binary
   randomized response), valid for every noise source.
-* The "ledger" column is what the certificate states.  Under a zCDP budget an exact noise source may
-  draw the discrete Gaussian, for which no PLD (or GDP profile) is derived, so plans with Gaussian
-  mechanisms keep CKS there; all-Gaussian ApproxDP plans use the exact GDP profile, which is tighter than
-  the PLD (the PLD pays its discretisation and delta reserve).  Pure plans get the PLD.
+* "dpflow lattice PLD" is the same cost as a SecureNoise run pays it: every Gaussian event is the lattice
+  Gaussian event (``dpflow.privacy.pld.LatticeGaussianPLD``: the discrete Gaussian on dpflow's lattice,
+  lattice noise scale >= 2^40, dominated by a smoothed continuous Gaussian at s'^2 = s^2 - 9, with losses
+  raised by 2 Gamma and delta divided by e^Gamma, Gamma < 1e-57).  It equals the continuous PLD to the
+  digits shown (and is never below it).
+* The "ledger" column is what the certificate of a default (SecureNoise) run states: the lattice PLD for
+  plans with Gaussian mechanisms (the exact Gaussian-DP profile is proven for continuous noise only, so the
+  all-Gaussian ApproxDP plans show the PLD's 1.0000, just below the budget, where a continuous certificate
+  shows the exact profile).  Before round 3 of issue 16 the Gaussian plans showed CKS here (5.2215 at
+  rho = 0.5).
 * "CKS / PLD" is how much the zCDP route over-states epsilon for the same noise; "PLD / dp_acc. PLD"
   checks dpflow against dp_accounting's own PLD on the same events (the cross-check in tests/privacy/test_pld.py).
 * dp_accounting's RDP accountant takes each pure event as binary randomized response (REPLACE_ONE).
-* The second table: under an ApproxDP budget a plan that is not all-Gaussian is allocated in PLD mode
-  when that has the least noise variance: rho shared by weight as in zCDP mode, with the largest total
-  whose composed cost meets (1, 1e-6) by its tightest valid conversion (the PLD for every plan with a
-  Gaussian), Gaussians forced to continuous noise.  Every mechanism's noise std shrinks by the same
-  factor, sqrt(rho_CKS / R).  The last column compares with what the planner chose before (zCDP mode,
-  or pure mode for the all-pure-capable plans where that was less noisy, e.g. sparse_mean, a Peel
-  alone here: its PLD total buys the same noise as pure epsilon 1 to three decimals).  "certify" includes the search for
-  R (about 6 PLD evaluations for plans with a Gaussian, up to about 10 cheap ones for pure plans whose
-  PLD jumps at the grid of the loss) and the shortfall bound (one or two optimistic PLDs).
+* The second table: under an ApproxDP budget a plan that is not all-Gaussian is allocated in PLD mode when
+  that has the least noise variance: rho shared by weight as in zCDP mode, with the largest total whose
+  composed cost meets (1, 1e-6) by its tightest valid conversion (the PLD for every plan with a Gaussian),
+  certified for continuous noise (Gaussians forced to continuous noise). Every mechanism's noise std
+  shrinks by the same factor, sqrt(rho_CKS / R). The last column compares with what the planner chose
+  before (zCDP mode, or pure mode for the all-pure-capable plans where that was less noisy, e.g.
+  sparse_mean, a Peel alone here: its PLD total buys the same noise as pure epsilon 1 to three decimals).
+  "certify" includes the search for R (about 6 PLD evaluations for plans with a Gaussian, up to about 10
+  cheap ones for pure plans whose PLD jumps at the grid of the loss) and the shortfall bound (one or two
+  optimistic PLDs).
 * Bounded range: the exponential mechanisms (Quantile, DyadicExpMech) are epsilon-bounded range, hence
   epsilon^2/8-zCDP (Cesar & Rogers 2021), while their PLD is still the pure-DP worst case (no
   bounded-range PLD here): for ``merr`` (40 exponential-mechanism and Laplace steps) zCDP + CKS (0.545) now
   beats the PLD (0.627) and OpenDP's epsilon^2/2 route (0.700), and the ledger picks it.
+* The third table: a SecureNoise run of an ApproxDP plan with Gaussian mechanisms is now allocated in PLD
+  mode through the lattice Gaussian PLD (before: zCDP mode, CKS, which needs about 8% more noise for an
+  all-Gaussian plan).  Its Gaussian noise is within the PLD search grid of the continuous certificate's: the
+  all-Gaussian plans' continuous certificate uses the exact Gaussian-DP profile (no discretisation, no delta
+  reserve), which the PLD misses by about 1e-4 relative.
 * Pure events: k copies of an epsilon-DP event enter as one PLD built from the exact k-fold randomized
   response law and rounded to the loss grid once (dp_accounting's self-composition rounds each copy: the
   "PLD / dp_acc. PLD" column falls below 1 for plans with many pure events).

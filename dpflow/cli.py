@@ -208,9 +208,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         for c in Cost.zcdp(rho).epsilon_at(args.delta):
             print(f"{c.epsilon:.9g}\t{c.rule}{'  (tightest valid)' if c.tightest else ''}")
         print("-\tno PLD: a generic rho-zCDP guarantee has no privacy loss distribution")
-        print("a continuous Gaussian mechanism with this rho (mu = sqrt(2 rho)):")
-        for c in Cost.gaussian_zcdp(rho).epsilon_at(args.delta):
-            print(f"{c.epsilon:.9g}\t{c.rule}{'  (tightest valid)' if c.tightest else ''}")
+        for title, cost in (("a continuous Gaussian mechanism with this rho (mu = sqrt(2 rho)):",
+                             Cost.gaussian_zcdp(rho)),
+                            ("the discrete Gaussian on dpflow's lattice with this rho (SecureNoise; lattice PLD):",
+                             Cost.gaussian_zcdp(rho).for_lattice_noise())):
+            print(title)
+            for c in cost.epsilon_at(args.delta):
+                print(f"{c.epsilon:.9g}\t{c.rule}{'  (tightest valid)' if c.tightest else ''}")
         return 0
     print(repr(zcdp_to_approx_dp(args.rho, args.delta)))
     return 0

@@ -279,7 +279,10 @@ class Mechanism(Node):
     mechanism class; the planner reads it to choose the accounting mode and to refuse pure budgets)."""
     gaussian_profile: ClassVar[bool] = False
     """Capability: the cost is the Gaussian-DP profile of continuous Gaussian noise (mu^2/2-zCDP), so an
-    all-Gaussian plan may be certified through the exact Gaussian-DP conversion."""
+    all-Gaussian plan may be certified through the exact Gaussian-DP conversion; under an exact source the
+    mechanism draws the discrete Gaussian through ``mechanisms.unit_lattice`` (lattice noise scale at least
+    2^40), so its cost's privacy loss distribution is the lattice Gaussian one
+    (:class:`~dpflow.privacy.pld.LatticeGaussianPLD`)."""
     bounded_range: ClassVar[bool] = False
     """Capability: at its pure epsilon the mechanism is also epsilon-bounded range (the exponential
     mechanism with the McSherry-Talwar calibration, so report-noisy-max with Gumbel noise), so its zCDP

@@ -32,6 +32,7 @@ from dpflow.privacy import (
     pure_eps_for_zcdp,
     pure_to_zcdp,
 )
+from dpflow.privacy.pld import LATTICE_MIN_SIGMA
 from dpflow.privacy.rounding import up
 
 
@@ -49,7 +50,8 @@ def _exact(ctx: EvalContext) -> bool:
 
 
 LATTICE_BITS = 40
-"""The lattice step is the power of two at or below (noise scale) / 2^40, and at least ``MIN_LATTICE_STEP``."""
+"""The lattice step is the power of two at or below (noise scale) / 2^40, and at least ``MIN_LATTICE_STEP``;
+so the noise scale in lattice units is at least 2^40 (``LATTICE_MIN_SIGMA`` of ``dpflow.privacy.pld``)."""
 
 MIN_LATTICE_STEP = 2.0**-600
 """The smallest lattice step.  A tiny noise scale (a released clipping radius of 0, say) would otherwise
@@ -108,7 +110,9 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
         return None
     step = _lattice_step(scale0)
     widened = up(delta + slack + step * (entries if l1 else math.sqrt(entries)))
-    return LatticeCalibration(step, widened, scale_of(widened))
+    # scale / step >= 2^40 = LATTICE_MIN_SIGMA (what the lattice Gaussian PLD assumes): scale0 / step >= 2^40
+    # unless the step is clamped at MIN_LATTICE_STEP; then the scale is raised (more noise is never less private)
+    return LatticeCalibration(step, widened, max(scale_of(widened), step * LATTICE_MIN_SIGMA))
 
 
 def unit_lattice(unit: str | None, delta: float, slacks: tuple[float, float], entries: int,

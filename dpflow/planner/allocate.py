@@ -128,8 +128,9 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
         if cost is None:
             allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
             continue
-        allocations[_key(sp, rec.id)] = Allocation(
-            mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
+        allocations[_key(sp, rec.id)] = Allocation(  # exact sources: never forced to continuous noise
+            mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile
+            and not ctx.exact_noise)
     return allocations, warnings
 
 
@@ -226,6 +227,15 @@ def approx_dp_epsilon(cost: Cost, delta: float) -> float:
     return min(c.epsilon for c in cost.epsilon_at(delta))
 
 
+def lattice_covered(ctx: PlanContext, allocations: dict[str, Allocation]) -> bool:
+    """Whether the lattice Gaussian PLD (:class:`~dpflow.privacy.pld.LatticeGaussianPLD`) covers every
+    mechanism whose cost holds a Gaussian PLD event and that is not forced to continuous noise: only
+    ``gaussian_profile`` mechanisms draw the discrete Gaussian through ``nodes.mechanisms.unit_lattice``
+    (lattice noise scale at least 2^40), which that event assumes; ``False`` when another may draw it."""
+    return all(node.gaussian_profile or a.continuous_gaussian or a.cost.pld is None or not a.cost.pld.has_gaussian
+               for sp, rec, node in ctx.mechs for a in (allocations[_key(sp, rec.id)],))
+
+
 def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
     """The largest total rho (PLD mode: shared as in zCDP mode, :class:`~dpflow.planner.modes.Accounting`)
     for which every source's composed cost meets the plan's (epsilon, delta) budget by its tightest valid
@@ -241,10 +251,10 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
     monotone in R (its losses are rounded up to a grid), so a larger admissible total may exist; the
     shortfall bound (:func:`_shortfall`) limits it.  The PLD does not apply (epsilon infinite) when a
     source's cost has none (a generic zCDP event, too many distinct events, group privacy), when the
-    mechanisms' own delta0 reaches delta, when a mechanism whose cost holds a Gaussian PLD event lacks the
-    Gaussian-profile capability (it would not be forced to continuous noise, for which alone that event is
-    proven), when every mechanism has a fixed cost (R would change no noise), or when the allocation at R
-    is refused (fixed costs above R: the zCDP allocation then refuses the plan).
+    mechanisms' own delta0 reaches delta, when every mechanism has a fixed cost (R would change no noise), or
+    when the allocation at R is refused (fixed costs above R: the zCDP allocation then refuses the plan).
+    When a Gaussian mechanism is not forced to continuous noise (a certificate for exact sources), its
+    Gaussian events are the lattice ones (``Cost.for_lattice_noise``, as in the ledger).
 
     Sources: Meiser & Mohammadi 2018; Koskela et al. 2020; Doroshenko et al. 2022 (``dpflow.privacy.pld``).
     """
@@ -266,11 +276,14 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
             allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
         except PlanError:
             return None  # refused at this total: the zCDP allocation raises it again
-        if any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
-               for a in allocations.values()):
+        lattice = any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
+                      for a in allocations.values())
+        if lattice and not lattice_covered(ctx, allocations):
             return None
         leaf = cost_leaf(ctx, allocations)
         costs = [source_cost(ctx, src, leaf) for src in ctx.sources]
+        if lattice:  # a run may draw the discrete Gaussian: the lattice Gaussian PLD, as in the ledger
+            costs = [c.for_lattice_noise() for c in costs]
         if any(c.pld is None or c.delta0 >= Fraction(delta) for c in costs):
             return None
         seen[total] = costs

@@ -35,6 +35,7 @@ from dpflow.planner.allocate import (
     allocate_budget,
     cost_leaf,
     invocation_table,
+    lattice_covered,
     pld_total,
     source_cost,
 )
@@ -99,12 +100,13 @@ class _Planner:
         report_delta = _report_delta(ctx)
         gdp_valid = _gdp_valid(choice.accounting, ctx.mechs, ctx.exact_noise)
         gdp_dropped = pld_missing = False
+        covered = lattice_covered(ctx, allocations)
         for src in ctx.sources:
             name = _source_name(src)
             cost = source_cost(ctx, src, leaf)
-            gdp_dropped |= not gdp_valid and bool(cost.gdp_mu2)
-            if not gdp_valid:  # a run may draw the discrete Gaussian: no GDP profile, no Gaussian PLD
-                cost = cost.without_continuous_gaussian()
+            gdp_dropped |= not (gdp_valid and covered) and bool(cost.gdp_mu2)
+            if not (gdp_valid and covered):  # a run may draw the discrete Gaussian: no GDP profile, lattice PLD
+                cost = cost.for_lattice_noise(covered)
             pld_missing |= cost.pld is None
             _check_budget(ctx, name, cost, mode)
             totals.append(_source_total(ctx, name, cost, mode, total, report_delta, gdp_valid))

@@ -20,8 +20,8 @@ from dpflow.planner.infer import TypedScope, _key, _mech, _spaces
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho, zcdp_rho_for_approx_dp
 
 _GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
-_EXACT_TEXT = ("; exact discrete Gaussian noise: the exact Gaussian-DP profile and the Gaussian privacy loss "
-               "distribution are proven for continuous noise only, so neither is used")
+_EXACT_TEXT = ("; exact discrete Gaussian noise: the exact Gaussian-DP profile is proven for continuous noise only, "
+               "so it is not used")
 
 
 class Accounting(enum.Enum):
@@ -42,8 +42,10 @@ class Accounting(enum.Enum):
     """Per-mechanism (epsilon, delta) shares, basic composition (``accounting="basic"``)."""
     PLD = "zcdp-by-PLD"
     """rho shares as in zCDP mode, of the largest total whose composed privacy loss distribution meets the
-    (epsilon, delta) budget on every source (:func:`~dpflow.planner.allocate.pld_total`): every Gaussian
-    mechanism must sample continuous noise (the Gaussian PLD is proven for continuous noise only)."""
+    (epsilon, delta) budget on every source (:func:`~dpflow.planner.allocate.pld_total`): in a certificate
+    for continuous sources every Gaussian mechanism samples continuous noise (the Gaussian PLD); in one for
+    exact sources it draws the discrete Gaussian, accounted by the lattice Gaussian PLD
+    (:class:`~dpflow.privacy.pld.LatticeGaussianPLD`)."""
 
     @property
     def mode(self) -> Mode:
@@ -54,7 +56,8 @@ class Accounting(enum.Enum):
     def continuous_gaussian(self) -> bool:
         """Whether the certificate rests on the exact Gaussian-DP profile of the Gaussian mechanisms
         (proven for continuous noise only): GDP mode, basic mode (each Gaussian calibrated by it) and PLD
-        mode (the Gaussian PLD is that profile's privacy loss)."""
+        mode (the Gaussian PLD is that profile's privacy loss) when certified for continuous sources (a
+        certificate for exact sources never is: :func:`~dpflow.planner.allocate.allocate_budget`)."""
         return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)
 
 
@@ -121,22 +124,25 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
     if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
         choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,
                                      "pure mode: basic composition meets the budget with delta to spare"))
-    pld = None if exact_gaussian else pld_total(ctx, rho)
+    pld = pld_total(ctx, rho)
     if pld is not None and pld.total > rho:  # the same rho split with a larger total: less noise for every mechanism
-        choices[-1] = ModeChoice(Accounting.PLD, pld.total, _pld_text(pld, eps, delta))
+        choices[-1] = ModeChoice(Accounting.PLD, pld.total, _pld_text(pld, eps, delta, exact_gaussian))
     if len(choices) == 1:
         return choices[0]
     # the least total noise variance; ties keep the simpler accounting (pure first)
     return min(choices, key=lambda c: _noise_variance(ctx, c.accounting.mode, c.total))
 
 
-def _pld_text(pld: PldSearch, eps: float, delta: float) -> str:
+def _pld_text(pld: PldSearch, eps: float, delta: float, exact_gaussian: bool) -> str:
     bound = ("no bound on the shortfall proven" if pld.shortfall is None else
              f"the largest admissible total is less than {100 * float(pld.shortfall):.2g}% above it")
+    noise = ("exact sources draw the discrete Gaussian, accounted by the lattice Gaussian PLD (the smoothed "
+             "continuous Gaussian, dpflow.privacy.pld.LatticeGaussianPLD)" if exact_gaussian else
+             "every Gaussian mechanism draws continuous noise (the Gaussian PLD is proven for continuous noise only)")
     return (f"PLD mode: rho={float(pld.total):.6g} shared by weight (as in zCDP mode), a total whose composed "
             f"cost meets ({eps:.6g}, {delta:.3g}) on every source by its tightest valid conversion, the privacy "
             f"loss distribution among them (pessimistic dp_accounting numerics; search rounded down; {bound}); "
-            "every Gaussian mechanism draws continuous noise (the Gaussian PLD is proven for continuous noise only)")
+            + noise)
 
 
 def _refuse_impure(ctx: PlanContext) -> None:

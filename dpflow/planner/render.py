@@ -145,8 +145,7 @@ _NO_GDP_TEXT = ("no exact Gaussian-DP conversion: this allocation lets exact noi
                 "noise) only in a certificate for continuous sources (SeededNoise; certify(plan) without exact_noise)")
 
 
-_NO_PLD_TEXT = ("no privacy-loss-distribution (PLD) figure for a source with: a Gaussian mechanism that may draw the "
-                "discrete Gaussian (exact noise sources; no PLD is derived for the lattice release), a generic "
+_NO_PLD_TEXT = ("no privacy-loss-distribution (PLD) figure for a source with: a generic "
                 "zCDP event, group privacy, or more distinct events than the PLD layer composes; that source's "
                 "totals fall back to the zCDP (CKS) and other conversions (dpflow.privacy.pld)")
 

@@ -37,7 +37,7 @@ from .conversions import (
     zcdp_to_approx_dp,
 )
 from .measures import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, exact, opt_exact
-from .pld import ApproxPLD, GaussianPLD, LaplacePLD, PldEvents, PurePLD, pld_epsilon
+from .pld import ApproxPLD, GaussianPLD, LaplacePLD, LatticeGaussianPLD, PldEvents, PurePLD, pld_epsilon
 from .rounding import REL_MARGIN, down, frac_down, frac_up, to_float_down, to_float_up, up
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "Cost",
     "GaussianPLD",
     "LaplacePLD",
+    "LatticeGaussianPLD",
     "Measure",
     "PldEvents",
     "PureDP",

@@ -173,6 +173,12 @@ _REF_PLD = (
     f"dp_accounting PLD, pessimistic, loss grid {VALUE_DISCRETIZATION_INTERVAL:g}; Gaussian: Balle & Wang 2018, "
     "Thm. 8; pure and (epsilon, delta) events: Kairouz, Oh & Viswanath 2015, Thm. 2.4"
 )
+_REF_PLD_LATTICE = (
+    f"{_REF_PLD}; discrete Gaussian on the lattice: the smoothed continuous Gaussian (Canonne, Kamath & Steinke "
+    "2020, Def. 1 and the Poisson-summation normaliser; Micciancio & Regev 2007 smoothing), dpflow.privacy.pld."
+    "LatticeGaussianPLD: mu'^2 = mu^2 s^2 / (s^2 - 9) at lattice scale s >= 2^40, losses + 2 Gamma, delta / e^Gamma, "
+    "Gamma < 4e-58 per lattice release"
+)
 #: The rule name of the PLD conversion in :meth:`Cost.epsilon_at`.
 PLD_RULE = "PLD (dp_accounting, pessimistic)"
 
@@ -196,10 +202,10 @@ class Cost:
       as an event declares no single (epsilon, delta) point (a zCDP event).  Pure events count as
       (epsilon, 0).  This is the "paper" accounting of CWZ 2021 (epsilon/T, delta/T per step).
     * ``pld``: the events of a privacy-loss-distribution accounting (:mod:`dpflow.privacy.pld`), a
-      multiset of continuous Gaussian, pure-epsilon and (epsilon, delta) events; ``None`` as soon as
+      multiset of continuous or lattice Gaussian, pure-epsilon and (epsilon, delta) events; ``None`` as soon as
       an event has no PLD (generic zCDP) or a fold cannot stay exact in PLD form.  It is evaluated
       only in :meth:`epsilon_at`.  A continuous Gaussian event is valid only when the run draws
-      continuous noise: see :meth:`without_continuous_gaussian`.
+      continuous noise: see :meth:`for_lattice_noise`.
 
     Events with no privacy loss at all (epsilon = 0, rho = 0, sensitivity 0) are :meth:`zero`:
     their output does not depend on the data, so they are pure, Gaussian (mu = 0) and not counted.
@@ -544,20 +550,24 @@ class Cost:
             pld=self.pld if k == 1 else None,  # group privacy of a PLD is not derived here
         )
 
-    def without_continuous_gaussian(self) -> Cost:
-        """This cost for a run that may draw lattice (discrete Gaussian) noise: the accountings proven only
-        for continuous Gaussian noise are dropped -- the exact Gaussian-DP profile (``gdp_mu2``) and a PLD
-        holding a Gaussian event (the discrete Gaussian has the same rho-zCDP, Canonne, Kamath & Steinke
-        2020 Thm. 4, but no PLD derived here; the whole PLD goes, since dropping one event would
-        under-count).  Pure and (epsilon, delta) PLD events hold for every noise source.
+    def for_lattice_noise(self, covered: bool = True) -> Cost:
+        """This cost for a run that may draw lattice (discrete Gaussian) noise: the exact Gaussian-DP profile
+        (``gdp_mu2``, proven for continuous noise only) is dropped, and every continuous Gaussian PLD event
+        becomes the lattice Gaussian event of the same mu^2 (:class:`~dpflow.privacy.pld.LatticeGaussianPLD`:
+        a proven PLD of the discrete Gaussian on dpflow's lattice, and of the continuous Gaussian).  The
+        rho-zCDP is the same for both noises (Canonne, Kamath & Steinke 2020, Thm. 4).  ``covered=False`` (a
+        mechanism may draw discrete Gaussian noise that event does not cover): a PLD holding a Gaussian event
+        is dropped whole (dropping one event would under-count).
 
         >>> c = Cost.gaussian_zcdp(Fraction(1, 8)).then(Cost.pure(Fraction(1, 2)))
-        >>> c.pld is not None, c.without_continuous_gaussian().pld is None
-        (True, True)
-        >>> Cost.pure(Fraction(1)).without_continuous_gaussian().pld is not None
+        >>> str(c.for_lattice_noise().pld), c.for_lattice_noise().gdp_mu2
+        ('lattice_gaussian(1/4)x1; pure(1/2)x1', None)
+        >>> Cost.pure(Fraction(1)).for_lattice_noise() == Cost.pure(Fraction(1))
+        True
+        >>> c.for_lattice_noise(covered=False).pld is None
         True
         """
-        pld = None if self.pld is None or self.pld.has_gaussian else self.pld
+        pld = None if self.pld is None or (self.pld.has_gaussian and not covered) else self.pld.on_lattice()
         if pld is self.pld and self.gdp_mu2 is None:
             return self
         return attrs.evolve(self, gdp_mu2=None, pld=pld)
@@ -612,7 +622,8 @@ class Cost:
         if self.pld is not None:
             eps_pld = pld_epsilon(self.pld, d)
             if math.isfinite(eps_pld):
-                found.append((PLD_RULE, eps_pld, float(delta), _REF_PLD))
+                found.append((PLD_RULE, eps_pld, float(delta),
+                              _REF_PLD_LATTICE if self.pld.has_lattice_gaussian else _REF_PLD))
         if self.pure_eps is not None:
             found.append(("basic composition (pure)", to_float_up(self.pure_eps), 0.0, _REF_BASIC))
             if self.pure_count > 0:

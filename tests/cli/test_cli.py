@@ -44,12 +44,27 @@ def test_check_refuses_over_budget_with_status_2(capsys: pytest.CaptureFixture[s
 def test_check_prints_ledger_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(ROOT / "examples" / "clipped_mean_plan.py")]) == 0
     out = capsys.readouterr().out
-    assert "exact Gaussian-DP" in out and "gaussian_mech_3" in out
+    # a SecureNoise certificate (the default): PLD mode through the lattice Gaussian PLD (issue 16)
+    assert "PLD mode" in out and "lattice Gaussian PLD" in out and "gaussian_mech_3" in out
+    assert "DP by PLD (dp_accounting, pessimistic)" in out
 
 
 def test_privacy_convert_prints_cks_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["privacy", "convert", "--rho", "0.5", "--delta", "1e-6"]) == 0
     assert abs(float(capsys.readouterr().out.strip()) - 5.221534) < 1e-6
+
+
+def test_privacy_convert_all_names_the_rule_that_wins_for_the_lattice_gaussian(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["privacy", "convert", "--rho", "0.5", "--delta", "1e-6", "--all"]) == 0
+    out = capsys.readouterr().out
+    lattice = out.split("the discrete Gaussian on dpflow's lattice")[1].splitlines()[1:]
+    rows = {line.split("\t")[1].replace("  (tightest valid)", ""): (float(line.split("\t")[0]), "tightest" in line)
+            for line in lattice}
+    assert "exact Gaussian-DP" not in rows  # proven for continuous noise only
+    pld_eps, pld_tightest = rows["PLD (dp_accounting, pessimistic)"]
+    assert pld_tightest and 4.886554 < pld_eps < 4.887
+    assert abs(rows["zCDP -> (eps,delta) by CKS"][0] - 5.221534) < 1e-6
 
 
 def test_run_with_npy_and_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

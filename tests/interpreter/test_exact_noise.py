@@ -127,7 +127,8 @@ def test_float_error_bounds_cover_the_computed_error() -> None:
 def test_exact_gaussian_dp_certificates_keep_continuous_noise() -> None:
     """A certificate resting on the exact Gaussian-DP profile (certified for continuous sources) makes the
     interpreter draw continuous noise even from an exact source; ``run`` never pairs the two: it certifies for
-    its source, so an exact run of the same plan is accounted in zCDP and released on the lattice."""
+    its source, so an exact run of the same plan is accounted by the lattice Gaussian PLD (issue 16) and released
+    on the lattice."""
     b = dp.PlanBuilder(budget=dp.ApproxDP(1.0, 1e-6))
     X = b.source("X", dp.Vectors(d=2), n=100)
     plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))
@@ -135,7 +136,9 @@ def test_exact_gaussian_dp_certificates_keep_continuous_noise() -> None:
     assert [list(f) for f in ex.facts["gaussian_mech_3"]] == [["sigma"]]  # no lattice: continuous noise
     res = plan.run({"X": np.zeros((100, 2))}, noise=dp.SeededNoise(1, exact=True))
     facts = res.report.execution.facts["gaussian_mech_3"]
-    assert [list(f) for f in facts] == [["sigma"], ["lattice"]] and res.report.ledger.allocation.startswith("zCDP")
+    assert [list(f) for f in facts] == [["sigma"], ["lattice"]]
+    text = res.report.ledger.allocation
+    assert text.startswith("PLD mode") and "lattice Gaussian PLD" in text
 
 
 def test_secure_noise_is_the_default_and_says_so() -> None:

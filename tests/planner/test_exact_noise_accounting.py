@@ -1,6 +1,7 @@
 """Certificates for exact noise sources: no Gaussian mechanism rests on an accounting proven for continuous
-noise only (the exact Gaussian-DP profile, the Gaussian PLD), so a secure run never draws continuous Gaussian
-noise; continuous sources keep the tighter accountings (and their released values)."""
+noise only (the exact Gaussian-DP profile, the continuous Gaussian PLD); the discrete Gaussian they draw is
+accounted by the lattice Gaussian PLD (issue 16), so ApproxDP plans still allocate through the PLD; continuous
+sources keep the exact Gaussian-DP profile (and their released values)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.planner.certify import certify
+from dpflow.planner.ledger import Ledger
 from dpflow.planner.modes import Accounting
-from dpflow.privacy import zcdp_rho_for_approx_dp
+from dpflow.privacy import PLD_RULE, zcdp_rho_for_approx_dp
 
 
 def _gauss(accounting: str = "auto", laplace: bool = False) -> dp.Plan:
@@ -28,35 +30,46 @@ def _data() -> dict[str, np.ndarray]:
     return {"X": np.random.default_rng(0).normal(size=(1000, 3))}
 
 
-def test_all_gaussian_approx_dp_plan_is_zcdp_for_exact_sources() -> None:
+def test_all_gaussian_approx_dp_plan_is_pld_for_exact_sources() -> None:
     plan = _gauss()
     cont, exact = certify(plan), certify(plan, exact_noise=True)
     assert cont.ledger.allocation.startswith("all mechanisms Gaussian")
-    a = exact.allocations["gaussian_mech_3"]
+    a, g = exact.allocations["gaussian_mech_3"], cont.allocations["gaussian_mech_3"]
     assert not a.continuous_gaussian and a.mode == "zcdp"
-    assert a.share == zcdp_rho_for_approx_dp(plan.budget.epsilon, plan.budget.delta)  # the CKS rho, whole
-    assert "proven for continuous noise only" in exact.ledger.allocation
+    cks = zcdp_rho_for_approx_dp(plan.budget.epsilon, plan.budget.delta)
+    # the lattice PLD beats CKS by about 8% of rho and never exceeds the exact continuous profile
+    assert 1.07 * cks < a.share <= g.share < 1.01 * a.share
+    assert exact.ledger.allocation.startswith("PLD mode") and "lattice Gaussian PLD" in exact.ledger.allocation
     assert "mu=" not in exact.ledger.to_json() and "mu=" in cont.ledger.to_json()
+    (total,) = exact.ledger.totals
+    assert total.tightest().rule == PLD_RULE and total.tightest().epsilon <= 1.0
+    assert total.cost.pld is not None and total.cost.pld.has_lattice_gaussian and not total.cost.pld.has_gaussian
+    assert "LatticeGaussianPLD" in total.tightest().reference  # the ledger names the rule that won
+    assert Ledger.from_json(exact.ledger.to_json()).totals == exact.ledger.totals  # lattice events round-trip
 
 
 def test_secure_run_draws_the_discrete_gaussian_and_seeded_keeps_gdp() -> None:
     plan = _gauss()
     secure = plan.run(_data(), noise=dp.SecureNoise()).report
     assert "lattice" in {k for f in secure.execution.facts["gaussian_mech_3"] for k in f}
-    assert secure.ledger.allocation.startswith("zCDP mode")
+    assert secure.ledger.allocation.startswith("PLD mode")
     seeded = plan.run(_data(), noise=dp.SeededNoise(0)).report
     assert [set(f) for f in seeded.execution.facts["gaussian_mech_3"]] == [{"sigma"}]
     assert seeded.ledger.allocation.startswith("all mechanisms Gaussian")
 
 
-def test_pld_mode_is_not_chosen_for_gaussian_plans_on_exact_sources() -> None:
+def test_pld_mode_on_exact_sources_draws_the_discrete_gaussian() -> None:
     plan = _gauss(laplace=True)
     cont = certify(plan)
     exact = certify(plan, exact_noise=True)
     assert exact.allocations["gaussian_mech_3"].continuous_gaussian is False
-    assert not exact.ledger.allocation.startswith("PLD mode")
-    if cont.ledger.allocation.startswith("PLD mode"):  # the continuous certificate may use the Gaussian PLD
-        assert cont.allocations["gaussian_mech_3"].continuous_gaussian
+    assert exact.ledger.allocation.startswith("PLD mode")
+    assert cont.ledger.allocation.startswith("PLD mode") and cont.allocations["gaussian_mech_3"].continuous_gaussian
+    # the same total up to the PLD search's grid: the lattice event is the continuous one within float rounding
+    ratio = exact.allocations["gaussian_mech_3"].share / cont.allocations["gaussian_mech_3"].share
+    assert 0.999 < ratio <= 1
+    secure = plan.run(_data(), noise=dp.SecureNoise()).report
+    assert "lattice" in {k for f in secure.execution.facts["gaussian_mech_3"] for k in f}
 
 
 def test_basic_accounting_calibrates_gaussians_by_cks_for_exact_sources() -> None:

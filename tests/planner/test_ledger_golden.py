@@ -92,6 +92,26 @@ Changes recorded so far:
 * merge of issues 12 and 16: ``truncated_mean`` and ``sparse_mean`` (both budgets) carry both changes
   above (the scale step's mechanisms, and the bounded-range and PLD-search rules); their golden entries were
   regenerated once after the merge.
+* issue 16 round 3 (lattice Gaussian PLD): the discrete Gaussian that exact sources draw now has a proven PLD
+  (``dpflow.privacy.pld.LatticeGaussianPLD``: the smoothed continuous Gaussian, within float rounding of
+  the continuous one at dpflow's lattice), so a cost that a run may pay with lattice noise keeps its PLD with
+  lattice events instead of losing it.  The golden file now also pins every plan's certificate for exact
+  sources under the ApproxDP budget (``*/approx_secure``, new keys: what a default ``SecureNoise`` run
+  charges).  Changes:
+
+  - every ``*/zcdp`` entry with a Gaussian mechanism (21 entries: ``clipped_mean``, ``clipped_mean_default``,
+    ``naive_pce``, ``ssp_radius``, ``naive_product``, ``ppde``, every ``gaussian_*``, ``noisy_gd``,
+    ``sufficient_statistics``, ``truncated_mean``, ``truncated_mean_upper``) gains a PLD row, now the
+    tightest conversion: 5.221534 (CKS) -> 4.886764 for the all-Gaussian plans (the exact continuous value
+    is 4.886554), 5.07084 (``noisy_gd``, ``sufficient_statistics``), 4.97065 (``truncated_mean``), 5.14962
+    (``truncated_mean_upper``); no share, rho or other conversion changed;
+  - ``truncated_mean/approx`` (zCDP mode) gains a PLD row (1.0734, not the tightest); nothing else changed;
+  - ``*/approx_secure`` against main's exact-source certificates (not pinned before): every plan with a
+    Gaussian mechanism moved from zCDP mode (rho 0.024356, CKS) to PLD mode: the all-Gaussian plans (and
+    ``ssp_radius``, ``naive_product``, ``ppde``) rho 0.0280113 (x 1.150: every noise std x 0.932),
+    ``noisy_gd`` and ``sufficient_statistics`` 0.0259075 (x 1.064), ``truncated_mean_upper`` 0.0249844
+    (x 1.026); ``truncated_mean`` stays in zCDP mode (its PLD total is below CKS); the plans without a
+    Gaussian mechanism (``sparse_mean*``, ``niht``, ``*_histogram``, ``merr``) are unchanged.
 """
 
 from __future__ import annotations
@@ -155,10 +175,10 @@ PLANS: dict[str, Callable[[Any], dp.Plan]] = {
 }
 
 
-def summary(make: Callable[[Any], dp.Plan], budget: Any) -> dict[str, Any]:
+def summary(make: Callable[[Any], dp.Plan], budget: Any, exact_noise: bool = False) -> dict[str, Any]:
     """The pinned facts of one (plan, budget): totals, allocation modes and shares, or the refusal."""
     try:
-        cert = certify(make(budget))
+        cert = certify(make(budget), exact_noise)
     except (PlanError, ValueError) as e:
         return {"refused": type(e).__name__}
     ledger = cert.ledger
@@ -174,8 +194,13 @@ def summary(make: Callable[[Any], dp.Plan], budget: Any) -> dict[str, Any]:
 
 
 def compute() -> dict[str, Any]:
-    return {f"{name}/{bname}": summary(make, budget)
-            for name, make in PLANS.items() for bname, budget in BUDGETS.items()}
+    """Every plan under every budget, certified for continuous sources (``certify(plan)``), and under the
+    ApproxDP budget also for exact sources (``approx_secure``: what a default ``SecureNoise`` run charges)."""
+    out = {f"{name}/{bname}": summary(make, budget)
+           for name, make in PLANS.items() for bname, budget in BUDGETS.items()}
+    out.update({f"{name}/approx_secure": summary(make, BUDGETS["approx"], exact_noise=True)
+                for name, make in PLANS.items()})
+    return out
 
 
 def test_estimator_ledgers_match_the_golden_file() -> None:

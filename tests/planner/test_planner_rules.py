@@ -22,6 +22,7 @@ from dpflow.interpreter.run import execute
 from dpflow.nodes.base import Mechanism
 from dpflow.planner import Accounting, TypedScope, certify
 from dpflow.planner.certify import _Planner
+from dpflow.privacy import PLD_RULE
 
 
 def _quantile_plan(budget: dp.Measure) -> dp.Plan:
@@ -109,6 +110,20 @@ def test_the_exact_gdp_route_reads_the_gaussian_profile_capability():
     assert not any(a.continuous_gaussian for a in other.allocations.values())
 
 
+@pytest.mark.parametrize("exact_noise", [False, True])
+def test_the_lattice_pld_reads_the_gaussian_profile_capability(exact_noise: bool) -> None:
+    """Only ``gaussian_profile`` mechanisms draw the discrete Gaussian through ``unit_lattice`` (lattice scale >=
+    2^40), which the lattice Gaussian PLD assumes: a Gaussian cost on another mechanism gets no PLD at all."""
+    def plan(mech: type[N.GaussianMech]) -> dp.Plan:
+        b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+        return b.build(m=mech()(_stat(b)))
+
+    (mine,) = certify(plan(N.GaussianMech), exact_noise).ledger.totals
+    (other,) = certify(plan(_NonGdpGaussian), exact_noise).ledger.totals
+    assert mine.cost.pld is not None and mine.cost.pld.has_lattice_gaussian
+    assert other.cost.pld is None and mine.cost.rho == other.cost.rho
+
+
 def test_accounting_modes_are_typed():
     assert [a.mode for a in Accounting] == ["pure", "zcdp", "zcdp", "pure", "zcdp"]
     assert [a.continuous_gaussian for a in Accounting] == [False, False, True, True, True]
@@ -194,16 +209,20 @@ def test_a_zcdp_all_gaussian_plan_under_secure_noise_never_headlines_exact_gauss
         (total,) = ledger.totals
         assert total.gdp_mu is None
         assert [c.rule for c in total.conversions if "Gaussian-DP" in c.rule] == []
-        assert total.tightest().rule == "zCDP -> (eps,delta) by CKS"
+        # the lattice Gaussian PLD (issue 16): pessimistic, so at least the exact continuous value 4.886554
+        assert total.tightest().rule == PLD_RULE and 4.886554 < total.tightest().epsilon < 4.887
+        assert total.cost.pld is not None and total.cost.pld.has_lattice_gaussian
         assert "exact Gaussian-DP" not in ledger.summary()
         assert any(note.startswith("no exact Gaussian-DP conversion") for note in ledger.composition)
         text = res.report.to_json()
         assert '"exact Gaussian-DP"' not in text
 
 
-def test_the_cks_headline_of_a_zcdp_gaussian_plan_is_the_golden_value() -> None:
+def test_the_headline_of_a_zcdp_gaussian_plan_is_the_lattice_pld_golden_value() -> None:
     total = _gaussian_plan(dp.ZCDP(0.5)).check().totals[0]
-    assert total.tightest().epsilon == pytest.approx(5.221534, abs=1e-6)  # docs/privacy.md golden value
+    cks = {c.rule: c.epsilon for c in total.conversions}["zCDP -> (eps,delta) by CKS"]
+    assert cks == pytest.approx(5.221534, abs=1e-6)  # docs/privacy.md golden value
+    assert total.tightest().epsilon == pytest.approx(4.886764, abs=1e-6)  # lattice PLD, docs/privacy.md
     assert total.tightest().delta == 1e-6
 
 

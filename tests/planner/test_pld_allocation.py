@@ -112,9 +112,10 @@ def test_two_gaussians_and_a_laplace_get_less_noise_than_under_zcdp_allocation()
     assert next(c for c in t.conversions if "CKS" in c.rule).epsilon > 1.08  # what zCDP would have certified
 
 
-def test_pld_mode_draws_continuous_gaussian_noise_and_exact_sources_decline_it() -> None:
-    """PLD mode's Gaussian events hold for continuous noise only: a continuous run draws it; a SecureNoise run
-    certifies for its exact source (no PLD mode for Gaussian mechanisms) and draws the discrete Gaussian."""
+def test_pld_mode_draws_continuous_gaussian_noise_and_exact_sources_the_discrete_one() -> None:
+    """PLD mode's continuous Gaussian events hold for continuous noise only: a continuous run draws it; a
+    SecureNoise run certifies for its exact source (PLD mode through the lattice Gaussian events, issue 16)
+    and draws the discrete Gaussian."""
     plan = _issue_plan(dp.ApproxDP(1.0, 1e-6))
     cert = certify(plan)
     assert [a.continuous_gaussian for a in cert.allocations.values()] == [True, True, False]
@@ -123,9 +124,11 @@ def test_pld_mode_draws_continuous_gaussian_noise_and_exact_sources_decline_it()
     gauss = [k for k in facts if k.startswith("gaussian_mech")]
     assert len(gauss) == 2 and all([list(f) for f in facts[k]] == [["sigma"]] for k in gauss)  # no lattice
     secure = plan.run(data, noise=dp.SecureNoise()).report
-    assert not secure.ledger.allocation.startswith("PLD mode")
+    assert secure.ledger.allocation.startswith("PLD mode") and "lattice Gaussian PLD" in secure.ledger.allocation
     assert all("lattice" in secure.execution.facts[k][1] for k in gauss)
-    # the same plan under a zCDP budget may draw the discrete Gaussian: the check above can fail
+    (total,) = secure.ledger.totals
+    assert total.cost.pld is not None and total.cost.pld.has_lattice_gaussian and not total.cost.pld.has_gaussian
+    # the same plan under a zCDP budget draws the discrete Gaussian too
     zfacts = _issue_plan(dp.ZCDP(0.5)).run(data, noise=dp.SecureNoise()).report.execution.facts
     assert all("lattice" in zfacts[k][1] for k in zfacts if k.startswith("gaussian_mech"))
 

@@ -29,6 +29,7 @@ from dpflow.privacy import (
     Cost,
     GaussianPLD,
     LaplacePLD,
+    LatticeGaussianPLD,
     PldEvents,
     PurePLD,
     gaussian_dp_epsilon,
@@ -249,8 +250,8 @@ def test_plan_with_continuous_gaussian_reports_the_pld() -> None:
     assert total.tightest().rule == PLD_RULE and total.tightest().epsilon < 1.0
 
 
-def test_lattice_gaussian_run_claims_no_gaussian_pld() -> None:
-    # under a zCDP budget an exact noise source draws the discrete Gaussian: no GDP, no Gaussian PLD
+def test_lattice_gaussian_run_claims_the_lattice_pld() -> None:
+    # under a zCDP budget an exact noise source draws the discrete Gaussian: no GDP, the lattice Gaussian PLD
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     X = b.source("X", dp.Vectors(d=2), n=100)
     plan = b.build(g1=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))),
@@ -258,12 +259,14 @@ def test_lattice_gaussian_run_claims_no_gaussian_pld() -> None:
                    l=N.LaplaceMech()(N.Mean()(N.Clip(radius=1.0)(X))))
     ledger = plan.check(exact_noise=False)
     (total,) = ledger.totals
-    assert total.cost.pld is None and total.cost.gdp_mu2 is None
-    assert PLD_RULE not in {c.rule for c in total.conversions}
-    assert any("no privacy-loss-distribution (PLD) figure" in n for n in ledger.composition)
-    # the fold itself had the (continuous-noise) PLD: the planner dropped it
+    assert total.cost.gdp_mu2 is None
+    assert total.cost.pld is not None and not total.cost.pld.has_gaussian and total.cost.pld.has_lattice_gaussian
+    assert PLD_RULE in {c.rule for c in total.conversions}
+    assert not any("no privacy-loss-distribution (PLD) figure" in n for n in ledger.composition)
+    # the fold itself had the (continuous-noise) PLD: the planner made it the lattice one, same mu^2
     (walked,) = _walk(ledger)
     assert walked.pld is not None and walked.pld.has_gaussian
+    assert walked.pld.on_lattice() == total.cost.pld
 
 
 def test_pure_plan_total_has_the_pld() -> None:
@@ -328,13 +331,20 @@ def test_parallel_never_reports_more_than_sequential() -> None:
         assert par is not None and seq is not None and par <= seq
 
 
-def test_without_continuous_gaussian() -> None:
+def test_for_lattice_noise() -> None:
     g, p = Cost.gaussian_zcdp(Fraction(1, 8)), Cost.pure(Fraction(1, 2))
-    assert g.then(p).without_continuous_gaussian().pld is None
-    assert g.without_continuous_gaussian().gdp_mu2 is None
-    assert p.without_continuous_gaussian() == p
+    assert g.then(p).for_lattice_noise().pld == PldEvents.of([LatticeGaussianPLD(Fraction(1, 4)), p_event(p)])
+    assert g.for_lattice_noise().gdp_mu2 is None and g.for_lattice_noise().rho == g.rho
+    assert p.for_lattice_noise() == p
     h = Cost.approx_dp(Fraction(1, 2), Fraction(1, 10**6))
-    assert h.without_continuous_gaussian().pld == h.pld
+    assert h.for_lattice_noise().pld == h.pld
+    assert Cost.zcdp(Fraction(1, 8)).for_lattice_noise().pld is None
+
+
+def p_event(c: Cost) -> PurePLD:
+    ((e, _),) = _ev(c).counts
+    assert isinstance(e, PurePLD)
+    return e
 
 
 def test_epsilon_at_marks_the_pld_tightest_only_when_it_is() -> None:
