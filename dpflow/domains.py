@@ -143,6 +143,8 @@ class Sym:
         return Sym(1.0, ((ref, power),))
 
     def _combine(self, other: Sym, sign: int) -> Sym:
+        if not other.factors:  # a constant: the factors stay (already canonical)
+            return Sym(self.coef * other.coef if sign > 0 else self.coef / other.coef, self.factors)
         powers: dict[SymRef, int] = dict(self.factors)
         for ref, p in other.factors:
             powers[ref] = powers.get(ref, 0) + sign * p

@@ -103,8 +103,9 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
-    # equal mechanisms on one source have equal shares: share and cost each once (no Fraction work per node)
-    seen: dict[tuple[Mechanism, str], tuple[Fraction, Cost | None]] = {}
+    # equal mechanisms on one source have equal shares: share and cost each once (no Fraction work per node),
+    # and one Allocation object (frozen) for all of them, which the invocation memo keys on
+    seen: dict[tuple[Mechanism, str], tuple[Fraction, Allocation | None]] = {}
     for sp, rec, node in ctx.mechs:
         source = _source_of(sp, rec)
         hit = seen.get((node, source))
@@ -117,19 +118,17 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
                                       "use the whole budget, leaving nothing for this weighted mechanism",
                                       "lower the fixed costs, or give every mechanism on the source a weight=")
                 f = remaining * Fraction(node.weight) / weights
-            cost = None
+            unit = None
             if not ctx.basic:
                 try:
                     cost = node.cost(f, mode)
                 except PlanError as e:
                     raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
-            hit = seen[node, source] = (f, cost)
-        f, cost = hit
-        if cost is None:
-            allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
-            continue
-        allocations[_key(sp, rec.id)] = Allocation(
-            mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile)
+                unit = Allocation(mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian
+                                  and node.gaussian_profile)
+            hit = seen[node, source] = (f, unit)
+        f, unit = hit
+        allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f) if unit is None else unit
     return allocations, warnings
 
 
@@ -162,14 +161,18 @@ def _invocation(ctx: PlanContext, unit: Allocation, node: Mechanism, mult: Fract
     round weights of its enclosing loops; 1 outside loops), from its allocation per unit round
     weight ``unit``: the share times ``mult`` and its cost, unless the node fixes its own share
     (then every round gets it).  The one place a share is multiplied by a round weight."""
-    if mult == 1 or node.fixed_share(unit.mode) is not None:
+    if mult == 1:
         return unit
-    key = (node, unit.share.numerator, unit.share.denominator, mult.numerator, mult.denominator)
+    key = (id(unit), mult.numerator, mult.denominator)
     hit = ctx.memo.get(key)
-    if hit is None:  # mechanisms repeat across rounds and weights: cost each share once
-        share = unit.share * mult
-        hit = ctx.memo[key] = attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode))
-    return hit
+    if hit is None or hit[0] is not unit:  # mechanisms repeat across rounds and weights: cost each share once
+        if node.fixed_share(unit.mode) is not None:
+            out = unit
+        else:
+            share = unit.share * mult
+            out = attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode))
+        hit = ctx.memo[key] = (unit, out)  # holds ``unit``, so its id is not reused while the entry lives
+    return hit[1]
 
 
 def invocation_table(ctx: PlanContext, allocations: dict[str, Allocation]) -> InvocationTable:

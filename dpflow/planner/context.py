@@ -37,8 +37,9 @@ class PlanContext:
     exact_noise: bool = False
     """The run draws exact discrete noise (``NoiseSource.exact``): no accounting that needs continuous
     Gaussian noise (the exact Gaussian-DP profile, the Gaussian PLD) is chosen for a Gaussian mechanism."""
-    memo: dict[tuple[Mechanism, int, int, int, int], Allocation] = attrs.field(factory=dict, init=False)
-    """Invocation allocations by (mechanism, share, round weight): see ``allocate._invocation``."""
+    memo: dict[tuple[int, int, int], tuple[Allocation, Allocation]] = attrs.field(factory=dict, init=False)
+    """Invocation allocations by (identity of the allocation per unit round weight, round weight), each with
+    that allocation: see ``allocate._invocation``."""
     folds: dict[str, dict[str, tuple[Fraction, Fraction]]] = attrs.field(factory=dict, init=False)
     """Per budget unit, every source's folded fixed shares and weights: see ``allocate.source_folds``."""
 
