@@ -60,16 +60,35 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
     return steps
 
 
+_Program = tuple[list[_Step], dict[str, str]]
+
+
+def _fold_program(steps: list[_Step]) -> _Program:
+    """The steps :func:`_fold` runs, and the ids it leaves out: a one-input sequential step passes its input on
+    (``seq`` of one part is that part), so it is dropped and its id stands for its input's (chains of rows
+    and statistics above every mechanism fold in one step, not one per node)."""
+    alias: dict[str, str] = {}
+    out: list[_Step] = []
+    for tag, rec, kids, groups, rule in steps:
+        kids = [alias.get(k, k) for k in kids]
+        if tag is StepKind.SEQ and len(kids) == 1:
+            alias[rec.id] = kids[0]
+        else:
+            out.append((tag, rec, kids, [[alias.get(k, k) for k in g] for g in groups], rule))
+    return out, alias
+
+
 def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
           rec_fn: Callable[[TypedScope, NodeRecord], T], seq: Callable[[Sequence[T]], T],
           par: Callable[[Sequence[T], SplitRule], T]) -> T:
     """Walk the per-record cost structure below ``start`` (children before parents).  ``seq`` of one part
     must be that part (it is for every caller: composing one cost is the cost), so a one-input step passes
-    its input on without calling ``seq``."""
+    its input on without calling ``seq`` (:func:`_fold_program`)."""
+    steps, alias = space.program
     acc: dict[str, T] = {}
-    for tag, rec, kids, groups, rule in space.steps:
+    for tag, rec, kids, groups, rule in steps:
         if tag is StepKind.SEQ:
-            acc[rec.id] = acc[kids[0]] if len(kids) == 1 else seq([acc[k] for k in kids])
+            acc[rec.id] = seq([acc[k] for k in kids])
         elif tag is StepKind.MECH:
             acc[rec.id] = leaf(space, rec)
         elif tag is StepKind.RECURSE:
@@ -77,7 +96,7 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
         else:
             assert rule is not None  # PIECES steps carry their split's rule
             acc[rec.id] = par([seq([acc[k] for k in g]) for g in groups], rule)
-    return acc[start]
+    return acc[alias.get(start, start)]
 
 
 def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
