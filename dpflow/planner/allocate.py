@@ -103,12 +103,11 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
-    # equal mechanisms on one source have equal shares: share and cost each once (no Fraction work per node),
-    # and one Allocation object (frozen) for all of them, which the invocation memo keys on
-    seen: dict[tuple[Mechanism, str], tuple[Fraction, Allocation | None]] = {}
-    for sp, rec, node in ctx.mechs:
-        source = _source_of(sp, rec)
-        hit = seen.get((node, source))
+    # equal mechanisms on one source (a class of ctx.classes) have equal shares: share and cost each once (no
+    # Fraction work per node), and one Allocation object (frozen) for all of them, which the invocation memo keys on
+    seen: dict[int, tuple[Fraction, Allocation | None]] = {}
+    for (sp, rec, node), (key, cls, source) in zip(ctx.mechs, ctx.classes, strict=True):
+        hit = seen.get(cls)
         if hit is None:
             f = node.fixed_share(mode)
             if f is None:
@@ -126,9 +125,9 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
                     raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
                 unit = Allocation(mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian
                                   and node.gaussian_profile)
-            hit = seen[node, source] = (f, unit)
+            hit = seen[cls] = (f, unit)
         f, unit = hit
-        allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f) if unit is None else unit
+        allocations[key] = _basic_allocation(ctx, sp, rec, node, f) if unit is None else unit
     return allocations, warnings
 
 
@@ -269,8 +268,8 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
             allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
         except PlanError:
             return None  # refused at this total: the zCDP allocation raises it again
-        if any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
-               for a in allocations.values()):
+        distinct = {id(a): a for a in allocations.values()}.values()  # equal mechanisms share one allocation
+        if any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian for a in distinct):
             return None
         leaf = cost_leaf(ctx, allocations)
         costs = [source_cost(ctx, src, leaf) for src in ctx.sources]

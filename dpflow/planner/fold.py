@@ -104,9 +104,14 @@ def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeR
     """The per-record costs below ``start``: a mechanism costs the same for either kind of change (its
     sensitivity covers the changes its rows can see), uses of the same rows add, splits follow
     :func:`~dpflow.planner.ledger.split_rule`."""
+    pairs: dict[int, PerRecord[T]] = {}  # by the leaf value's identity: mechanisms share their cost objects
+
     def leaf2(sp: TypedScope, rec: NodeRecord) -> PerRecord[T]:
         c = leaf(sp, rec)
-        return PerRecord(c, c)
+        p = pairs.get(id(c))
+        if p is None or p.one is not c:  # the pair holds ``c``, so its id is not reused while the pair lives
+            p = pairs[id(c)] = PerRecord(c, c)
+        return p
 
     return _fold(space, start, leaf2, rec_fn, lambda ps: seq_pairs(ps, ops),
                  lambda ps, rule: split_rule(ps, rule, ops))
