@@ -160,18 +160,19 @@ def _invocation(ctx: PlanContext, unit: Allocation, node: Mechanism, mult: Fract
     round weights of its enclosing loops; 1 outside loops), from its allocation per unit round
     weight ``unit``: the share times ``mult`` and its cost, unless the node fixes its own share
     (then every round gets it).  The one place a share is multiplied by a round weight."""
-    if mult == 1:
-        return unit
-    key = (id(unit), mult.numerator, mult.denominator)
-    hit = ctx.memo.get(key)
-    if hit is None or hit[0] is not unit:  # mechanisms repeat across rounds and weights: cost each share once
-        if node.fixed_share(unit.mode) is not None:
-            out = unit
-        else:
+    seen = ctx.memo.get((id(unit), id(mult)))  # a fold asks again for every mechanism sharing ``unit``
+    if seen is not None and seen[0] is unit and seen[1] is mult:
+        return seen[2]
+    out = unit
+    if mult != 1 and node.fixed_share(unit.mode) is None:
+        key = (id(unit), mult.numerator, mult.denominator)
+        hit = ctx.invocations.get(key)
+        if hit is None or hit[0] is not unit:  # mechanisms repeat across rounds and weights: cost each share once
             share = unit.share * mult
-            out = attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode))
-        hit = ctx.memo[key] = (unit, out)  # holds ``unit``, so its id is not reused while the entry lives
-    return hit[1]
+            hit = ctx.invocations[key] = (unit, attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode)))
+        out = hit[1]
+    ctx.memo[id(unit), id(mult)] = (unit, mult, out)  # the entries hold their keys' objects: no id is reused
+    return out
 
 
 def invocation_table(ctx: PlanContext, allocations: dict[str, Allocation]) -> InvocationTable:

@@ -40,9 +40,12 @@ class PlanContext:
     classes: list[tuple[str, int, str]] = attrs.field(init=False)
     """Per mechanism of ``mechs``: its ledger key, the index of its class (equal mechanisms on one source; they get
     equal shares) and its source name, fixed for the plan: see ``allocate.allocate_budget``."""
-    memo: dict[tuple[int, int, int], tuple[Allocation, Allocation]] = attrs.field(factory=dict, init=False)
+    invocations: dict[tuple[int, int, int], tuple[Allocation, Allocation]] = attrs.field(factory=dict, init=False)
     """Invocation allocations by (identity of the allocation per unit round weight, round weight), each with
     that allocation: see ``allocate._invocation``."""
+    memo: dict[tuple[int, int], tuple[Allocation, Fraction, Allocation]] = attrs.field(factory=dict, init=False)
+    """The same by the identities of the allocation and of the round-weight object a fold passes (no Fraction
+    arithmetic when a fold asks again), each with both objects."""
     folds: dict[str, dict[str, tuple[Fraction, Fraction]]] = attrs.field(factory=dict, init=False)
     """Per budget unit, every source's folded fixed shares and weights: see ``allocate.source_folds``."""
 
