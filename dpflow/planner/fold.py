@@ -36,27 +36,29 @@ class StepKind(enum.Enum):
     SEQ = "seq"
 
 
-_Step = tuple[StepKind, NodeRecord, list[str], list[list[str]], SplitRule | None]
+_Step = tuple[StepKind, NodeRecord, tuple[str, ...], tuple[tuple[str, ...], ...], SplitRule | None]
+"""Tuples of ids, not lists: a plan keeps its steps for as long as its certificate lives, and tuples of strings
+are not tracked by the garbage collector (every full collection would walk a list per step)."""
 
 
 def _fold_steps(space: TypedScope) -> list[_Step]:
     """The sensitive nodes of a space, children before parents, tagged with how they fold."""
     steps: list[_Step] = []
     for rec in reversed(space.order):
-        kids = [k.id for k in space.children.get(rec.id, [])]
+        kids = tuple(k.id for k in space.children.get(rec.id, ()))
         t = space.types[rec.id]
         if isinstance(rec.node, Mechanism):
-            steps.append((StepKind.MECH, rec, kids, [], None))
+            steps.append((StepKind.MECH, rec, kids, (), None))
         elif isinstance(rec.node, Recurse):
-            steps.append((StepKind.RECURSE, rec, kids, [], None))
+            steps.append((StepKind.RECURSE, rec, kids, (), None))
         elif isinstance(t, PiecesT):
             groups: dict[int, list[str]] = defaultdict(list)
-            for k in space.children.get(rec.id, []):
+            for k in space.children.get(rec.id, ()):
                 assert isinstance(k.node, Piece)
                 groups[k.node.index].append(k.id)
-            steps.append((StepKind.PIECES, rec, kids, list(groups.values()), t.rule))
+            steps.append((StepKind.PIECES, rec, kids, tuple(map(tuple, groups.values())), t.rule))
         elif isinstance(t, (RowsT, StatT)):
-            steps.append((StepKind.SEQ, rec, kids, [], None))
+            steps.append((StepKind.SEQ, rec, kids, (), None))
     return steps
 
 
@@ -70,11 +72,11 @@ def _fold_program(steps: list[_Step]) -> _Program:
     alias: dict[str, str] = {}
     out: list[_Step] = []
     for tag, rec, kids, groups, rule in steps:
-        kids = [alias.get(k, k) for k in kids]
+        kids = tuple(alias.get(k, k) for k in kids)
         if tag is StepKind.SEQ and len(kids) == 1:
             alias[rec.id] = kids[0]
         else:
-            out.append((tag, rec, kids, [[alias.get(k, k) for k in g] for g in groups], rule))
+            out.append((tag, rec, kids, tuple(tuple(alias.get(k, k) for k in g) for g in groups), rule))
     return out, alias
 
 
