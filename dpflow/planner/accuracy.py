@@ -250,10 +250,14 @@ Calibrator = Callable[[str, str, Allocation], NoiseCalibration]
 """The calibration of one mechanism on its statistic, given an invocation's path, rounds text and allocation."""
 
 
-def calibrator(node: Mechanism, stat: StatT) -> Calibrator:
+def calibrator(node: Mechanism, stat: StatT,
+               scales: dict[tuple[Mechanism, float, int], float] | None = None) -> Calibrator:
     """:func:`calibrate` of ``node`` on ``stat``, with what only the statistic decides (the sensitivity, its
     text and value, the entries, the float slack) read once: a mechanism in a loop is calibrated once per
-    distinct round weight."""
+    distinct round weight.  ``scales`` memoises noise scales by (mechanism, sensitivity, identity of the
+    allocation) for calibrators whose allocations all stay alive while it is used (equal mechanisms of a plan
+    share their allocation objects)."""
+    memo: dict[tuple[Mechanism, float, int], float] = {} if scales is None else scales
     family: Family = node.noise_family or "none"
     if family == "none" or node.noise_unit is None:
         return lambda path, rounds, alloc: NoiseCalibration(path, node.kind, "none", rounds, note=_NOT_ADDITIVE)
@@ -283,7 +287,10 @@ def calibrator(node: Mechanism, stat: StatT) -> Calibrator:
         share, mode = alloc.share, alloc.mode
         lattice = node.takes_lattice(stat, alloc)
         note = note_of(lattice)
-        scale = node.noise_scale(delta, share, mode)
+        key = (node, delta, id(alloc))
+        scale = memo.get(key)
+        if scale is None:
+            scale = memo[key] = node.noise_scale(delta, share, mode)
         step = lat_scale = None
         if lattice:
             assert fe is not None
@@ -315,6 +322,7 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
     """The calibration of every mechanism invocation of a certified plan, in ledger order (top level first,
     loop bodies after their ``Recurse``, one row per distinct round weight)."""
     out: list[NoiseCalibration] = []
+    scales: dict[tuple[Mechanism, float, int], float] = {}  # the table holds every allocation meanwhile
     by_node: dict[str, list[tuple[tuple[int, ...], Allocation]]] = {}  # one pass over the table, not one per node
     for (node, classes), alloc in invocations.table.items():
         by_node.setdefault(node, []).append((classes, alloc))
@@ -326,7 +334,7 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
                 path = sp.path + rec.id
                 stat = sp.types[rec.inputs[0]]
                 assert isinstance(stat, StatT)
-                cal = calibrator(rec.node, stat)
+                cal = calibrator(rec.node, stat, scales)
                 for classes, alloc in by_node.get(path, ()):
                     if classes not in texts:
                         texts[classes] = _rounds_text(path, classes, invocations.rounds)
