@@ -323,9 +323,9 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
     loop bodies after their ``Recurse``, one row per distinct round weight)."""
     out: list[NoiseCalibration] = []
     scales: dict[tuple[Mechanism, float, int], float] = {}  # the table holds every allocation meanwhile
-    by_node: dict[str, list[tuple[tuple[int, ...], Allocation]]] = {}  # one pass over the table, not one per node
-    for (node, classes), alloc in invocations.table.items():
-        by_node.setdefault(node, []).append((classes, alloc))
+    by_node: dict[str, list[tuple[int, ...]]] = {}  # one pass over the table, not one per node (no new tuples)
+    for node, classes in invocations.table:
+        by_node.setdefault(node, []).append(classes)
 
     def walk(sp: TypedScope) -> None:
         texts: dict[tuple[int, ...], str] = {}  # the rounds of a scope's weight classes, named once per scope
@@ -335,10 +335,10 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
                 stat = sp.types[rec.inputs[0]]
                 assert isinstance(stat, StatT)
                 cal = calibrator(rec.node, stat, scales)
-                for classes, alloc in by_node.get(path, ()):
+                for classes in by_node.get(path, ()):
                     if classes not in texts:
                         texts[classes] = _rounds_text(path, classes, invocations.rounds)
-                    out.append(cal(path, texts[classes], alloc))
+                    out.append(cal(path, texts[classes], invocations.table[path, classes]))
             elif rec.id in sp.bodies:
                 walk(sp.bodies[rec.id])
 
