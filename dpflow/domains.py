@@ -44,9 +44,14 @@ sum could overflow to inf on one dataset and not on its neighbour, which no nois
 """
 
 
-def _bound_coef(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+def _checked_coef(value: float) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"a bound must be finite and non-negative, got {value!r}")
+    return value
+
+
+def _bound_coef(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    _checked_coef(value)
 
 
 @attrs.frozen
@@ -142,7 +147,14 @@ class Sym:
         """The run-time public value ``ref`` raised to ``power``."""
         return Sym(1.0, ((ref, power),))
 
-    def _combine(self, other: Sym, sign: int) -> Sym:
+    def _combine(self, other: Sym | float, sign: int) -> Sym:
+        if not isinstance(other, Sym):  # a constant, checked as :meth:`const` checks it: the factors stay
+            c = _checked_coef(float(other))
+            if c == 1.0:
+                return self
+            return Sym(self.coef * c if sign > 0 else self.coef / c, self.factors)
+        if not other.factors:
+            return Sym(self.coef * other.coef if sign > 0 else self.coef / other.coef, self.factors)
         powers: dict[SymRef, int] = dict(self.factors)
         for ref, p in other.factors:
             powers[ref] = powers.get(ref, 0) + sign * p
@@ -151,12 +163,12 @@ class Sym:
         return Sym(coef, facs)
 
     def __mul__(self, other: Sym | float) -> Sym:
-        return self._combine(other if isinstance(other, Sym) else Sym.const(other), 1)
+        return self._combine(other, 1)
 
     __rmul__ = __mul__
 
     def __truediv__(self, other: Sym | float) -> Sym:
-        return self._combine(other if isinstance(other, Sym) else Sym.const(other), -1)
+        return self._combine(other, -1)
 
     def pow(self, k: int) -> Sym:
         """``self ** k`` for a positive integer k."""

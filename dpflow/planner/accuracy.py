@@ -40,7 +40,7 @@ of the noise only; clipping and other bias are not in it.  Half-widths are round
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -243,34 +243,68 @@ def accuracy_lines(calibrations: Sequence[NoiseCalibration], alpha: float = 0.05
 def calibrate(node_path: str, rounds: str, node: Mechanism, stat: StatT, alloc: Allocation) -> NoiseCalibration:
     """The :class:`NoiseCalibration` of one invocation of ``node`` on ``stat`` at its allocation (read from
     the mechanism's capabilities: ``noise_family``, ``noise_unit``, ``takes_lattice``, ``accuracy_note``)."""
-    share, mode = alloc.share, alloc.mode
+    return calibrator(node, stat)(node_path, rounds, alloc)
+
+
+Calibrator = Callable[[str, str, Allocation], NoiseCalibration]
+"""The calibration of one mechanism on its statistic, given an invocation's path, rounds text and allocation."""
+
+
+def calibrator(node: Mechanism, stat: StatT,
+               scales: dict[tuple[Mechanism, float, int], float] | None = None) -> Calibrator:
+    """:func:`calibrate` of ``node`` on ``stat``, with what only the statistic decides (the sensitivity, its
+    text and value, the entries, the float slack) read once: a mechanism in a loop is calibrated once per
+    distinct round weight.  ``scales`` memoises noise scales by (mechanism, sensitivity, identity of the
+    allocation) for calibrators whose allocations all stay alive while it is used (equal mechanisms of a plan
+    share their allocation objects)."""
+    memo: dict[tuple[Mechanism, float, int], float] = {} if scales is None else scales
     family: Family = node.noise_family or "none"
     if family == "none" or node.noise_unit is None:
-        return NoiseCalibration(node_path, node.kind, "none", rounds, note=_NOT_ADDITIVE)
-    sym = getattr(stat, node.noise_unit)
+        return lambda path, rounds, alloc: NoiseCalibration(path, node.kind, "none", rounds, note=_NOT_ADDITIVE)
+    unit = node.noise_unit
+    sym = getattr(stat, unit)
     assert sym is not None  # check_input refused an unbounded sensitivity
     entries = math.prod(stat.shape) if not stat.symmetric else stat.shape[0] * (stat.shape[0] + 1) // 2
-    lattice = node.takes_lattice(stat, alloc)
-    note = node.accuracy_note or ("" if lattice else "continuous noise on every source")
+    text = sym.text()
+
+    def note_of(lattice: bool) -> str:
+        return node.accuracy_note or ("" if lattice else "continuous noise on every source")
+
     if not sym.is_const:
-        return NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), True,
-                                node.noise_multiplier(share, mode), entries, lattice,
-                                note=note or ("exact sources: on the lattice, after data" if lattice else ""))
+        def per_unit(path: str, rounds: str, alloc: Allocation) -> NoiseCalibration:
+            lattice = node.takes_lattice(stat, alloc)
+            return NoiseCalibration(path, node.kind, family, rounds, text, True,
+                                    node.noise_multiplier(alloc.share, alloc.mode), entries, lattice,
+                                    note=note_of(lattice) or ("exact sources: on the lattice, after data"
+                                                              if lattice else ""))
+        return per_unit
     delta = sym.value({})
-    scale = node.noise_scale(delta, share, mode)
-    step = lat_scale = None
-    if lattice:
-        fe = stat.float_error
-        assert fe is not None
-        if fe.refs():
-            note = note or "exact sources: the lattice release's float-error bound is known after data"
-        else:
-            cal = unit_lattice(node.noise_unit, delta, float_slack(stat, {}, entries), entries,
-                               lambda d: node.noise_scale(d, share, mode))
-            if cal is not None:
-                step, lat_scale = cal.step, cal.scale
-    return NoiseCalibration(node_path, node.kind, family, rounds, sym.text(), False, scale, entries, lattice,
-                            step, lat_scale, note)
+    fe = stat.float_error
+    after_data = fe is not None and bool(fe.refs())  # the float-error bound needs run-time values
+    slack: list[tuple[float, float]] = []  # float_slack, computed when first needed
+
+    def at(path: str, rounds: str, alloc: Allocation) -> NoiseCalibration:
+        share, mode = alloc.share, alloc.mode
+        lattice = node.takes_lattice(stat, alloc)
+        note = note_of(lattice)
+        key = (node, delta, id(alloc))
+        scale = memo.get(key)
+        if scale is None:
+            scale = memo[key] = node.noise_scale(delta, share, mode)
+        step = lat_scale = None
+        if lattice:
+            assert fe is not None
+            if after_data:
+                note = note or "exact sources: the lattice release's float-error bound is known after data"
+            else:
+                if not slack:
+                    slack.append(float_slack(stat, {}, entries))
+                cal = unit_lattice(unit, delta, slack[0], entries, lambda d: node.noise_scale(d, share, mode))
+                if cal is not None:
+                    step, lat_scale = cal.step, cal.scale
+        return NoiseCalibration(path, node.kind, family, rounds, text, False, scale, entries, lattice,
+                                step, lat_scale, note)
+    return at
 
 
 def _rounds_text(path: str, classes: tuple[int, ...], rounds: dict[str, tuple[int, ...]]) -> str:
@@ -288,9 +322,10 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
     """The calibration of every mechanism invocation of a certified plan, in ledger order (top level first,
     loop bodies after their ``Recurse``, one row per distinct round weight)."""
     out: list[NoiseCalibration] = []
-    by_node: dict[str, list[tuple[tuple[int, ...], Allocation]]] = {}  # one pass over the table, not one per node
-    for (node, classes), alloc in invocations.table.items():
-        by_node.setdefault(node, []).append((classes, alloc))
+    scales: dict[tuple[Mechanism, float, int], float] = {}  # the table holds every allocation meanwhile
+    by_node: dict[str, list[tuple[int, ...]]] = {}  # one pass over the table, not one per node (no new tuples)
+    for node, classes in invocations.table:
+        by_node.setdefault(node, []).append(classes)
 
     def walk(sp: TypedScope) -> None:
         texts: dict[tuple[int, ...], str] = {}  # the rounds of a scope's weight classes, named once per scope
@@ -299,10 +334,11 @@ def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple
                 path = sp.path + rec.id
                 stat = sp.types[rec.inputs[0]]
                 assert isinstance(stat, StatT)
-                for classes, alloc in by_node.get(path, ()):
+                cal = calibrator(rec.node, stat, scales)
+                for classes in by_node.get(path, ()):
                     if classes not in texts:
                         texts[classes] = _rounds_text(path, classes, invocations.rounds)
-                    out.append(calibrate(path, texts[classes], rec.node, stat, alloc))
+                    out.append(cal(path, texts[classes], invocations.table[path, classes]))
             elif rec.id in sp.bodies:
                 walk(sp.bodies[rec.id])
 

@@ -103,11 +103,11 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
         per_source[name] = (total - fixed, weights)
         if weights == 0 and fixed == 0:
             warnings.append(f"source {name} is read by no mechanism")
-    # equal mechanisms on one source have equal shares: share and cost each once (no Fraction work per node)
-    seen: dict[tuple[Mechanism, str], tuple[Fraction, Cost | None]] = {}
-    for sp, rec, node in ctx.mechs:
-        source = _source_of(sp, rec)
-        hit = seen.get((node, source))
+    # equal mechanisms on one source (a class of ctx.classes) have equal shares: share and cost each once (no
+    # Fraction work per node), and one Allocation object (frozen) for all of them, which the invocation memo keys on
+    seen: dict[int, tuple[Fraction, Allocation | None]] = {}
+    for (sp, rec, node), (key, cls, source) in zip(ctx.mechs, ctx.classes, strict=True):
+        hit = seen.get(cls)
         if hit is None:
             f = node.fixed_share(mode)
             if f is None:
@@ -117,20 +117,18 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
                                       "use the whole budget, leaving nothing for this weighted mechanism",
                                       "lower the fixed costs, or give every mechanism on the source a weight=")
                 f = remaining * Fraction(node.weight) / weights
-            cost = None
+            unit = None
             if not ctx.basic:
                 try:
                     cost = node.cost(f, mode)
                 except PlanError as e:
                     raise PlanTypeError(_key(sp, rec.id), e.problem, e.fix) from e
-            hit = seen[node, source] = (f, cost)
-        f, cost = hit
-        if cost is None:
-            allocations[_key(sp, rec.id)] = _basic_allocation(ctx, sp, rec, node, f)
-            continue
-        allocations[_key(sp, rec.id)] = Allocation(  # exact sources: never forced to continuous noise
-            mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile
-            and not ctx.exact_noise)
+                unit = Allocation(  # exact sources: never forced to continuous noise
+                    mode, f, cost, continuous_gaussian=choice.accounting.continuous_gaussian and node.gaussian_profile
+                    and not ctx.exact_noise)
+            hit = seen[cls] = (f, unit)
+        f, unit = hit
+        allocations[key] = _basic_allocation(ctx, sp, rec, node, f) if unit is None else unit
     return allocations, warnings
 
 
@@ -163,14 +161,19 @@ def _invocation(ctx: PlanContext, unit: Allocation, node: Mechanism, mult: Fract
     round weights of its enclosing loops; 1 outside loops), from its allocation per unit round
     weight ``unit``: the share times ``mult`` and its cost, unless the node fixes its own share
     (then every round gets it).  The one place a share is multiplied by a round weight."""
-    if mult == 1 or node.fixed_share(unit.mode) is not None:
-        return unit
-    key = (node, unit.share.numerator, unit.share.denominator, mult.numerator, mult.denominator)
-    hit = ctx.memo.get(key)
-    if hit is None:  # mechanisms repeat across rounds and weights: cost each share once
-        share = unit.share * mult
-        hit = ctx.memo[key] = attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode))
-    return hit
+    seen = ctx.memo.get((id(unit), id(mult)))  # a fold asks again for every mechanism sharing ``unit``
+    if seen is not None and seen[0] is unit and seen[1] is mult:
+        return seen[2]
+    out = unit
+    if mult != 1 and node.fixed_share(unit.mode) is None:
+        key = (id(unit), mult.numerator, mult.denominator)
+        hit = ctx.invocations.get(key)
+        if hit is None or hit[0] is not unit:  # mechanisms repeat across rounds and weights: cost each share once
+            share = unit.share * mult
+            hit = ctx.invocations[key] = (unit, attrs.evolve(unit, share=share, cost=node.cost(share, unit.mode)))
+        out = hit[1]
+    ctx.memo[id(unit), id(mult)] = (unit, mult, out)  # the entries hold their keys' objects: no id is reused
+    return out
 
 
 def invocation_table(ctx: PlanContext, allocations: dict[str, Allocation]) -> InvocationTable:
@@ -276,8 +279,9 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
             allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
         except PlanError:
             return None  # refused at this total: the zCDP allocation raises it again
+        distinct = {id(a): a for a in allocations.values()}.values()  # equal mechanisms share one allocation
         lattice = any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
-                      for a in allocations.values())
+                      for a in distinct)
         if lattice and not lattice_covered(ctx, allocations):
             return None
         leaf = cost_leaf(ctx, allocations)

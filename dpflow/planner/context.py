@@ -10,7 +10,7 @@ import attrs
 from dpflow.nodes import Mechanism, NodeRecord, Source
 from dpflow.nodes.types import Allocation, Relation
 from dpflow.plan.graph import Plan
-from dpflow.planner.infer import TypedScope, _mechanisms
+from dpflow.planner.infer import TypedScope, _key, _mechanisms, _source_of
 from dpflow.planner.validate import _validated_space
 
 
@@ -37,10 +37,23 @@ class PlanContext:
     exact_noise: bool = False
     """The run draws exact discrete noise (``NoiseSource.exact``): no accounting that needs continuous
     Gaussian noise (the exact Gaussian-DP profile, the Gaussian PLD) is chosen for a Gaussian mechanism."""
-    memo: dict[tuple[Mechanism, int, int, int, int], Allocation] = attrs.field(factory=dict, init=False)
-    """Invocation allocations by (mechanism, share, round weight): see ``allocate._invocation``."""
+    classes: list[tuple[str, int, str]] = attrs.field(init=False)
+    """Per mechanism of ``mechs``: its ledger key, the index of its class (equal mechanisms on one source; they get
+    equal shares) and its source name, fixed for the plan: see ``allocate.allocate_budget``."""
+    invocations: dict[tuple[int, int, int], tuple[Allocation, Allocation]] = attrs.field(factory=dict, init=False)
+    """Invocation allocations by (identity of the allocation per unit round weight, round weight), each with
+    that allocation: see ``allocate._invocation``."""
+    memo: dict[tuple[int, int], tuple[Allocation, Fraction, Allocation]] = attrs.field(factory=dict, init=False)
+    """The same by the identities of the allocation and of the round-weight object a fold passes (no Fraction
+    arithmetic when a fold asks again), each with both objects."""
     folds: dict[str, dict[str, tuple[Fraction, Fraction]]] = attrs.field(factory=dict, init=False)
     """Per budget unit, every source's folded fixed shares and weights: see ``allocate.source_folds``."""
+
+    def __attrs_post_init__(self) -> None:
+        index: dict[tuple[Mechanism, str], int] = {}
+        object.__setattr__(self, "classes", [
+            (_key(sp, rec.id), index.setdefault((node, source), len(index)), source)
+            for sp, rec, node in self.mechs for source in (_source_of(sp, rec),)])
 
     @classmethod
     def of(cls, plan: Plan, exact_noise: bool = False) -> PlanContext:

@@ -36,28 +36,48 @@ class StepKind(enum.Enum):
     SEQ = "seq"
 
 
-_Step = tuple[StepKind, NodeRecord, list[str], list[list[str]], SplitRule | None]
+_Step = tuple[StepKind, NodeRecord, tuple[str, ...], tuple[tuple[str, ...], ...], SplitRule | None]
+"""Tuples of ids, not lists: a plan keeps its steps for as long as its certificate lives, and tuples of strings
+are not tracked by the garbage collector (every full collection would walk a list per step)."""
 
 
 def _fold_steps(space: TypedScope) -> list[_Step]:
     """The sensitive nodes of a space, children before parents, tagged with how they fold."""
     steps: list[_Step] = []
     for rec in reversed(space.order):
-        kids = [k.id for k in space.children.get(rec.id, [])]
+        kids = tuple(k.id for k in space.children.get(rec.id, ()))
         t = space.types[rec.id]
         if isinstance(rec.node, Mechanism):
-            steps.append((StepKind.MECH, rec, kids, [], None))
+            steps.append((StepKind.MECH, rec, kids, (), None))
         elif isinstance(rec.node, Recurse):
-            steps.append((StepKind.RECURSE, rec, kids, [], None))
+            steps.append((StepKind.RECURSE, rec, kids, (), None))
         elif isinstance(t, PiecesT):
             groups: dict[int, list[str]] = defaultdict(list)
-            for k in space.children.get(rec.id, []):
+            for k in space.children.get(rec.id, ()):
                 assert isinstance(k.node, Piece)
                 groups[k.node.index].append(k.id)
-            steps.append((StepKind.PIECES, rec, kids, list(groups.values()), t.rule))
+            steps.append((StepKind.PIECES, rec, kids, tuple(map(tuple, groups.values())), t.rule))
         elif isinstance(t, (RowsT, StatT)):
-            steps.append((StepKind.SEQ, rec, kids, [], None))
+            steps.append((StepKind.SEQ, rec, kids, (), None))
     return steps
+
+
+_Program = tuple[list[_Step], dict[str, str]]
+
+
+def _fold_program(steps: list[_Step]) -> _Program:
+    """The steps :func:`_fold` runs, and the ids it leaves out: a one-input sequential step passes its input on
+    (``seq`` of one part is that part), so it is dropped and its id stands for its input's (chains of rows
+    and statistics above every mechanism fold in one step, not one per node)."""
+    alias: dict[str, str] = {}
+    out: list[_Step] = []
+    for tag, rec, kids, groups, rule in steps:
+        kids = tuple(alias.get(k, k) for k in kids)
+        if tag is StepKind.SEQ and len(kids) == 1:
+            alias[rec.id] = kids[0]
+        else:
+            out.append((tag, rec, kids, tuple(tuple(alias.get(k, k) for k in g) for g in groups), rule))
+    return out, alias
 
 
 def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
@@ -65,11 +85,12 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
           par: Callable[[Sequence[T], SplitRule], T]) -> T:
     """Walk the per-record cost structure below ``start`` (children before parents).  ``seq`` of one part
     must be that part (it is for every caller: composing one cost is the cost), so a one-input step passes
-    its input on without calling ``seq``."""
+    its input on without calling ``seq`` (:func:`_fold_program`)."""
+    steps, alias = space.program
     acc: dict[str, T] = {}
-    for tag, rec, kids, groups, rule in space.steps:
+    for tag, rec, kids, groups, rule in steps:
         if tag is StepKind.SEQ:
-            acc[rec.id] = acc[kids[0]] if len(kids) == 1 else seq([acc[k] for k in kids])
+            acc[rec.id] = seq([acc[k] for k in kids])
         elif tag is StepKind.MECH:
             acc[rec.id] = leaf(space, rec)
         elif tag is StepKind.RECURSE:
@@ -77,7 +98,7 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
         else:
             assert rule is not None  # PIECES steps carry their split's rule
             acc[rec.id] = par([seq([acc[k] for k in g]) for g in groups], rule)
-    return acc[start]
+    return acc[alias.get(start, start)]
 
 
 def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
@@ -85,9 +106,14 @@ def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeR
     """The per-record costs below ``start``: a mechanism costs the same for either kind of change (its
     sensitivity covers the changes its rows can see), uses of the same rows add, splits follow
     :func:`~dpflow.planner.ledger.split_rule`."""
+    pairs: dict[int, PerRecord[T]] = {}  # by the leaf value's identity: mechanisms share their cost objects
+
     def leaf2(sp: TypedScope, rec: NodeRecord) -> PerRecord[T]:
         c = leaf(sp, rec)
-        return PerRecord(c, c)
+        p = pairs.get(id(c))
+        if p is None or p.one is not c:  # the pair holds ``c``, so its id is not reused while the pair lives
+            p = pairs[id(c)] = PerRecord(c, c)
+        return p
 
     return _fold(space, start, leaf2, rec_fn, lambda ps: seq_pairs(ps, ops),
                  lambda ps, rule: split_rule(ps, rule, ops))

@@ -15,7 +15,7 @@ from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
 from dpflow.nodes.control import Input, Round, State
 from dpflow.nodes.types import Inferred, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import topological
-from dpflow.planner.fold import _fold_steps, _Step
+from dpflow.planner.fold import _fold_program, _fold_steps, _Program, _Step
 
 
 @attrs.frozen
@@ -59,11 +59,14 @@ class TypedScope:
     records: dict[str, NodeRecord] = attrs.field(init=False)
     steps: list[_Step] = attrs.field(init=False)
     """The sensitive nodes, children before parents, tagged with how they fold."""
+    program: _Program = attrs.field(init=False)
+    """The steps a fold runs (one-input sequential steps passed on): see ``fold._fold_program``."""
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "parents", {c.id: p for p, cs in self.children.items() for c in cs})
         object.__setattr__(self, "records", {r.id: r for r in self.order})
         object.__setattr__(self, "steps", _fold_steps(self))
+        object.__setattr__(self, "program", _fold_program(self.steps))
 
 
 def _key(space: TypedScope, nid: str) -> str:

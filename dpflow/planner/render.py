@@ -90,11 +90,18 @@ def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
 def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocation],
              mode: Mode) -> list[LedgerEntry]:
     out: list[LedgerEntry] = []
+    described: dict[str, str] = {}  # every node's output, described once (its readers list it as an input)
+
+    def describe(nid: str) -> str:
+        if nid not in described:
+            described[nid] = _describe(space.types[nid])
+        return described[nid]
+
     for rec in space.order:
         node = rec.node
         key = _key(space, rec.id)
         t = space.types[rec.id]
-        ins = ", ".join(_describe(space.types[i]) for i in rec.inputs)
+        ins = ", ".join(describe(i) for i in rec.inputs)
         sens, noise, rule = "", "", ""
         event = None
         deriv = space.derivations[rec.id]
@@ -110,7 +117,7 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
             rule = _rule_text(ctx, space, rec)
         elif isinstance(t, StatT):
             sens = f"l2 {text_of(t.l2)}; l1 {text_of(t.l1)}; linf {text_of(t.linf)}"
-        out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=_describe(t), sensitivity=sens,
+        out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=describe(rec.id), sensitivity=sens,
                                derivation=deriv, noise=noise, rule=rule, reference=str(type(node).reference),
                                event=event))
         if isinstance(node, Recurse):

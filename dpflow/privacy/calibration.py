@@ -8,6 +8,7 @@ calibrated value always realises at most its budget under dpflow's own accountin
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -253,8 +254,13 @@ def laplace_scale(sensitivity: Real, epsilon: Real) -> float:
     >>> b >= 10.0, pure_dp_of_laplace(1.0, b) <= Fraction(0.1)
     (True, True)
     """
-    s = exact(sensitivity)
-    e = exact(epsilon)
+    return _laplace_scale(exact(sensitivity), exact(epsilon))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _laplace_scale(s: Fraction, e: Fraction) -> float:
+    """:func:`laplace_scale` of exact values, cached (a plan's ledger lines, accuracy rows and lattice
+    calibrations ask for the same scales again; every mechanism of a weight class shares one)."""
     if s == 0:
         return 0.0
     if e == 0:
@@ -443,7 +449,13 @@ def pure_eps_for_zcdp(rho: Real) -> Fraction:
     >>> pure_to_zcdp(eps) <= Fraction(1, 2), 1 - 1e-11 < eps < 1
     (True, True)
     """
-    r = exact(rho)
+    return _pure_eps_for_zcdp(exact(rho))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pure_eps_for_zcdp(r: Fraction) -> Fraction:
+    """:func:`pure_eps_for_zcdp` of an exact rho, cached (every mechanism of a weight class asks for it, for its
+    cost, its noise scale and its ledger line)."""
     if r == 0:
         return Fraction(0)
     eps = _nudge_until(lambda x: pure_to_zcdp(x) <= r, down(math.sqrt(2.0 * float(r))),
@@ -464,7 +476,12 @@ def bounded_range_eps_for_zcdp(rho: Real) -> Fraction:
     >>> bounded_range_to_zcdp(eps) <= Fraction(1, 8), 1 - 1e-11 < eps < 1
     (True, True)
     """
-    r = exact(rho)
+    return _bounded_range_eps_for_zcdp(exact(rho))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _bounded_range_eps_for_zcdp(r: Fraction) -> Fraction:
+    """:func:`bounded_range_eps_for_zcdp` of an exact rho, cached (as :func:`_pure_eps_for_zcdp`)."""
     if r == 0:
         return Fraction(0)
     eps = _nudge_until(lambda x: bounded_range_to_zcdp(x) <= r, down(math.sqrt(8.0 * float(r))),

@@ -36,9 +36,15 @@ def exact(x: float | int | str | Fraction) -> Fraction:
     ValueError: privacy parameter must be non-negative, got -1
     """
     q: Fraction
-    if isinstance(x, bool):
+    if type(x) is Fraction:  # the common cases first, without abstract-base-class checks
+        q = x
+    elif type(x) is float:
+        if not math.isfinite(x):
+            raise ValueError(f"privacy parameter must be finite, got {x!r}")
+        q = Fraction(x)
+    elif isinstance(x, bool):
         raise TypeError("privacy parameter must be a number or a numeric string, got a bool")
-    if isinstance(x, Fraction):
+    elif isinstance(x, Fraction):
         q = x
     elif isinstance(x, numbers.Integral):
         q = Fraction(int(x))
