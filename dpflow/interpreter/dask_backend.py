@@ -149,11 +149,14 @@ class DaskBackend:
 
     # ------------------------------------------------------------------ sources
 
-    def _array(self, raw: Any) -> Any:
+    def _array(self, raw: Any, node_id: str) -> Any:
         if isinstance(raw, (str, os.PathLike)) and os.fspath(raw).endswith(".npy"):
             raw = np.load(os.fspath(raw), mmap_mode="r")
         if hasattr(raw, "to_dask_array"):  # a dask DataFrame or Series: block lengths are the public n
-            raw = raw.to_dask_array(lengths=True)
+            try:  # computed: the engine reads the table (a parser's error may quote it)
+                raw = raw.to_dask_array(lengths=True)
+            except Exception as e:
+                raise _failure(e, node_id) from e
         elif hasattr(raw, "to_numpy") and not isinstance(raw, np.ndarray):  # pandas
             raw = raw.to_numpy()
         if isinstance(raw, da.Array):
@@ -164,7 +167,7 @@ class DaskBackend:
         return da.from_array(arr, chunks=(rows, *arr.shape[1:]) if arr.ndim else -1)
 
     def source(self, node: Any, raw: Any, node_id: str, relation: Any) -> Any:
-        X = self._array(raw)
+        X = self._array(raw, node_id)
         if X.ndim and any(np.isnan(c) for c in X.chunks[0]):
             raise DataError(node_id, "the source's number of rows is unknown to dask",
                             "pass a dask DataFrame (its lengths are computed) or an array with known chunks")
@@ -262,7 +265,9 @@ class DaskBackend:
             raise _failure(e) from e
 
 
-def _failure(e: Exception) -> ExecutionError:
-    return ExecutionError("dask", f"the dask computation failed ({type(e).__name__})",
+def _failure(e: Exception, node: str = "dask") -> ExecutionError:
+    """The engine's failure ``e`` as an :class:`ExecutionError` naming its type only, with ``e`` as its cause
+    (the run drops the cause unless debugging: the declared policy in ExecutionError's docstring)."""
+    return ExecutionError(node, f"the dask computation failed ({type(e).__name__})",
                           "check the cluster (workers, memory) and run the plan again; with a budget store "
                           "the failed run's reservation stays counted")
