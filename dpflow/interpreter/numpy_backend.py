@@ -58,8 +58,14 @@ def in_threads(work: Callable[[slice], T], slices: list[slice]) -> list[T]:
     limit = one_blas_thread() if k > 1 else None
     if limit is None:
         return [work(s) for s in slices]
+    err = errstate()  # numpy's error state is per thread: the workers take the caller's
+
+    def in_state(s: slice) -> T:
+        with np.errstate(**err):  # type: ignore[arg-type]
+            return work(s)
+
     with limit, ThreadPoolExecutor(k, thread_name_prefix="dpflow-block") as pool:
-        return list(pool.map(work, slices))
+        return list(pool.map(in_state, slices))
 
 
 class MappedRows:

@@ -5,6 +5,7 @@ can be held to one thread, the limit is lifted afterwards, and a map's error rea
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
@@ -76,3 +77,19 @@ def test_an_error_in_a_block_reaches_the_caller(monkeypatch: pytest.MonkeyPatch)
         M = NumpyBackend().row_map(X, lambda Z: Z * 10.0)
     with pytest.raises(FloatingPointError):  # the map's own error state, in a worker thread
         NumpyBackend().tree_sum(M)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reductions_on_threads_run_under_the_callers_error_state(workers: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(numpy_backend, "BLOCK_BYTES", 1 << 8)
+    monkeypatch.setattr(numpy_backend, "WORKERS", workers)
+    X = np.ones((400, 2))
+    X[-2:] = 1e308  # the last block's column sums overflow
+    with np.errstate(all="ignore"):
+        M = NumpyBackend().row_map(X, lambda Z: Z * 1.0)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        NumpyBackend().tree_sum(M)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isinf(NumpyBackend().tree_sum(M)[0])
