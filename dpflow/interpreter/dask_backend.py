@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from dpflow.errors import DataError, DpflowError, ExecutionError
-from dpflow.interpreter.numpy_backend import NumpyBackend, bin_counts, errstate, merge_counts, unique_counts
+from dpflow.interpreter.numpy_backend import (
+    NumpyBackend,
+    bin_counts,
+    block_gram,
+    column_sums,
+    errstate,
+    merge_counts,
+    unique_counts,
+)
 
 try:
     import dask
@@ -86,17 +94,6 @@ def _sorted_run(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], err: 
 def _block_counts(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray],
                   err: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
     return unique_counts(_call(np.asarray(block), fn, err))
-
-
-def _sum(block: np.ndarray) -> np.ndarray:
-    out: np.ndarray = np.asarray(block, dtype=float).sum(axis=0)
-    return out
-
-
-def _gram(block: np.ndarray) -> np.ndarray:
-    A = np.asarray(block, dtype=float)
-    out: np.ndarray = A.T @ A
-    return out
 
 
 class DaskBackend:
@@ -202,10 +199,10 @@ class DaskBackend:
         return out
 
     def tree_sum(self, X: Any) -> np.ndarray:
-        return self._reduce(X, _sum)
+        return self._reduce(X, column_sums)
 
     def gram(self, X: Any) -> np.ndarray:
-        return self._reduce(X, _gram)
+        return self._reduce(X, block_gram)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         return self._reduce(values, bin_counts, np.asarray(edges, dtype=float))

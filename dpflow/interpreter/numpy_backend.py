@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from functools import cache
@@ -115,11 +115,6 @@ class MappedRows:
         step = max(2, (BLOCK_BYTES // width) // 2 * 2)
         return [slice(i, i + step) for i in range(0, max(n, 1), step)]
 
-    def blocks(self) -> Iterator[np.ndarray]:
-        """The mapped rows, block by block, one at a time."""
-        for s in self.slices():
-            yield self.apply(self.base[s])
-
     def map_blocks(self, fn: Callable[[np.ndarray], T]) -> list[T]:
         """``fn`` of each block of mapped rows, in block order (the blocks on threads: :func:`in_threads`).
 
@@ -192,14 +187,16 @@ def merge_counts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.
     return uk, counts
 
 
-def _column_sums(B: Any) -> np.ndarray:
+def column_sums(B: Any) -> np.ndarray:
+    """The column sums of one block of rows, as floats (numpy's pairwise summation)."""
     out: np.ndarray = np.asarray(B, dtype=float).sum(axis=0)
     return out
 
 
-def _gram(B: Any) -> np.ndarray:
+def block_gram(B: Any) -> np.ndarray:
+    """``B^T B`` of one block of rows, as floats (one operand transposed: numpy calls BLAS syrk)."""
     A = np.asarray(B, dtype=float)
-    out: np.ndarray = A.T @ A  # one operand transposed: numpy calls BLAS syrk
+    out: np.ndarray = A.T @ A
     return out
 
 
@@ -233,8 +230,10 @@ class NumpyBackend:
         return A[: 2 * m].reshape(m, 2 * A.shape[1])  # a view of C-ordered rows
 
     def settings(self) -> dict[str, Any]:
-        return {"backend": self.name, "workers": 1,
-                "chunking": f"in memory; row maps fused into reductions in blocks of {BLOCK_BYTES >> 20} MiB"}
+        threads = WORKERS if _blas_controller() is not None else 1
+        return {"backend": self.name, "workers": 1, "threads": threads,
+                "chunking": f"in memory; row maps fused into reductions in blocks of {BLOCK_BYTES >> 20} MiB, "
+                            f"on {threads} thread{'s' if threads > 1 else ''}"}
 
     def source(self, node: Any, raw: Any, node_id: str, relation: Any) -> np.ndarray:
         out: np.ndarray = node.prepare(raw, node_id, relation)
@@ -246,23 +245,24 @@ class NumpyBackend:
 
     def tree_sum(self, X: Any) -> np.ndarray:
         if isinstance(X, MappedRows):
-            parts = X.map_blocks(_column_sums)
+            parts = X.map_blocks(column_sums)
             total: np.ndarray = np.sum(parts, axis=0) if len(parts) > 1 else parts[0]
             return total
-        return _column_sums(X)  # numpy's pairwise summation
+        return column_sums(X)
 
     def gram(self, X: Any) -> np.ndarray:
         if isinstance(X, MappedRows):
-            parts = X.map_blocks(_gram)
+            parts = X.map_blocks(block_gram)
             total = parts[0]
             for G in parts[1:]:  # in block order: the same sum on any number of threads
                 total = total + G
             return total
-        return _gram(X)
+        return block_gram(X)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
-        parts = values.map_blocks(lambda B: bin_counts(B, edges)) if isinstance(values, MappedRows) else [
-            bin_counts(values, edges)]
+        if not isinstance(values, MappedRows):
+            return bin_counts(values, edges)
+        parts = values.map_blocks(lambda B: bin_counts(B, edges))
         counts = np.zeros(len(edges) - 1)
         for c in parts:
             counts += c
