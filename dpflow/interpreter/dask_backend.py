@@ -176,7 +176,9 @@ class DaskBackend:
 
     # ------------------------------------------------------------------ the protocol
 
-    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray],
+                overwrite: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
+        """``fn`` on every block (``overwrite`` is not used: a dask block may be read by other tasks)."""
         if not isinstance(X, da.Array):
             X = da.from_array(np.asarray(X), chunks=(self.chunk_rows or 1 << 16, *np.shape(X)[1:]))
         err = errstate()

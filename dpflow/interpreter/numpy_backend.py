@@ -82,18 +82,28 @@ class MappedRows:
     ((3, 2), array([12., 18.]))
     """
 
-    def __init__(self, base: np.ndarray, fns: tuple[tuple[Callable[[np.ndarray], np.ndarray], dict[str, str]], ...]):
+    def __init__(self, base: np.ndarray, fns: tuple[tuple[Callable[[np.ndarray], np.ndarray], dict[str, str]], ...],
+                 overwrites: tuple[Callable[[np.ndarray], np.ndarray] | None, ...] | None = None):
         self.base = base
         self.fns = fns
         """Each map with the floating-point error state it was given under (restored when it runs)."""
+        self.overwrites = (None,) * len(fns) if overwrites is None else overwrites
+        """Each map's variant that may write into its argument (``row_map(..., overwrite=)``), or None."""
         self._cols: tuple[int, ...] | None = None
 
     def apply(self, rows: np.ndarray) -> np.ndarray:
-        """The maps applied to some rows of the base."""
-        out = rows
-        for fn, err in self.fns:
+        """The maps applied to some rows of the base.
+
+        A map's ``overwrite`` variant is called instead of it on an array that no one else reads: one that an
+        earlier map of this chain made, sharing no memory with that map's argument (by the protocol's contract
+        a map returns a new array or a view of its argument), or a view of such an array.  Never on the base.
+        """
+        out, owned = rows, False
+        for (fn, err), alt in zip(self.fns, self.overwrites, strict=True):
             with np.errstate(**err):  # type: ignore[arg-type]
-                out = fn(out)
+                new = alt(out) if owned and alt is not None else fn(out)
+            owned = owned or not np.may_share_memory(new, out)
+            out = new
         return out
 
     @property
@@ -212,13 +222,14 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray],
+                overwrite: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
         if isinstance(X, MappedRows):
-            return MappedRows(X.base, (*X.fns, (fn, errstate())))
+            return MappedRows(X.base, (*X.fns, (fn, errstate())), (*X.overwrites, overwrite))
         A = np.asarray(X)
         if A.nbytes <= BLOCK_BYTES:  # one block: computed now (no fixed cost for small releases)
             return fn(A)
-        return MappedRows(A, ((fn, errstate()),))
+        return MappedRows(A, ((fn, errstate()),), (overwrite,))
 
     def sorted_values(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         out: np.ndarray = np.sort(np.asarray(self.row_map(X, fn)))
