@@ -94,7 +94,9 @@ class ExecutionError(DpflowError):
     arguments, locals in its traceback), so by default a run raises this error with no cause and no context;
     its message names the plan node being evaluated and the engine exception's type only.  Opt in to the
     original exception and its traceback (as ``__cause__``) with ``run(..., debug=True)`` or the environment
-    variable ``DPFLOW_DEBUG=1`` (the CLI then prints it).
+    variable ``DPFLOW_DEBUG=1`` (the CLI then prints it).  The policy covers what dpflow raises, not the
+    engine's own logs: dask.distributed's workers log a failed task's exception (logger
+    ``distributed.worker``), so a hosted service should configure the cluster's logging too.
 
     >>> str(ExecutionError("mean_2", "the dask computation failed (KilledWorker)", "rerun"))
     'mean_2: the dask computation failed (KilledWorker). Nothing was released. Fix: rerun.'
