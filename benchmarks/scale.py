@@ -10,6 +10,7 @@ Prints Markdown tables; ``--out FILE`` also writes them and a PNG plot next to i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import resource
@@ -26,7 +27,7 @@ import dpflow as dp
 from dpflow import nodes as N
 from dpflow.estimators import gaussian as G
 from dpflow.estimators.discrete import merr
-from dpflow.interpreter.numpy_backend import MappedRows, NumpyBackend
+from dpflow.interpreter.numpy_backend import WORKERS, MappedRows, NumpyBackend, one_blas_thread
 from dpflow.planner import certify, clear_certificates
 
 
@@ -79,17 +80,18 @@ def bench_gaussian_memory(n: int, d: int = 50) -> list[str]:
 
 
 class _TimedBackend(NumpyBackend):
-    """The numpy backend, timing every data pass: each reduction (a map fused into it) and each persist that
-    computes rows (the interpreter persists the whitened rows that several rounds read)."""
+    """The numpy backend, timing every data pass (wall and process CPU time): each reduction (a map fused into
+    it) and each persist that computes rows (the interpreter persists the rows that several rounds read)."""
 
     def __init__(self) -> None:
-        self.passes: list[tuple[str, float]] = []
+        self.passes: list[tuple[str, float, float, float]] = []
 
     def _timed(self, name: str, fn: Callable[[], Any], lazy: bool = False) -> Any:
-        t0 = time.perf_counter()
+        t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         out = fn()
         if not lazy:
-            self.passes.append((name, time.perf_counter() - t0))
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            self.passes.append((name, time.perf_counter() - t0, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
         return out
 
     def gram(self, X: Any) -> np.ndarray:
@@ -103,24 +105,46 @@ class _TimedBackend(NumpyBackend):
                            lazy=not isinstance(X, MappedRows))
 
 
-def bench_gaussian_passes(n: int, d: int = 50) -> list[str]:
-    """Each data pass of the fit (best of 3 runs, position by position) against one np.cov pass."""
+def _cov_times(X: np.ndarray) -> tuple[float, float]:
+    """One np.cov pass: wall time (BLAS on its default threads) and user CPU time with BLAS on one thread (the
+    work itself: a multi-threaded BLAS also counts its threads' waiting)."""
+    t0 = time.perf_counter()
+    np.cov(X, rowvar=False)
+    wall = time.perf_counter() - t0
+    limit = one_blas_thread()
+    with limit if limit is not None else contextlib.nullcontext():
+        u0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        np.cov(X, rowvar=False)
+        user = resource.getrusage(resource.RUSAGE_SELF).ru_utime - u0
+    return wall, user
+
+
+def bench_gaussian_passes(n: int, d: int = 50, repeats: int = 5) -> list[str]:
+    """Each data pass of the fit (best of ``repeats`` runs, position by position) against one np.cov pass:
+    wall time, and the process's user CPU time (robust to other processes' load on a shared machine); the
+    kernel time of the pass (fresh pages of a persisted array) is shown apart."""
     X = np.random.default_rng(0).normal(size=(n, d)) * 2.0 + 1.0
     plan = G.gaussian(d=d, n=n, budget=dp.ZCDP(0.5), R=10 * np.sqrt(d), K=10 * np.sqrt(d), t_cov=3, t_mean=2)
     runs, cov = [], []
-    for _ in range(3):  # interleaved: both see the same load on a shared machine
-        cov.append(best(lambda: np.cov(X, rowvar=False), 1))
+    load0 = os.getloadavg()[0]
+    for _ in range(repeats):  # interleaved: both see the same load on a shared machine
+        cov.append(_cov_times(X))
         backend = _TimedBackend()
         plan.run({"X": X}, noise=dp.SeededNoise(0), backend=backend)
         runs.append(backend.passes)
-    c = min(cov)
-    rows = [f"| {i + 1} | {name} | {min(r[i][1] for r in runs):.3f} | {min(r[i][1] for r in runs) / c:.2f} |"
-            for i, (name, _) in enumerate(runs[0])]
+    cw, cc = min(c[0] for c in cov), min(c[1] for c in cov)
+    rows = []
+    for i, (name, _, _, _) in enumerate(runs[0]):
+        w, u, k = (min(r[i][j] for r in runs) for j in (1, 2, 3))
+        rows.append(f"| {i + 1} | {name} | {w:.3f} | {w / cw:.2f} | {u:.3f} | {u / cc:.2f} | {k:.3f} |")
     return [
-        f"Each data pass of the fit (best of 3 per pass; np.cov best of 3: {c:.3f} s):",
+        f"Each data pass of the fit (best of {repeats} per pass; load average {load0:.1f} to "
+        f"{os.getloadavg()[0]:.1f}; the blocks of a pass on {WORKERS} threads with one BLAS thread each). "
+        f"np.cov, best of {repeats}: {cw:.3f} s wall (BLAS on its default threads), {cc:.3f} s user CPU (BLAS on "
+        "one thread: its work alone):",
         "",
-        "| pass | what | s | / np.cov |",
-        "|---|---|---|---|",
+        "| pass | what | wall s | / np.cov wall | user CPU s | / np.cov user CPU | kernel CPU s |",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]
@@ -208,7 +232,11 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def bench_dask(ns: list[int], d: int, workers: int) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
+Curves = dict[str, dict[str, list[float]]]
+
+
+def bench_dask(ns: list[int], d: int, workers: int,
+               partial: Callable[[list[str]], None] | None = None) -> tuple[list[str], Curves]:
     import dask.array as da
     from distributed import Client, LocalCluster
 
@@ -221,8 +249,10 @@ def bench_dask(ns: list[int], d: int, workers: int) -> tuple[list[str], dict[str
         "histogram": lambda X: da.histogram(X[:, 0], bins=edges)[0].compute(),
     }
     out = [f"### 4. Dask backend: LocalCluster of {workers} worker processes x 1 thread, d = {d}, rows in blocks "
-           "of 2^17; time per data pass (best of 2), against dask's own non-private computation of the same "
-           "statistic on the same persisted array, and the numpy backend on the array in memory", "",
+           "of 2^17; time per data pass (best of 2; one pass each above 1e7 rows, the dpflow one under "
+           "tracemalloc), against dask's own non-private computation of the same statistic on the same array "
+           "(persisted up to 2 GiB; larger ones are generated on the workers in every pass, by both), and the "
+           "numpy backend on the array in memory (up to 1 GiB)", "",
            "| n | statistic | dask (non-private) s | dpflow dask s | ratio | dpflow numpy s | driver peak extra "
            "MiB (tracemalloc) | worker peak RSS MiB |",
            "|---|---|---|---|---|---|---|---|"]
@@ -233,6 +263,8 @@ def bench_dask(ns: list[int], d: int, workers: int) -> tuple[list[str], dict[str
         backend = DaskBackend(client)
         for n in ns:
             out += _dask_rows(client, backend, n, d, workers, baselines, curves)
+            if partial is not None:
+                partial(out)
     return out + [""], curves
 
 
@@ -253,10 +285,13 @@ def _dask_rows(client: Any, backend: Any, n: int, d: int, workers: int,
         def private(data: Any, engine: Any, p: dp.Plan = plan) -> Any:
             return p.run({"X": data}, noise=dp.SeededNoise(0), backend=engine)
 
-        base = best(lambda: f(X), 2)  # noqa: B023 (called inside this iteration)
-        ours = best(lambda: private(X, backend), 2)  # noqa: B023
+        repeats = 2 if n <= 10**7 else 1
+        base = best(lambda: f(X), repeats)  # noqa: B023 (called inside this iteration)
+        ours = best(lambda: private(X, backend), repeats) if n <= 10**7 else float("inf")  # noqa: B023
         tracemalloc.start()
+        t0 = time.perf_counter()
         private(X, backend)
+        ours = min(ours, time.perf_counter() - t0)
         driver = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         rss = max(client.run(_rss_mb).values())
@@ -317,7 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     ns = [int(float(v)) for v in args.dask_ns.split(",")] + ([3 * 10**7, 10**8] if args.big else [])
     curves: dict[str, dict[str, list[float]]] = {}
     if "dask" not in skip:
-        text, curves = bench_dask(ns, args.dask_d, args.workers)
+        def partial(rows: list[str]) -> None:  # what finished so far, in case a big n does not
+            print("\n".join(rows), file=sys.stderr, flush=True)
+            if args.out:
+                Path(args.out).with_suffix(".partial.md").write_text("\n".join(lines + rows) + "\n")
+
+        text, curves = bench_dask(ns, args.dask_d, args.workers, partial)
         lines += text
     lines.append(f"Total benchmark time: {time.perf_counter() - t0:.0f} s.\n")
     text = "\n".join(lines)

@@ -14,7 +14,7 @@ import numpy as np
 from dpflow.budget import BudgetStore
 from dpflow.interpreter.noise import NoiseSource, SecureNoise
 from dpflow.interpreter.numpy_backend import NumpyBackend
-from dpflow.interpreter.run import execute, prepare_data
+from dpflow.interpreter.run import execute
 from dpflow.nodes.base import Backend
 from dpflow.plan.graph import Plan, register_entry
 from dpflow.planner.certify import certified
@@ -39,6 +39,7 @@ def run(
     backend: Backend | str | None = None,
     budget_store: BudgetStore | None = None,
     dataset: str | Mapping[str, str] | None = None,
+    debug: bool | None = None,
 ) -> Result:
     """Certify ``plan`` and run it on ``data`` (source name -> array; one array when the plan has a
     single source).
@@ -53,6 +54,11 @@ def run(
     run fails after data was read); the report records the reservation.  Seeded noise
     (``noise.seeded``) is refused with a budget store: its output is reproducible, not
     private, and charging it would record a release that is not one.
+
+    An engine failure (a dask worker lost) raises :class:`dpflow.errors.ExecutionError`, naming the node and
+    the engine exception's type only: that exception's text could quote data.  ``debug=True`` (or the
+    environment variable ``DPFLOW_DEBUG=1`` when ``debug`` is ``None``) keeps it, with its traceback, as the
+    error's cause.
     """
     engine = engine_of(backend)
     source = noise if noise is not None else SecureNoise()
@@ -64,14 +70,13 @@ def run(
     if budget_store is None:
         if dataset is not None:
             raise ValueError("dataset= needs budget_store= (the store that accounts for it)")
-        ex = execute(cert, data, source, engine)
+        ex = execute(cert, data, source, engine, debug)
         return Result(ex.released, Report(cert.ledger, ex))
     if dataset is None:
         raise ValueError("budget_store= needs dataset=: the dataset id (or source -> id) the run is charged to")
     with budget_store.charge(cert.ledger, dataset) as charge:
-        prepare_data(cert, data, engine)  # public schema only: a refusal here releases the reservation
-        charge.reading()
-        ex = execute(cert, data, source, engine)
+        # a public schema refusal (before reading()) releases the reservation
+        ex = execute(cert, data, source, engine, debug, reading=charge.reading)
     res = charge.reservation
     spent = {"store": budget_store.path, "plan_hash": res.plan_hash,
              "charges": [{"dataset": ds, "reservation": seq, "amount": str(amount)}

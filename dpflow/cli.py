@@ -1,7 +1,9 @@
 """The ``dpflow`` command line.
 
 Exit status: 0 on success, 2 when the planner refuses a plan (the message names
-the node and the fix) or an argument is invalid, 1 on any other error.
+the node and the fix) or an argument is invalid, 1 on any other error.  An engine
+failure prints the node and the engine exception's type only; with the environment
+variable ``DPFLOW_DEBUG=1`` the engine's exception and traceback are printed too.
 
     dpflow demo [--out DIR] [--seed N]
     dpflow check PLAN.py [--alpha A]
@@ -18,6 +20,7 @@ import math
 import os
 import runpy
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ import numpy as np
 
 from dpflow.api import run
 from dpflow.budget import BudgetStore, describe_status, lifetime_limit
-from dpflow.errors import DpflowError, PlanError
+from dpflow.errors import DpflowError, PlanError, debug_requested
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan
 from dpflow.privacy import ZCDP, Cost, PureDP, exact, zcdp_to_approx_dp
@@ -314,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_notes(e)
         return 2
     except (DpflowError, OSError, ValueError) as e:
+        if e.__cause__ is not None and debug_requested():  # an engine failure's cause is kept only then
+            traceback.print_exception(e.__cause__, file=sys.stderr)
         print(f"dpflow: error: {e}", file=sys.stderr)
         _print_notes(e)
         return 1

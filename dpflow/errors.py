@@ -12,6 +12,8 @@ dpflow.errors.BudgetError: gauss_3: the plan needs rho=0.6 but the budget is rho
 
 from __future__ import annotations
 
+import os
+
 
 class DpflowError(Exception):
     """Base class of every dpflow error."""
@@ -68,15 +70,52 @@ class DataError(DpflowError):
         super().__init__(f"{node}: {problem}. Fix: {fix}.")
 
 
+DEBUG_ENV = "DPFLOW_DEBUG"
+"""Environment variable: ``DPFLOW_DEBUG=1`` keeps the engine's own exception as the cause of an
+:class:`ExecutionError` (see there), like ``run(..., debug=True)``."""
+
+
+def debug_requested(debug: bool | None = None) -> bool:
+    """``debug`` when given, else whether :data:`DEBUG_ENV` is set to 1, true, yes or on.
+
+    >>> debug_requested(True), debug_requested(False)
+    (True, False)
+    """
+    if debug is not None:
+        return debug
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 class ExecutionError(DpflowError):
     """The execution engine failed during a run (a worker died, the scheduler went away): nothing was
-    released.  With a budget store the reservation stays counted, since data may have been read."""
+    released.  With a budget store the reservation stays counted, since data may have been read.
+
+    Declared policy: the engine's own exception may quote data (a parser's message, a task's
+    arguments, locals in its traceback), so by default a run raises this error with no cause and no context;
+    its message names the plan node being evaluated and the engine exception's type only.  Opt in to the
+    original exception and its traceback (as ``__cause__``) with ``run(..., debug=True)`` or the environment
+    variable ``DPFLOW_DEBUG=1`` (the CLI then prints it).  The policy covers what dpflow raises, not the
+    engine's own logs: dask.distributed's workers log a failed task's exception (logger
+    ``distributed.worker``), so a hosted service should configure the cluster's logging too.
+
+    >>> str(ExecutionError("mean_2", "the dask computation failed (KilledWorker)", "rerun"))
+    'mean_2: the dask computation failed (KilledWorker). Nothing was released. Fix: rerun.'
+    """
 
     def __init__(self, node: str, problem: str, fix: str) -> None:
         self.node = node
         self.problem = problem
         self.fix = fix
         super().__init__(f"{node}: {problem}. Nothing was released. Fix: {fix}.")
+
+    def located(self, node: str | None, debug: bool) -> ExecutionError:
+        """A new error naming ``node`` (this one's node when ``None``) with this one's problem and fix; it
+        holds no reference to this error or its cause unless ``debug``, when this error is its cause.
+        Raise it outside the ``except`` block that caught this one, so that it has no context either."""
+        out = ExecutionError(self.node if node is None else node, self.problem, self.fix)
+        if debug:
+            out.__cause__ = self
+        return out
 
 
 class SerializationError(DpflowError):

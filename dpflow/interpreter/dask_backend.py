@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from dpflow.errors import DataError, DpflowError, ExecutionError
-from dpflow.interpreter.numpy_backend import NumpyBackend, bin_counts, errstate, merge_counts, unique_counts
+from dpflow.interpreter.numpy_backend import (
+    NumpyBackend,
+    bin_counts,
+    block_gram,
+    column_sums,
+    errstate,
+    merge_counts,
+    unique_counts,
+)
 
 try:
     import dask
@@ -88,17 +96,6 @@ def _block_counts(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray],
     return unique_counts(_call(np.asarray(block), fn, err))
 
 
-def _sum(block: np.ndarray) -> np.ndarray:
-    out: np.ndarray = np.asarray(block, dtype=float).sum(axis=0)
-    return out
-
-
-def _gram(block: np.ndarray) -> np.ndarray:
-    A = np.asarray(block, dtype=float)
-    out: np.ndarray = A.T @ A
-    return out
-
-
 class DaskBackend:
     """Row work on a dask array, on the threads of this process or on a ``dask.distributed`` cluster.
 
@@ -149,11 +146,14 @@ class DaskBackend:
 
     # ------------------------------------------------------------------ sources
 
-    def _array(self, raw: Any) -> Any:
+    def _array(self, raw: Any, node_id: str) -> Any:
         if isinstance(raw, (str, os.PathLike)) and os.fspath(raw).endswith(".npy"):
             raw = np.load(os.fspath(raw), mmap_mode="r")
         if hasattr(raw, "to_dask_array"):  # a dask DataFrame or Series: block lengths are the public n
-            raw = raw.to_dask_array(lengths=True)
+            try:  # computed: the engine reads the table (a parser's error may quote it)
+                raw = raw.to_dask_array(lengths=True)
+            except Exception as e:
+                raise _failure(e, node_id) from e
         elif hasattr(raw, "to_numpy") and not isinstance(raw, np.ndarray):  # pandas
             raw = raw.to_numpy()
         if isinstance(raw, da.Array):
@@ -164,7 +164,7 @@ class DaskBackend:
         return da.from_array(arr, chunks=(rows, *arr.shape[1:]) if arr.ndim else -1)
 
     def source(self, node: Any, raw: Any, node_id: str, relation: Any) -> Any:
-        X = self._array(raw)
+        X = self._array(raw, node_id)
         if X.ndim and any(np.isnan(c) for c in X.chunks[0]):
             raise DataError(node_id, "the source's number of rows is unknown to dask",
                             "pass a dask DataFrame (its lengths are computed) or an array with known chunks")
@@ -176,7 +176,9 @@ class DaskBackend:
 
     # ------------------------------------------------------------------ the protocol
 
-    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray],
+                overwrite: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
+        """``fn`` on every block (``overwrite`` is not used: a dask block may be read by other tasks)."""
         if not isinstance(X, da.Array):
             X = da.from_array(np.asarray(X), chunks=(self.chunk_rows or 1 << 16, *np.shape(X)[1:]))
         err = errstate()
@@ -199,10 +201,10 @@ class DaskBackend:
         return out
 
     def tree_sum(self, X: Any) -> np.ndarray:
-        return self._reduce(X, _sum)
+        return self._reduce(X, column_sums)
 
     def gram(self, X: Any) -> np.ndarray:
-        return self._reduce(X, _gram)
+        return self._reduce(X, block_gram)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         return self._reduce(values, bin_counts, np.asarray(edges, dtype=float))
@@ -262,7 +264,9 @@ class DaskBackend:
             raise _failure(e) from e
 
 
-def _failure(e: Exception) -> ExecutionError:
-    return ExecutionError("dask", f"the dask computation failed ({type(e).__name__})",
+def _failure(e: Exception, node: str = "dask") -> ExecutionError:
+    """The engine's failure ``e`` as an :class:`ExecutionError` naming its type only, with ``e`` as its cause
+    (the run drops the cause unless debugging: the declared policy in ExecutionError's docstring)."""
+    return ExecutionError(node, f"the dask computation failed ({type(e).__name__})",
                           "check the cluster (workers, memory) and run the plan again; with a budget store "
                           "the failed run's reservation stays counted")

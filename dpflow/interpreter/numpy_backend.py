@@ -2,14 +2,70 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from functools import cache
+from typing import Any, TypeVar
 
 import numpy as np
 
 BLOCK_BYTES = 1 << 23
 """Rows of a fused row map are evaluated in blocks of about this many input bytes (8 MiB: in cache-sized
 pieces, so a chain such as ``Mean(Clip(Precondition(X)))`` never holds an ``(n, d)`` temporary)."""
+
+WORKERS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+"""Threads that evaluate the blocks of a pass at once (numpy and BLAS release the GIL), each with a
+one-thread BLAS; set it to 1 for passes on the calling thread.  Threads are used only when ``threadpoolctl``
+(the ``fast`` extra) holds BLAS to one thread meanwhile: otherwise each block's BLAS call would start
+threads of its own and oversubscribe the cores."""
+
+T = TypeVar("T")
+
+
+@cache
+def _blas_controller() -> Any:
+    """threadpoolctl's controller of the loaded BLAS libraries (built once), or ``None`` without it."""
+    try:
+        from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> AbstractContextManager[Any] | None:
+    """A context in which BLAS runs on one thread, or ``None`` when ``threadpoolctl`` is not installed.
+
+    Many small BLAS calls each on several threads are slow on a busy machine (OpenBLAS's threads wait for
+    each other at every call); blocks spread over threads with one BLAS thread each are not.  The limit is
+    process-wide while a pass runs (as in scikit-learn), so BLAS calls made meanwhile by other threads of the
+    process also run on one thread.
+    """
+    ctl = _blas_controller()
+    return None if ctl is None else ctl.limit(limits=1, user_api="blas")
+
+
+def in_threads(work: Callable[[slice], T], slices: list[slice]) -> list[T]:
+    """``work`` of each slice, in slice order: on up to :data:`WORKERS` threads with a one-thread BLAS, or
+    one after the other (one slice, ``WORKERS = 1``, or no ``threadpoolctl``).  Every slice's value is
+    computed the same way either way, so results never depend on the threads or their scheduling.
+
+    >>> in_threads(lambda s: s.start, [slice(0, 2), slice(2, 4)])
+    [0, 2]
+    """
+    k = min(WORKERS, len(slices))
+    limit = one_blas_thread() if k > 1 else None
+    if limit is None:
+        return [work(s) for s in slices]
+    err = errstate()  # numpy's error state is per thread: the workers take the caller's
+
+    def in_state(s: slice) -> T:
+        with np.errstate(**err):  # type: ignore[arg-type]
+            return work(s)
+
+    with limit, ThreadPoolExecutor(k, thread_name_prefix="dpflow-block") as pool:
+        return list(pool.map(in_state, slices))
 
 
 class MappedRows:
@@ -26,18 +82,28 @@ class MappedRows:
     ((3, 2), array([12., 18.]))
     """
 
-    def __init__(self, base: np.ndarray, fns: tuple[tuple[Callable[[np.ndarray], np.ndarray], dict[str, str]], ...]):
+    def __init__(self, base: np.ndarray, fns: tuple[tuple[Callable[[np.ndarray], np.ndarray], dict[str, str]], ...],
+                 overwrites: tuple[Callable[[np.ndarray], np.ndarray] | None, ...] | None = None):
         self.base = base
         self.fns = fns
         """Each map with the floating-point error state it was given under (restored when it runs)."""
+        self.overwrites = (None,) * len(fns) if overwrites is None else overwrites
+        """Each map's variant that may write into its argument (``row_map(..., overwrite=)``), or None."""
         self._cols: tuple[int, ...] | None = None
 
     def apply(self, rows: np.ndarray) -> np.ndarray:
-        """The maps applied to some rows of the base."""
-        out = rows
-        for fn, err in self.fns:
+        """The maps applied to some rows of the base.
+
+        A map's ``overwrite`` variant is called instead of it on an array that no one else reads: one that an
+        earlier map of this chain made, sharing no memory with that map's argument (by the protocol's contract
+        a map returns a new array or a view of its argument), or a view of such an array.  Never on the base.
+        """
+        out, owned = rows, False
+        for (fn, err), alt in zip(self.fns, self.overwrites, strict=True):
             with np.errstate(**err):  # type: ignore[arg-type]
-                out = fn(out)
+                new = alt(out) if owned and alt is not None else fn(out)
+            owned = owned or not np.may_share_memory(new, out)
+            out = new
         return out
 
     @property
@@ -51,16 +117,43 @@ class MappedRows:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def blocks(self) -> Any:
-        """The mapped rows, block by block (an even number of rows per block)."""
+    def slices(self) -> list[slice]:
+        """The base rows of each block (an even number of rows per block; one, possibly empty, block when
+        n = 0)."""
         n = int(self.base.shape[0])
         width = max(1, int(np.prod(self.base.shape[1:], dtype=np.int64)) * self.base.itemsize)
         step = max(2, (BLOCK_BYTES // width) // 2 * 2)
-        for i in range(0, max(n, 1), step):  # one (possibly empty) block when n = 0
-            yield self.apply(self.base[i:i + step])
+        return [slice(i, i + step) for i in range(0, max(n, 1), step)]
+
+    def map_blocks(self, fn: Callable[[np.ndarray], T]) -> list[T]:
+        """``fn`` of each block of mapped rows, in block order (the blocks on threads: :func:`in_threads`).
+
+        >>> MappedRows(np.arange(4.0).reshape(2, 2), ((lambda Z: Z + 1, {}),)).map_blocks(np.sum)
+        [np.float64(10.0)]
+        """
+        return in_threads(lambda s: fn(self.apply(self.base[s])), self.slices())
+
+    def compute(self) -> np.ndarray:
+        """The mapped rows as one array, written block by block on threads (:func:`in_threads`) in the first
+        block's memory order: no full-size temporary of an intermediate map, and no BLAS call on several
+        threads."""
+        slices = self.slices()
+        first = np.asarray(self.apply(self.base[slices[0]]))
+        if len(slices) == 1:
+            return first
+        fortran = first.ndim > 1 and first.flags.f_contiguous and not first.flags.c_contiguous
+        out: np.ndarray = np.empty((int(self.base.shape[0]), *first.shape[1:]), dtype=first.dtype,
+                                   order="F" if fortran else "C")
+        out[slices[0]] = first
+
+        def put(s: slice) -> None:
+            out[s] = self.apply(self.base[s])
+
+        in_threads(put, slices[1:])
+        return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = np.asarray(self.apply(self.base))
+        out = self.compute()
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __len__(self) -> int:
@@ -104,6 +197,19 @@ def merge_counts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.
     return uk, counts
 
 
+def column_sums(B: Any) -> np.ndarray:
+    """The column sums of one block of rows, as floats (numpy's pairwise summation)."""
+    out: np.ndarray = np.asarray(B, dtype=float).sum(axis=0)
+    return out
+
+
+def block_gram(B: Any) -> np.ndarray:
+    """``B^T B`` of one block of rows, as floats (one operand transposed: numpy calls BLAS syrk)."""
+    A = np.asarray(B, dtype=float)
+    out: np.ndarray = A.T @ A
+    return out
+
+
 class NumpyBackend:
     """Rows are an in-memory ``(n, d)`` array; every operation is vectorised.
 
@@ -116,13 +222,14 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    def row_map(self, X: Any, fn: Callable[[np.ndarray], np.ndarray],
+                overwrite: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
         if isinstance(X, MappedRows):
-            return MappedRows(X.base, (*X.fns, (fn, errstate())))
+            return MappedRows(X.base, (*X.fns, (fn, errstate())), (*X.overwrites, overwrite))
         A = np.asarray(X)
         if A.nbytes <= BLOCK_BYTES:  # one block: computed now (no fixed cost for small releases)
             return fn(A)
-        return MappedRows(A, ((fn, errstate()),))
+        return MappedRows(A, ((fn, errstate()),), (overwrite,))
 
     def sorted_values(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         out: np.ndarray = np.sort(np.asarray(self.row_map(X, fn)))
@@ -134,8 +241,10 @@ class NumpyBackend:
         return A[: 2 * m].reshape(m, 2 * A.shape[1])  # a view of C-ordered rows
 
     def settings(self) -> dict[str, Any]:
-        return {"backend": self.name, "workers": 1,
-                "chunking": f"in memory; row maps fused into reductions in blocks of {BLOCK_BYTES >> 20} MiB"}
+        threads = WORKERS if _blas_controller() is not None else 1
+        return {"backend": self.name, "workers": 1, "threads": threads,
+                "chunking": f"in memory; row maps fused into reductions in blocks of {BLOCK_BYTES >> 20} MiB, "
+                            f"on {threads} thread{'s' if threads > 1 else ''}"}
 
     def source(self, node: Any, raw: Any, node_id: str, relation: Any) -> np.ndarray:
         out: np.ndarray = node.prepare(raw, node_id, relation)
@@ -143,38 +252,36 @@ class NumpyBackend:
 
     def persist(self, X: Any) -> Any:
         """``X`` computed (a value several nodes read is computed once)."""
-        return np.asarray(X) if isinstance(X, MappedRows) else X
+        return X.compute() if isinstance(X, MappedRows) else X
 
     def tree_sum(self, X: Any) -> np.ndarray:
         if isinstance(X, MappedRows):
-            parts = [np.asarray(B, dtype=float).sum(axis=0) for B in X.blocks()]
+            parts = X.map_blocks(column_sums)
             total: np.ndarray = np.sum(parts, axis=0) if len(parts) > 1 else parts[0]
             return total
-        out: np.ndarray = np.asarray(X, dtype=float).sum(axis=0)  # numpy's pairwise summation
-        return out
+        return column_sums(X)
 
     def gram(self, X: Any) -> np.ndarray:
         if isinstance(X, MappedRows):
-            total: np.ndarray | None = None
-            for B in X.blocks():
-                A = np.asarray(B, dtype=float)
-                total = A.T @ A if total is None else total + A.T @ A
-            assert total is not None
+            parts = X.map_blocks(block_gram)
+            total = parts[0]
+            for G in parts[1:]:  # in block order: the same sum on any number of threads
+                total = total + G
             return total
-        A = np.asarray(X, dtype=float)
-        out: np.ndarray = A.T @ A
-        return out
+        return block_gram(X)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
-        blocks = values.blocks() if isinstance(values, MappedRows) else [values]
+        if not isinstance(values, MappedRows):
+            return bin_counts(values, edges)
+        parts = values.map_blocks(lambda B: bin_counts(B, edges))
         counts = np.zeros(len(edges) - 1)
-        for B in blocks:
-            counts += bin_counts(B, edges)
+        for c in parts:
+            counts += c
         return counts
 
     def key_counts(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(X, MappedRows):
-            return merge_counts(*(unique_counts(fn(np.asarray(B))) for B in X.blocks()))
+            return merge_counts(*X.map_blocks(lambda B: unique_counts(fn(np.asarray(B)))))
         return unique_counts(fn(np.asarray(X)))
 
     def nrows(self, X: Any) -> int:

@@ -7,14 +7,14 @@ for it (:class:`dpflow.planner.InvocationTable`), rounds of ``Recurse`` loops in
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
 from dpflow.domains import ReleasedNorm, RowCount, Sym, SymRef
-from dpflow.errors import UnknownSourceError
+from dpflow.errors import ExecutionError, UnknownSourceError, debug_requested
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
 from dpflow.interpreter.progress import Progress
@@ -122,6 +122,8 @@ class _Run:
         self.top_done = 0
         self.top_total = 0
         self.keep: set[str] = {nid for _, nid in cert.plan.outputs}
+        self.at = ""
+        """The node being evaluated (an engine failure names it)."""
 
     def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
         """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds.
@@ -140,7 +142,7 @@ class _Run:
             if top:
                 self.top_done = i
             node = rec.node
-            ctx.node_id = space.path + rec.id
+            ctx.node_id = self.at = space.path + rec.id
             ctx._rec = rec
             if isinstance(node, Source):
                 env[rec.id] = self.data[node.name]
@@ -245,9 +247,14 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
     return out
 
 
-def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseSource,
-            backend: Backend) -> Execution:
+def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseSource, backend: Backend,
+            debug: bool | None = None, reading: Callable[[], None] | None = None) -> Execution:
     """Run a certified plan on ``data`` (source name -> rows).
+
+    The data is checked against the public schema first (:func:`prepare_data`); then ``reading()`` is called
+    (a budget store's charge: data is about to be read).  An engine failure raises
+    :class:`dpflow.errors.ExecutionError` naming the node, by its declared policy (the engine's exception is
+    kept only with ``debug``, or :data:`dpflow.errors.DEBUG_ENV` when ``debug`` is ``None``).
 
     >>> import numpy as np, dpflow as dp
     >>> from dpflow import nodes as N
@@ -260,13 +267,23 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     >>> ex.released["m"].shape
     (2,)
     """
-    prepared = prepare_data(cert, data, backend)
-    run = _Run(cert, prepared, noise, backend)
-    run.top_total = len(cert.space.order)
+    run: _Run | None = None
+    failure: ExecutionError | None = None
     try:
+        prepared = prepare_data(cert, data, backend)
+        if reading is not None:
+            reading()
+        run = _Run(cert, prepared, noise, backend)
+        run.top_total = len(cert.space.order)
         env = run.space_values(cert.space, {})
+    except ExecutionError as e:  # the declared policy: ExecutionError's docstring
+        failure = e.located(None if run is None else run.at, debug_requested(debug))
     finally:
-        run.progress.close()
+        if run is not None:
+            run.progress.close()
+    if failure is not None:
+        raise failure  # outside the except block: no context to the engine's exception
+    assert run is not None
     released = {name: env[nid] for name, nid in cert.plan.outputs}
     return Execution(released, dict(run.facts), noise.description, noise.seeded, backend.name,
                      dict(cert.plan.outputs), backend.settings())

@@ -70,8 +70,10 @@ class Backend(Protocol):
         """Short name shown in reports."""
         ...
 
-    def row_map(self, X: Any, fn: Any) -> Any:
-        """Apply a vectorised function to every row of ``X``."""
+    def row_map(self, X: Any, fn: Any, overwrite: Any = None) -> Any:
+        """Apply a vectorised function to every row of ``X``; ``fn`` returns a new array or a view of its
+        argument.  ``overwrite``, if given, is the same map allowed to write into its argument: a backend
+        may call it instead on an array that no other value reads."""
         ...
 
     def tree_sum(self, X: Any) -> np.ndarray:

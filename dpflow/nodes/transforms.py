@@ -319,14 +319,14 @@ class Clip(Transform):
         c = _value(ctx, self.center, d)
         if self.radius is not None:
             r = capped(_scalar(ctx, self.radius, "radius"))
-            X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r))
+            X = ctx.backend.row_map(X, lambda A: project_ball(A, c, r), lambda A: project_ball(A, c, r, True))
         if self.box is not None:
             lo, hi = self.box
             X = ctx.backend.row_map(X, lambda A: clip_box(A, lo, hi))
         return X
 
 
-def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
+def project_ball(X: np.ndarray, c: np.ndarray | None, r: float, overwrite: bool = False) -> np.ndarray:
     """Rows of ``X`` projected into the closed l2 ball B(c, r), exactly.
 
     Non-finite rows go to the centre.  After scaling, a row whose computed norm
@@ -334,7 +334,8 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
     still does (never observed) is sent to the centre: the bound holds exactly.
     Rows certified inside the ball (with a rigorous bound on the rounding error of
     their distance) are returned unchanged; when every row is, ``X`` itself is
-    returned (never modified): the fast path costs two reads of ``X`` and no copy.
+    returned (never modified): the fast path costs two reads of ``X`` and no copy.  With ``overwrite`` a
+    writable float ``X`` is itself moved into the ball (no copy; for an array no one else reads).
 
     >>> project_ball(np.array([[3.0, 4.0]]), None, 1.0)
     array([[0.6, 0.8]])
@@ -355,7 +356,8 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float) -> np.ndarray:
         idx = np.flatnonzero(~(dist2 + slack <= inner * inner))  # a product: inf for a huge r, never OverflowError
         if not idx.size:
             return A  # every row is certified inside: nothing to copy (inputs are never modified)
-        Y = np.array(A)  # the one fresh (n, d) array; rows certified inside the ball are kept as they are
+        # the one fresh (n, d) array, unless X may be overwritten; rows certified inside are kept as they are
+        Y = A if overwrite and A is X and A.flags.writeable else np.array(A)
         D = A[idx] if c is None else A[idx] - c
         Y[idx] = _into_ball(D, np.sqrt(np.einsum("ij,ij->i", D, D)), r)
         if c is not None:

@@ -174,7 +174,7 @@ def test_ctrl_c_says_what_was_charged(setup: dict[str, Any], capsys: pytest.Capt
     def interrupted_schema_check(*args: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("dpflow.api.prepare_data", interrupted_schema_check)
+    monkeypatch.setattr("dpflow.interpreter.run.prepare_data", interrupted_schema_check)
     assert main(setup["charged"] + ["--report", str(setup["tmp"] / "r2")]) == 130
     assert "released: 1/4 on dataset 'ds' (reservation 4); no private data had been read" in capsys.readouterr().err
     assert setup["store"].status("ds").spent == dp.ZCDP("1/4").rho

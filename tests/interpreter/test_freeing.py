@@ -108,3 +108,29 @@ def test_pair_differences_by_rows_of_pairs() -> None:
     env = _Run(out, prepare_data(out, {"X": D}), ZeroNoise(), NumpyBackend()).space_values(out.space, {})
     P = (D[0:4:2] - D[1:4:2]) / np.sqrt(2.0)
     np.testing.assert_allclose(env[dict(plan.outputs)["s"]], P.T @ P / 2, rtol=1e-12)
+
+
+def test_a_map_overwrites_only_arrays_no_one_else_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpflow.nodes.transforms import project_ball
+
+    monkeypatch.setattr(numpy_backend, "BLOCK_BYTES", 1 << 10)  # 32 rows per block
+    X = np.random.default_rng(8).normal(size=(1000, 4)) * 3
+    X0 = X.copy()
+    calls: list[int] = []
+
+    def alt(Z: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return project_ball(Z, None, 2.0, True)
+
+    def plain(Z: np.ndarray) -> np.ndarray:
+        return project_ball(Z, None, 2.0)
+
+    be = NumpyBackend()
+    ref = project_ball(X, None, 2.0)
+    for first in (None, lambda Z: Z, lambda Z: Z[:, :4]):  # the base itself, or views of it
+        M = be.row_map(X if first is None else be.row_map(X, first), plain, alt)
+        assert np.array_equal(be.persist(M), ref)
+        np.testing.assert_allclose(be.gram(M), ref.T @ ref, rtol=1e-12)
+        assert not calls and np.array_equal(X, X0)
+    M = be.row_map(be.row_map(X, lambda Z: Z * 1.0), plain, alt)  # a new array per block: overwritten
+    assert np.array_equal(be.persist(M), ref) and len(calls) == 32 and np.array_equal(X, X0)

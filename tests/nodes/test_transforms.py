@@ -4,6 +4,7 @@ huge released radius capped, Columns' declared bounds, and Source's clipping of 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -124,3 +125,21 @@ def test_ordinal_integer_data_outside_the_range_is_clipped_into_it() -> None:
     assert two.prepare(np.array([True, False]), "s").tolist() == [[1], [0]]
     out = src.prepare(np.array([-0.5, 6.9, 7.0, 1e300, -math.inf, math.nan]), "s")
     assert out[:, 0].tolist() == [0, 6, 6, 6, 0, 0] and out.dtype == np.int64
+
+
+@pytest.mark.parametrize("centre", [None, np.array([0.5, -1.0, 2.0])])
+def test_project_ball_overwriting_gives_the_same_rows_and_spares_what_it_may_not_write(centre: Any) -> None:
+    from dpflow.nodes.transforms import project_ball
+
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(200, 3)) * 3
+    A[0], A[1, 0], A[2, 1], A[3] = np.nan, np.inf, -np.inf, 1e300
+    A[4] = (centre if centre is not None else 0.0) + np.array([2.0, 0.0, 0.0])  # on the boundary
+    ref = project_ball(A.copy(), centre, 2.0)
+    mine = A.copy()
+    out = project_ball(mine, centre, 2.0, True)
+    assert out is mine and np.array_equal(out, ref)
+    frozen = A.copy()
+    frozen.flags.writeable = False
+    assert np.array_equal(project_ball(frozen, centre, 2.0, True), ref)
+    assert np.array_equal(frozen, A, equal_nan=True)
