@@ -351,7 +351,8 @@ def check_pair(cert: Certified, stats: tuple[str, ...], D: np.ndarray, D2: np.nd
         realised = {}
         if a.shape == b.shape:
             v = a - b
-            realised = {"l1": float(np.sum(np.abs(v))), "l2": float(np.linalg.norm(v)),
+            realised = {"l1": float(np.sum(np.abs(np.triu(v) if st.symmetric else v))),  # symmetric: upper
+                        "l2": float(np.linalg.norm(v)),  # triangle (the noised entries)
                         "linf": float(np.max(np.abs(v), initial=0.0))}
         if st.rank is not None:
             realised["rank"] = rank_change(np.asarray(env1[sid]), np.asarray(env2[sid]))

@@ -13,7 +13,7 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.errors import DomainError, PlanTypeError
+from dpflow.errors import DomainError
 from dpflow.estimators import gaussian
 from dpflow.estimators.gaussian import unbounded as U
 from dpflow.nodes.blocks import block_statistic
@@ -174,8 +174,9 @@ def test_fit_with_bounds_is_unchanged_and_refusals() -> None:
     assert a.scale is None and np.array_equal(a.mean, b["mean"]) and np.array_equal(a.covariance, b["covariance"])
     with pytest.raises(DomainError, match="only one of mean_bound and cov_bound"):
         gaussian.fit(X, budget=dp.ZCDP(1), mean_bound=10.0)
-    with pytest.raises(PlanTypeError, match=r"gaussian.fit does not take a epsilon=1 pure"):  # the user's budget
-        gaussian.fit(X, budget=dp.PureDP(1))
+    # PureDP runs (tests/estimators/test_gaussian_pure.py); delta = 0 is refused by the user's budget
+    with pytest.raises(DomainError, match=r"gaussian.fit: \(epsilon=1, delta=0\)-DP has delta = 0"):
+        gaussian.fit(X, budget=dp.ApproxDP(1, 0))
     with pytest.raises(DomainError, match="scale_share"):
         gaussian.fit(X, budget=dp.ZCDP(1), scale_share=Fraction(1))
 

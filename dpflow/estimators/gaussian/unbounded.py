@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import numpy as np
@@ -49,7 +49,7 @@ from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, zcdp_rho_for_approx_dp
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, zcdp_rho_for_approx_dp
 from dpflow.privacy.split import SPLIT_REFERENCE
 from dpflow.references import Reference
 
@@ -182,7 +182,8 @@ def coarse_matrix(P: Any, gamma: Any) -> np.ndarray:
 
 def _hist_epsilon(budget: Measure, count: int, share: float = 1.0, basic: float | None = None) -> float:
     """The epsilon each of ``count`` equally weighted histograms sharing ``share`` of ``budget`` gets, for
-    choosing the number of groups (accuracy only, never privacy): ``sqrt(2 rho share / count)``; an
+    choosing the number of groups (accuracy only, never privacy): ``sqrt(2 rho share / count)``; a
+    ``PureDP(eps)`` budget ``eps share / count`` (basic composition); an
     ``ApproxDP(eps, delta)`` budget gets the larger of the same with the zCDP rho that meets
     ``(eps, delta / 2)`` (CKS20) and ``eps * basic`` (basic composition, the planner's other rule;
     ``basic`` defaults to ``share / count``).
@@ -190,6 +191,8 @@ def _hist_epsilon(budget: Measure, count: int, share: float = 1.0, basic: float 
     >>> round(_hist_epsilon(ZCDP(1), 2), 6), round(_hist_epsilon(ApproxDP(1, "1e-6"), 2), 4)
     (1.0, 0.5)
     """
+    if isinstance(budget, PureDP):
+        return float(budget.epsilon) * share / count
     if isinstance(budget, ApproxDP):
         rho = float(zcdp_rho_for_approx_dp(budget.epsilon, Fraction(budget.delta) / 2))
         return max(math.sqrt(2.0 * rho * share / count), float(budget.epsilon) * (share / count if basic is None
@@ -268,19 +271,45 @@ def block_size(m: int, d: int, need: float, width: float = SCALE_WIDTH) -> int:
 # ------------------------------------------------------------------------------ plan fragments
 
 
-def eigen_fragment(b: PlanBuilder, Z: Sensitive[Rows], m: int, d: int, ks: Sequence[int], approx: bool,
+Noise = Literal["stability", "gaussian", "laplace"]
+"""How the scale search's histograms are released: stability histograms over unbounded grids (approximate
+budgets), Gaussian (``ZCDP``) or Laplace (``PureDP``) noise on histograms over public float64 grids."""
+
+
+def _noise_of(budget: Measure) -> Noise:
+    if isinstance(budget, PureDP):
+        return "laplace"
+    return "gaussian" if isinstance(budget, ZCDP) else "stability"
+
+
+def grid_need(noise: Noise, eps: float, bins: int) -> float:
+    """The count the modal bin of a noisy histogram over ``bins`` public bins needs to be the noisy
+    argmax with probability about 99% (accuracy only; l1 sensitivity 2, l2 sqrt 2): Gaussian (sigma
+    ``sqrt(2) / eps``): three times the largest noise ``sigma sqrt(2 ln bins)``; Laplace (``b = 2 / eps``):
+    the largest of the other bins' noises ``b ln(bins / 2)`` plus ``2 b ln 100`` for the tails.
+
+    >>> round(grid_need("gaussian", 1.0, 100), 3), round(grid_need("laplace", 1.0, 100), 3)
+    (12.876, 26.244)
+    """
+    if eps <= 0:
+        return math.inf
+    if noise == "laplace":
+        return 2.0 / eps * (math.log(bins / 2.0) + 2.0 * math.log(100.0))
+    return 3.0 * math.sqrt(2.0) / eps * math.sqrt(2.0 * math.log(bins))
+
+
+def eigen_fragment(b: PlanBuilder, Z: Sensitive[Rows], m: int, d: int, ks: Sequence[int], noise: Noise,
                    delta_each: Fraction | None, eps_each: float, weight: float, width: float) -> Released[Any]:
     """EigenvalueEstimator on mean-zero rows ``Z`` (m of them): blocks -> log2 eigenvalues -> per ``k`` in
-    ``ks`` a histogram (stability histogram over the unbounded grid of buckets ``width`` wide when ``approx``;
-    otherwise a Gaussian histogram over :data:`ZCDP_GRID`) -> the bucket's value.  Returns the vector of
-    estimates of ``lambda_(k+1)`` (NaN: not found).  The block size is :func:`block_size` for the count the
-    modal bucket needs: :func:`stability_need`, or three times the largest of the Gaussian noises."""
-    if approx:
+    ``ks`` a histogram (a stability histogram over the unbounded grid of buckets ``width`` wide; or, with
+    Gaussian or Laplace noise, a histogram over :data:`ZCDP_GRID`) -> the bucket's value.  Returns the
+    vector of estimates of ``lambda_(k+1)`` (NaN: not found).  The block size is :func:`block_size` for
+    the count the modal bucket needs: :func:`stability_need` or :func:`grid_need`."""
+    if noise == "stability":
         assert delta_each is not None
         need = stability_need(eps_each, float(delta_each))
-    else:  # the mode must clear three times the largest of len(ZCDP_GRID) Gaussian noises (l2 sensitivity sqrt 2)
-        sigma = math.sqrt(2.0) / eps_each if eps_each > 0 else math.inf
-        need, width = 3.0 * sigma * math.sqrt(2.0 * math.log(len(ZCDP_GRID))), ZCDP_GRID[1] - ZCDP_GRID[0]
+    else:
+        need, width = grid_need(noise, eps_each, len(ZCDP_GRID) - 1), ZCDP_GRID[1] - ZCDP_GRID[0]
     size = block_size(m, d, need, width)
     held = (m // size) * modal_fraction(size, d, width)
     N.param(b, "eigen_block", float(size), f"rows per block: {m} rows in {m // size} groups (block_size: the "
@@ -292,11 +321,12 @@ def eigen_fragment(b: PlanBuilder, Z: Sensitive[Rows], m: int, d: int, ks: Seque
     vals = []
     for k in ks:
         col = N.Columns(keep=[k])(B)
-        if approx:
+        if noise == "stability":
             h = N.StabilityHistogram(delta=delta_each, weight=weight)(N.BinCounts(width=width)(col))
             vals.append(N.Apply(fn=bucket_value, shape=())(h, b.public(width), b.public(0.0)))
         else:
-            h = N.GaussianMech(weight=weight)(N.Histogram(edges=ZCDP_GRID)(col))
+            mech = N.LaplaceMech(weight=weight) if noise == "laplace" else N.GaussianMech(weight=weight)
+            h = mech(N.Histogram(edges=ZCDP_GRID)(col))
             vals.append(N.Apply(fn=grid_value, shape=())(h, b.public(list(ZCDP_GRID))))
     return N.Apply(fn=stack, shape=(len(ks),))(*vals)
 
@@ -316,14 +346,14 @@ def histogram_delta(budget: Measure, count: int) -> Fraction | None:
     return None
 
 
-def _check(where: str, d: int, n: int, budget: Measure) -> bool:
-    """Refusals decidable from public information; returns whether the budget is approximate."""
-    require_budget(budget, where, (ZCDP, ApproxZCDP, ApproxDP))
+def _check(where: str, d: int, n: int, budget: Measure) -> Noise:
+    """Refusals decidable from public information; returns how the histograms are released."""
+    require_budget(budget, where, (ZCDP, ApproxZCDP, ApproxDP, PureDP))
     if isinstance(budget, (ApproxZCDP, ApproxDP)) and budget.delta == 0:
-        raise DomainError(where, f"{budget.describe()} has delta = 0", "pass delta > 0, or a ZCDP budget")
+        raise DomainError(where, f"{budget.describe()} has delta = 0", "pass delta > 0, or a ZCDP or PureDP budget")
     if d < 1 or n < 4:
         raise DomainError(where, f"d={d}, n={n}", "declare d >= 1 and n >= 4")
-    return not isinstance(budget, ZCDP)
+    return _noise_of(budget)
 
 
 def eigenvalues(d: int, n: int, budget: Measure, ks: Sequence[int] | None = None, unknown_mean: bool = True,
@@ -340,7 +370,7 @@ def eigenvalues(d: int, n: int, budget: Measure, ks: Sequence[int] | None = None
     Fraction(1, 2)
     """
     where = "gaussian.unbounded.eigenvalues"
-    approx = _check(where, d, n, budget)
+    noise = _check(where, d, n, budget)
     ks = (0, d - 1) if ks is None else tuple(ks)
     ks = tuple(dict.fromkeys(ks))
     if not ks or any(not 0 <= k < d for k in ks):
@@ -351,7 +381,7 @@ def eigenvalues(d: int, n: int, budget: Measure, ks: Sequence[int] | None = None
     Z = N.PairDifferences()(X) if unknown_mean else X
     m = n // 2 if unknown_mean else n
     delta = histogram_delta(budget, len(ks))
-    out = eigen_fragment(b, Z, m, d, ks, approx, delta, _hist_epsilon(budget, len(ks)), 1.0, width)
+    out = eigen_fragment(b, Z, m, d, ks, noise, delta, _hist_epsilon(budget, len(ks)), 1.0, width)
     return b.build(eigenvalues=out)
 
 
@@ -419,16 +449,18 @@ def coarse_preconditioner(d: int, n: int, budget: Measure, k: int, gamma: float,
 def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, of: Measure | None = None) -> Plan:
     """Phase 1 of the no-bounds fit: outputs ``eigenvalues`` (estimates of the top and the bottom
     eigenvalue of Sigma) and ``center`` (approximate budgets: a centre found coordinate by coordinate by
-    stability histograms of bins ``CENTER_WIDTH sqrt(lambda_1)`` wide) or ``radius`` (``ZCDP``: twice the
-    top of the modal log2 bin of the row norms).  The centre's (or the radius's) histograms share
-    :data:`CENTER_SHARE` of ``budget``, the eigenvalue histograms (buckets :data:`SCALE_WIDTH` wide) the rest.
+    stability histograms of bins ``CENTER_WIDTH sqrt(lambda_1)`` wide) or ``radius`` (``ZCDP``, ``PureDP``:
+    twice the top of the modal log2 bin of the row norms; Gaussian or Laplace noise).  The centre's (or the
+    radius's) histograms share :data:`CENTER_SHARE` of ``budget``, the eigenvalue histograms (buckets
+    :data:`SCALE_WIDTH` wide) the rest.
 
     >>> import dpflow as dp
     >>> sorted(name for name, _ in scale_plan(2, 5000, dp.ApproxZCDP(0.1, 1e-6)).outputs)
     ['center', 'eigenvalues']
     """
     where = "gaussian.fit (scale search)"
-    approx = _check(where, d, n, budget)
+    noise = _check(where, d, n, budget)
+    approx = noise == "stability"
     ks = (0,) if d == 1 else (0, d - 1)
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_scale_search")
     X = b.source("X", Vectors(d=d), n=n)
@@ -437,7 +469,8 @@ def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, o
     # CENTER_SHARE of the budget to the centre (or radius) histograms, the rest to the eigenvalue histograms:
     # the centre's modal bins hold about half of all n rows, the eigenvalues' only half of the blocks
     # (ApproxDP: the planner composes these histograms by basic composition, which spreads epsilon by the
-    # square roots of the weights, so the weights are squared to give the centre the same share of epsilon)
+    # square roots of the weights, so the weights are squared to give the centre the same share of epsilon;
+    # PureDP spreads epsilon by the weights)
     centres = d if approx else 1
     w_eig = float((1 - CENTER_SHARE) / CENTER_SHARE) * centres / len(ks)
     w_eig = w_eig**2 if isinstance(budget, ApproxDP) else w_eig
@@ -449,9 +482,10 @@ def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, o
             f"{'centre' if approx else 'radius'} histograms, the rest for the eigenvalue histograms (accuracy only)")
     eps = _hist_epsilon(budget, len(ks), float(1 - CENTER_SHARE))
     delta = histogram_delta(budget, len(ks) + centres)
-    lams = eigen_fragment(b, N.PairDifferences()(X), n // 2, d, ks, approx, delta, eps, w_eig, SCALE_WIDTH)
+    lams = eigen_fragment(b, N.PairDifferences()(X), n // 2, d, ks, noise, delta, eps, w_eig, SCALE_WIDTH)
     if not approx:
-        h = N.GaussianMech()(N.Histogram(edges=ROW_NORM_EDGES)(N.Magnitudes(of="rows")(X)))
+        mech = N.LaplaceMech() if noise == "laplace" else N.GaussianMech()
+        h = mech(N.Histogram(edges=ROW_NORM_EDGES)(N.Magnitudes(of="rows")(X)))
         return b.build(eigenvalues=lams, radius=N.ModeBinUpper(edges=ROW_NORM_EDGES, factor=2.0)(h))
     Y = N.Precondition(matrix=N.Apply(fn=scale_matrix, shape=(d, d))(lams, b.public(float(d))))(X)
     keys = []
