@@ -10,8 +10,8 @@ as plans, and the scale search that lets :func:`dpflow.estimators.gaussian.fit` 
   modal bucket clears the stability threshold (:func:`block_size`); the eigenvalue histograms get
   ``1 - CENTER_SHARE`` of the budget.  With ``ApproxZCDP(1, 1e-6)`` the scale is found from n = 5,000 at
   d = 5 (benchmarks/results/unbounded.md).
-* ``ZCDP`` budgets: no unbounded algorithm exists, so the float64 range is the bound and the same
-  quantities are found by Gaussian-noised histograms over the finite log2 grid of float64
+* ``ZCDP`` and ``PureDP`` budgets: no unbounded algorithm exists, so the float64 range is the bound and
+  the same quantities are found by Gaussian- (Laplace-) noised histograms over the finite log2 grid of float64
   exponents (the Karwa-Vadhan idea over exponent bins): the eigenvalues, and the radius ``R`` of the
   rows (centre 0).
 
@@ -73,7 +73,7 @@ CENTER_SHARE = Fraction(1, 10)
 """Share of the scale search's budget for the centre (or the radius) histograms; the rest goes to the
 eigenvalue histograms.  Accuracy only: the centre's modal bins hold about half of all n rows, the
 eigenvalues' only about half of the n / (2 s) blocks of s >= d + 1 rows, so the eigenvalue histograms
-need about 10 d times the centre's epsilon for the same n (docs: unbounded.md)."""
+need about 10 d times the centre's epsilon for the same n (docs/gaussian.md)."""
 ZCDP_GRID = tuple(float(x) for x in np.arange(-2200.0, 2100.0 + 0.25, 0.5))
 """Public log2-eigenvalue edges of the zCDP range search: every float64 eigenvalue of a block (down to
 2^-2148) lies inside; ``-inf`` (a zero eigenvalue) and NaN fall in the first bin."""
@@ -180,13 +180,12 @@ def coarse_matrix(P: Any, gamma: Any) -> np.ndarray:
 # ------------------------------------------------------------------------------ group counts
 
 
-def _hist_epsilon(budget: Measure, count: int, share: float = 1.0, basic: float | None = None) -> float:
+def _hist_epsilon(budget: Measure, count: int, share: float = 1.0) -> float:
     """The epsilon each of ``count`` equally weighted histograms sharing ``share`` of ``budget`` gets, for
     choosing the number of groups (accuracy only, never privacy): ``sqrt(2 rho share / count)``; a
-    ``PureDP(eps)`` budget ``eps share / count`` (basic composition); an
-    ``ApproxDP(eps, delta)`` budget gets the larger of the same with the zCDP rho that meets
-    ``(eps, delta / 2)`` (CKS20) and ``eps * basic`` (basic composition, the planner's other rule;
-    ``basic`` defaults to ``share / count``).
+    ``PureDP(eps)`` budget ``eps share / count`` (basic composition); an ``ApproxDP(eps, delta)`` budget
+    the larger of the same with the zCDP rho that meets ``(eps, delta / 2)`` (CKS20) and
+    ``eps share / count`` (basic composition, the planner's other rule).
 
     >>> round(_hist_epsilon(ZCDP(1), 2), 6), round(_hist_epsilon(ApproxDP(1, "1e-6"), 2), 4)
     (1.0, 0.5)
@@ -195,8 +194,7 @@ def _hist_epsilon(budget: Measure, count: int, share: float = 1.0, basic: float 
         return float(budget.epsilon) * share / count
     if isinstance(budget, ApproxDP):
         rho = float(zcdp_rho_for_approx_dp(budget.epsilon, Fraction(budget.delta) / 2))
-        return max(math.sqrt(2.0 * rho * share / count), float(budget.epsilon) * (share / count if basic is None
-                                                                                   else basic))
+        return max(math.sqrt(2.0 * rho * share / count), float(budget.epsilon) * share / count)
     rho = float(budget.rho) if isinstance(budget, (ZCDP, ApproxZCDP)) else 0.0
     return math.sqrt(2.0 * rho * share / count)
 
@@ -465,7 +463,8 @@ def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, o
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_scale_search")
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{REF_EIG}; centre: coordinate-wise stability histograms (KMSSU / Karwa-Vadhan "
-                                 f"over an unbounded grid); zCDP: log2 exponent-bin histograms")
+                                 f"over an unbounded grid); zCDP / pure DP: log2 exponent-bin histograms with "
+                                 f"Gaussian / Laplace noise")
     # CENTER_SHARE of the budget to the centre (or radius) histograms, the rest to the eigenvalue histograms:
     # the centre's modal bins hold about half of all n rows, the eigenvalues' only half of the blocks
     # (ApproxDP: the planner composes these histograms by basic composition, which spreads epsilon by the
@@ -538,7 +537,7 @@ def bounds_from(released: dict[str, Any], d: int) -> Scale:
       blocks; a factor 2 in ``K`` costs a third of a CoinPress round);
     * ``lower``: lambda_d-hat / 4, floored at ``FLOOR_RATIO`` lambda_1-hat (1 when lambda_1-hat is 0);
     * ``R``: approximate budgets: ``sqrt(d) (CENTER_WIDTH + 2) sqrt(lambda_1-hat)`` (a modal bin is within
-      a bin of the mean coordinate) around the centre; zCDP: the radius found, around 0;
+      a bin of the mean coordinate) around the centre; zCDP and pure DP: the radius found, around 0;
       both in units of ``sqrt(lower)``, capped at ``MAX_BOUND``.
 
     >>> s = bounds_from({"eigenvalues": np.array([4.0, 1.0]), "center": np.array([1.0, 2.0])}, 2)
