@@ -287,7 +287,7 @@ def grid_need(noise: Noise, eps: float, bins: int) -> float:
     the largest of the other bins' noises ``b ln(bins / 2)`` plus ``2 b ln 100`` for the tails.
 
     >>> round(grid_need("gaussian", 1.0, 100), 3), round(grid_need("laplace", 1.0, 100), 3)
-    (12.876, 26.244)
+    (12.876, 26.245)
     """
     if eps <= 0:
         return math.inf
