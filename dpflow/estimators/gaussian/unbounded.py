@@ -113,16 +113,36 @@ def bucket_value(released: Any, width: Any, shift: Any) -> float:
     return 0.0 if e < -2200.0 else _exp2(e)
 
 
-def grid_value(counts: Any, edges: Any) -> float:
+def grid_value(counts: Any, edges: Any, noise_scale: Any = 0.0, level: Any = 0.0) -> float:
     """``2^left edge`` of the largest bin of a released histogram over the log2 grid ``edges``; 0.0 for
-    the first bin (which holds ``-inf`` and NaN).
+    the first bin (which holds ``-inf`` and NaN); NaN ("not found") when the largest noisy count is below
+    ``noise_scale * level``, the height that noise alone reaches in some bin with probability about 1%
+    (:func:`noise_level`): then the argmax is likely an empty bin, and a far-off eigenvalue would make
+    every later bound absurd.  Post-processing of the release and public numbers.
 
-    >>> grid_value([1.0, 9.0, 3.0], [-1.0, 0.0, 1.0, 2.0])
-    1.0
+    >>> edges = [-1.0, 0.0, 1.0, 2.0]
+    >>> grid_value([1.0, 9.0, 3.0], edges), grid_value([1.0, 9.0, 3.0], edges, 1.0, 10.0)
+    (1.0, nan)
     """
     c = np.nan_to_num(np.asarray(counts, dtype=float).ravel(), nan=-np.inf)
     k = int(np.argmax(c))
+    if not c[k] >= float(noise_scale) * float(level):
+        return math.nan
     return 0.0 if k == 0 else _exp2(float(np.asarray(edges, dtype=float)[k]))
+
+
+def noise_level(noise: str, bins: int) -> float:
+    """The largest of ``bins`` noises of a histogram release, per unit of the certified noise scale
+    (``NoiseScale``: sigma per unit l2, b per unit l1 sensitivity; a count histogram has l2 sqrt 2, l1 2),
+    exceeded with probability about 1%: Gaussian ``sqrt 2 (sqrt(2 ln bins) + sqrt(2 ln 100))``, Laplace
+    ``2 (ln(bins / 2) + ln 100)``.  Accuracy only.
+
+    >>> round(noise_level("gaussian", 100), 3), round(noise_level("laplace", 100), 3)
+    (8.584, 17.034)
+    """
+    if noise == "laplace":
+        return 2.0 * (math.log(bins / 2.0) + math.log(100.0))
+    return math.sqrt(2.0) * (math.sqrt(2.0 * math.log(bins)) + math.sqrt(2.0 * math.log(100.0)))
 
 
 def stack(*xs: Any) -> np.ndarray:
@@ -325,7 +345,8 @@ def eigen_fragment(b: PlanBuilder, Z: Sensitive[Rows], m: int, d: int, ks: Seque
         else:
             mech = N.LaplaceMech(weight=weight) if noise == "laplace" else N.GaussianMech(weight=weight)
             h = mech(N.Histogram(edges=ZCDP_GRID)(col))
-            vals.append(N.Apply(fn=grid_value, shape=())(h, b.public(list(ZCDP_GRID))))
+            vals.append(N.Apply(fn=grid_value, shape=())(h, b.public(list(ZCDP_GRID)), N.noise_scale(h),
+                                                         b.public(noise_level(noise, len(ZCDP_GRID) - 1))))
     return N.Apply(fn=stack, shape=(len(ks),))(*vals)
 
 
