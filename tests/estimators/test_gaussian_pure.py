@@ -142,3 +142,16 @@ def test_pure_fit_never_raises_on_hostile_data(kind: str) -> None:
         warnings.simplefilter("ignore")
         f = gaussian.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(0))
     assert f.mean.shape == (d,) and f.covariance.shape == (d, d)
+
+
+def test_pure_fit_too_few_rows_is_not_found_never_absurd() -> None:
+    """n = 10,000, d = 5, PureDP(1): the exponent-grid histograms' largest noisy count does not clear the
+    height noise alone reaches (noise_level x the certified scale), so the search releases 'not found' and the
+    estimates are NaN (before the rule, the argmax of an empty bin gave estimates of 1e150)."""
+    X = np.random.default_rng(0).normal(size=(10_000, 5)) * np.sqrt(np.logspace(-3, 3, 5)) + 1e4
+    f = gaussian.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(0))
+    assert f.scale is not None and not f.scale.bounds.found
+    assert np.all(np.isnan(f.mean)) and np.all(np.isnan(f.covariance))
+    assert U.grid_value([0.0, 30.0, 1.0], [0.0, 1.0, 2.0, 3.0], 2.0, 14.0) == 2.0  # 30 >= 2 * 14: found
+    assert math.isnan(U.grid_value([0.0, 27.9, 1.0], [0.0, 1.0, 2.0, 3.0], 2.0, 14.0))
+    assert U.noise_level("laplace", 8600) == 2.0 * (math.log(4300.0) + math.log(100.0))
