@@ -18,6 +18,20 @@ covers t with nu >= 5.  The truncation radii are derived from it:
 Every truncation is a ``Clip`` (projection onto the ball), so the second moment's replace-one Frobenius
 sensitivity is ``sqrt(2) gamma^2 / n`` whatever the data and whatever the released preconditioner.
 
+Measured limits (benchmarks/results/unbounded.md: d = 10, condition bound u = K / lower = 4000, zCDP 0.5):
+
+* Light tails.  On t data with nu = 10 (kurtosis 4) the non-private covariance of the pair differences
+  already errs 0.57x as much as CoinPress, so no estimator reaches half of CoinPress's error there.  The
+  default ``kurtosis`` = 9 (which covers nu >= 5) makes the truncation radii larger than nu = 10 needs;
+  declaring the true kurtosis 4 roughly halves the gap to the non-private error.
+* Small n.  At n = 2e4 (1e4 pair rows) no split of the budget lets the preconditioning rounds cover u:
+  each round's error bound ``s`` (:func:`spectral_error`) stays near 0.4 (sampling ``sqrt(kurtosis d / m)``
+  = 0.095 plus bias and noise about 0.3).  So the predicted progress ``(1 / (2 s))^t`` is at most about 4x,
+  where 1000x is needed.  The final NaiveHTPCE then runs on a range it cannot resolve, and the error in the
+  small directions is large (about 37 in Mahalanobis terms).  The plan says so in an accuracy warning
+  before any data is read.  Use more rows, tighter ``K`` / ``lower``, or the Gaussian CoinPress when the
+  tails are light.
+
 >>> import numpy as np, dpflow as dp
 >>> X = np.random.default_rng(0).standard_t(5, size=(20000, 3)) * [3.0, 1.0, 0.3]  # variances 5/3 scale^2
 >>> f = fit(X, budget=dp.ZCDP(1.0), mean_bound=10.0, cov_bound=20.0, lower=0.05, noise=dp.SeededNoise(0))

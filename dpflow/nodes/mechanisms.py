@@ -339,7 +339,8 @@ class GaussianMech(Mechanism):
 
 @attrs.frozen(kw_only=True)
 class LaplaceMech(EpsilonMechanism):
-    """Add Laplace(b) to every entry, b = Delta_1 / epsilon.
+    """Add Laplace(b) to every entry, b = Delta_1 / epsilon; a symmetric statistic (a second moment) gets
+    noise on its upper triangle, mirrored, with Delta_1 over the upper triangle.
 
     Under a zCDP budget a share rho becomes epsilon = sqrt(2 rho) (pure DP implies
     eps^2/2-zCDP, Bun-Steinke 2016 Prop. 1.4).  ``epsilon`` fixes the cost.
@@ -373,7 +374,7 @@ class LaplaceMech(EpsilonMechanism):
                 raise UnboundedSensitivityError(ctx.node_id, "a matrix statistic has no l1 sensitivity rule",
                                                 "use GaussianMech for second moments")
             raise _unbounded(ctx, "l1")
-        return f"l1 = {stat.l1.text()}"
+        return f"l1 = {stat.l1.text()}" + (" (upper triangle)" if stat.symmetric else "")
 
     def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
         """b = Delta_1 / epsilon, rounded up (epsilon = :meth:`eps` of the share).
@@ -388,7 +389,8 @@ class LaplaceMech(EpsilonMechanism):
         formula = f"b = {text_of(stat.l1)} / {float(eps):.6g}"
         if stat.l1 is not None and stat.l1.is_const:
             formula += f" = {self.noise_scale(stat.l1.coef, share, mode):.6g}"
-        return f"Laplace, {formula}" + _exact_path_text(stat, "discrete Laplace")
+        return (f"Laplace, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
+                + _exact_path_text(stat, "discrete Laplace"))
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
@@ -404,7 +406,8 @@ class LaplaceMech(EpsilonMechanism):
                 lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
         b = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("scale", b)
-        return value + ctx.noise.laplace(b, value.shape)
+        noise = ctx.noise.laplace(b, value.shape)
+        return value + (_sym_noise(noise) if stat.symmetric else noise)
 
 
 @attrs.frozen(kw_only=True)

@@ -153,7 +153,10 @@ class SecondMoment(Query):
 
     Replace-one Frobenius sensitivity ``stability * sqrt(2) * r^2 / n`` for rows with
     ``||x - c|| <= r``: ``||ww^T - vv^T||_F^2 = ||w||^4 + ||v||^4 - 2 (w.v)^2 <= 2 r^4``
-    (gaussian.md 0.4).  Clip around the same centre first.  With a released mean as
+    (gaussian.md 0.4).  l1 sensitivity over the upper triangle (the entries a mechanism noises and
+    mirrors): ``stability * (d + 1) * r^2 / n``, since the upper triangle of ``ww^T`` has l1 norm
+    ``(||w||_1^2 + ||w||_2^2) / 2 <= (d + 1) r^2 / 2`` (``||w||_1 <= sqrt(d) ||w||_2``) and the triangle
+    inequality adds the two rows'.  Clip around the same centre first.  With a released mean as
     the centre this is a covariance.
 
     >>> import dpflow as dp
@@ -172,13 +175,15 @@ class SecondMoment(Query):
         dom = rows.domain
         r = centred_radius(rows, self.center, ctx)
         fro = None if r is None else r.pow(2) * (math.sqrt(2.0) * rows.stability) / n
+        l1 = None if r is None else r.pow(2) * ((dom.d + 1) * rows.stability) / n
         fe = FloatError("gram", dom, n, None if self.center is None else self.center.id)
-        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=fe)
+        stat = StatT((dom.d, dom.d), rows.source, l1, fro, None, symmetric=True, float_error=fe)
         around = "origin" if self.center is None else self.center.id
         return Inferred(
             stat,
             f"SecondMoment about {around} over {dom.describe()}, n={rows.size.text()}: "
-            f"Frobenius = stability*sqrt(2)*r^2/n = {text_of(fro)}",
+            f"Frobenius = stability*sqrt(2)*r^2/n = {text_of(fro)}; "
+            f"l1 (upper triangle) = stability*(d+1)*r^2/n = {text_of(l1)}",
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

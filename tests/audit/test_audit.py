@@ -109,9 +109,16 @@ def record(cert: Certified, data: dict[str, np.ndarray], exact: bool = False) ->
             bounds = {k: None if b is None else ctx.bound(b)
                       for k, b in (("l1", stat.l1), ("l2", stat.l2), ("linf", stat.linf))}
             ctx._rec = rec
-            out.append(MechInput(space.path + rec.id, rec.node.kind, np.asarray(env[rec.inputs[0]], dtype=float),
+            out.append(MechInput(space.path + rec.id, rec.node.kind, noised_entries(env[rec.inputs[0]], stat),
                                  bounds, ctx.allocation().share))
     return out, noise.calls
+
+
+def noised_entries(value: Any, stat: StatT) -> np.ndarray:
+    """The entries a mechanism noises: the upper triangle of a symmetric statistic (mirrored after the
+    noise, so its sensitivities are over the upper triangle), else all."""
+    v = np.asarray(value, dtype=float)
+    return v[np.triu_indices(v.shape[0])] if stat.symmetric else v
 
 
 def distance(a: np.ndarray, b: np.ndarray, norm: str) -> float:

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 import pytest
-from test_audit import NORM_OF, REL_TOL, distance, realised_ratio
+from test_audit import NORM_OF, REL_TOL, distance, noised_entries, realised_ratio
 
 import dpflow as dp
 from dpflow.estimators import gaussian, regression
@@ -73,7 +73,7 @@ class _Replay(_Run):
         assert isinstance(stat, StatT)
         bounds = {k: None if b is None else ctx.bound(b)
                   for k, b in (("l1", stat.l1), ("l2", stat.l2), ("linf", stat.linf))}
-        self.invocations.append(Invocation(key, rec.node.kind, np.asarray(ins[0], dtype=float), bounds,
+        self.invocations.append(Invocation(key, rec.node.kind, noised_entries(ins[0], stat), bounds,
                                            ctx.allocation().share))
         out = super().evaluate(rec, ins, ctx) if self.forced is None else self.forced[key]
         self.releases[key] = out

@@ -351,7 +351,8 @@ def check_pair(cert: Certified, stats: tuple[str, ...], D: np.ndarray, D2: np.nd
         realised = {}
         if a.shape == b.shape:
             v = a - b
-            realised = {"l1": float(np.sum(np.abs(v))), "l2": float(np.linalg.norm(v)),
+            upper = np.triu(v.reshape(st.shape)) if st.symmetric else v  # symmetric: l1 over the upper
+            realised = {"l1": float(np.sum(np.abs(upper))), "l2": float(np.linalg.norm(v)),  # triangle (noised)
                         "linf": float(np.max(np.abs(v), initial=0.0))}
         if st.rank is not None:
             realised["rank"] = rank_change(np.asarray(env1[sid]), np.asarray(env2[sid]))

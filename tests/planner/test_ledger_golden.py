@@ -58,6 +58,11 @@ Changes recorded so far:
   ``sparse_mean/{zcdp,approx}`` (new mechanisms and shares; ``*/approx`` PLD totals rho 0.0283507 ->
   0.0285781 and 0.0990105 -> 0.0349872; ``*/pure`` still refused), and their released values.
   ``truncated_mean_upper`` and ``sparse_mean_radius`` (the pooled rules) are unchanged.
+* issue 11 (pure DP for Gaussians): ``SecondMoment`` declares an l1 sensitivity over its upper triangle
+  and ``LaplaceMech`` noises a symmetric statistic's upper triangle, so ``gaussian.gaussian`` runs
+  CoinPress with Laplace rounds under a ``PureDP`` budget.  Exactly one entry changed:
+  ``gaussian_gaussian/pure`` (refused ``PlanTypeError`` -> pure mode, epsilon 1, half to each part);
+  every other ledger is unchanged (the goldens pin shares and totals, not sensitivity text).
 * issue 16 (PLD search speed): the PLD-mode total is the largest point of a 14-bit grid instead of a 21-bit
   one (steps of 2^-13 relative, below the PLD's own 1e-4 loss grid; two or three fewer search steps), so the
   same six ``*/approx`` totals moved down by less than one step: ``niht`` 0.0314471 -> 0.0314445,

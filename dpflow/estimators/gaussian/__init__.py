@@ -38,7 +38,7 @@ from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, gaussian_budget_rho
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, gaussian_budget_rho
 from dpflow.privacy.split import sequential_split
 from dpflow.references import spec
 
@@ -202,13 +202,14 @@ def univariate_mean(
 
 
 def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, method: CovMethod, weight: float,
-              t: int, beta: float | None) -> tuple[Released[Any], Released[Any] | None]:
+              t: int, beta: float | None, mech: coinpress.Mech = "gaussian"
+              ) -> tuple[Released[Any], Released[Any] | None]:
     """(covariance estimate, whitening preconditioner or None) of m mean-zero rows."""
     if m < d + 1:
         _warn(b, f"only {m} (pair) rows for d={d}: the second moment is rank deficient")
     if method == "coinpress":
         A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} ({spec('gaussian.md', '1.3')})")
-        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta)
+        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta, mech=mech)
         return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get("A_next")(state)
     if method == "pce":
         R = klsu.ppc_rounds(K)
@@ -307,12 +308,25 @@ def gaussian(
     preconditioner ``A`` (ball ``B(0, ||A|| R)``) with the rest; ``mu = A^{-1} c``.  Both parts read every
     record: sequential composition.  ``||mu|| <= R``, ``Sigma <= K I``.  Outputs ``mean``, ``covariance``.
 
+    A ``PureDP`` budget runs the same rounds with Laplace noise (:mod:`.coinpress`, ``mech="laplace"``:
+    each round a clipped mean or a clipped second moment, l1 sensitivities ``2 clip sqrt(d) / n`` and
+    ``(d + 1) gamma^2 / n`` derived by the ``Mean`` and ``SecondMoment`` nodes); the radius schedule
+    is not predicted (no vacuity warning).
+
     >>> import dpflow as dp
     >>> gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0).check().totals[0].rho
     Fraction(1, 2)
+    >>> gaussian(d=3, n=4000, budget=dp.PureDP(1), R=10.0, K=30.0).check().totals[0].pure_eps
+    Fraction(1, 1)
     """
     where = "gaussian.gaussian"
-    rho = _check_common(where, d, n, budget)
+    pure = isinstance(budget, PureDP)
+    if pure:
+        if d < 1 or n < 2:
+            raise _refuse(where, f"d={d}, n={n}", "declare d >= 1 and n >= 2")
+        rho = Fraction(0)
+    else:
+        rho = _check_common(where, d, n, budget)
     _check_bound(where, "R", R, 0.0)
     _check_bound(where, "K", K, 1.0)
     if not 0.0 < split < 1.0:
@@ -326,16 +340,19 @@ def gaussian(
     N.param(b, "algorithm", 0.0, f"{spec('gaussian.md', '1.4')} [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
     N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
     N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
-    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None)
+    mech: coinpress.Mech = "laplace" if pure else "gaussian"
+    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None, mech)
     assert A is not None
-    rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])
     Y = N.Precondition(matrix=A)(X)
-    radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
-    N.param(b, "predicted_radii", radii, f"whitened-mean radius schedule if ||A|| = 1 ({spec('gaussian.md', '1.2')})")
-    _warn_if_vacuous(b, n, radii)
+    if not pure:
+        rho_mean = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])[1]
+        radii = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)
+        N.param(b, "predicted_radii", radii,
+                f"whitened-mean radius schedule if ||A|| = 1 ({spec('gaussian.md', '1.2')})")
+        _warn_if_vacuous(b, n, radii)
     radius = N.Apply(fn=steps.scaled_norm, shape=())(A, b.public(R))
     init = N.Pack(names=coinpress.MEAN_STATE)(b.public(np.zeros(d)), radius)
-    state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean)
+    state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean, mech=mech)
     mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
     return b.build(mean=mu, covariance=cov)
 
@@ -462,8 +479,9 @@ def fit(
 
     Without the bounds (pass neither), a first plan spends ``scale_share`` of the budget finding the
     scale (:mod:`dpflow.estimators.gaussian.unbounded`: under ``ApproxZCDP``/``ApproxDP`` budgets with no
-    range assumed, KMSSU's EigenvalueEstimator and a stability-histogram centre; under ``ZCDP`` over the
-    float64 exponent grid), then :func:`gaussian` runs with the rest on the rows moved to the found
+    range assumed, KMSSU's EigenvalueEstimator and a stability-histogram centre; under ``ZCDP`` and
+    ``PureDP`` over the float64 exponent grid, with Gaussian or Laplace noise), then :func:`gaussian`
+    (under ``PureDP`` its Laplace rounds) runs with the rest on the rows moved to the found
     centre and scaled by the found eigenvalue floor, and the estimates are mapped back.  The two plans
     compose sequentially (:func:`dpflow.privacy.split.sequential_split`); ``fit(...).scale.report`` is the
     first plan's report.  If the search releases "not found" the estimates are NaN.
@@ -479,6 +497,11 @@ def fit(
     True
     >>> round(float(f.scale.report.ledger.totals[0].rho), 9), f.report.ledger.totals[0].rho
     (0.2, Fraction(4, 5))
+    >>> f = fit(X, budget=dp.PureDP(2), noise=dp.SeededNoise(0))
+    >>> bool(abs(f.mean[0] - 1e7) < 1e-3 and abs(f.covariance[1, 1] / 1e8 - 1) < 0.2)
+    True
+    >>> f.scale.report.ledger.totals[0].pure_eps, f.report.ledger.totals[0].pure_eps
+    (Fraction(2, 5), Fraction(8, 5))
     """
     from dpflow.tables import to_rows
 
@@ -500,7 +523,10 @@ def fit(
 def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
                    share: Fraction) -> Fit:
     n, d = np.shape(X)
-    require_budget(budget, "gaussian.fit", (ZCDP, ApproxZCDP, ApproxDP))  # the user's budget, before the split
+    require_budget(budget, "gaussian.fit", (ZCDP, ApproxZCDP, ApproxDP, PureDP))  # the user's, before the split
+    if isinstance(budget, (ApproxZCDP, ApproxDP)) and budget.delta == 0:
+        raise _refuse("gaussian.fit", f"{budget.describe()} has delta = 0",
+                      "pass delta > 0, or a ZCDP or PureDP budget")
     if not 0 < share < 1:
         raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
     b_scale, b_fit = sequential_split(budget, [share, 1 - share])

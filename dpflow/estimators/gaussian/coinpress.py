@@ -13,6 +13,11 @@ at the schedule's round weight (sequential composition, Bun-Steinke 2016 Lemma 1
   truly projected onto the PSD cone, and ``A <- (Z + eta I)^{-1/2} A``; the estimate is
   ``A^{-1} Z A^{-T}`` with the last Z and the A that produced it.
 
+Pure DP (``mech="laplace"``): the same rounds with ``LaplaceMech`` on the same statistics (l1
+sensitivities derived by the nodes: the clipped mean's ``2 clip sqrt(d) / n``, the second moment's
+``(d + 1) gamma^2 / n`` over the upper triangle), and the mean's next radius from the Laplace noise
+(:func:`steps.mvm_next_radius_laplace`).
+
 These are builder-level functions: they add nodes to a plan and return handles, so
 the full-Gaussian plan composes them.  ``dpflow.estimators.gaussian`` wraps them in plans.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,6 +40,8 @@ from dpflow.references import Reference, spec
 
 REF_MEAN = Reference("Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 1-2, coin-press multivariate_mean_step",
                      "gaussian.md", "1.1")
+Mech = Literal["gaussian", "laplace"]
+"""The noise of the rounds: Gaussian (zCDP / approximate DP) or Laplace (pure DP)."""
 REF_COV = Reference("Biswas-Dong-Kamath-Ullman 2020 (CoinPress) Alg. 3-4, corrected (B1, B2)", "gaussian.md", "1.6")
 
 MEAN_STATE = ("centre", "radius")
@@ -104,6 +111,7 @@ def mvm_rec(
     t: int,
     beta: float = 0.01,
     sched: Sequence[Fraction] | None = None,
+    mech: Mech = "gaussian",
 ) -> Released[Any]:
     """Add CoinPress ``MVMRec`` over ``rows`` (n rows in R^d, covariance <= I) starting from the released
     ``init = Pack(names=MEAN_STATE)(centre, radius)``; returns the final state, read with ``Get("centre")``
@@ -123,8 +131,14 @@ def mvm_rec(
         nk = N.param(cb, "n", float(n), "public row count")
         c = N.Get("centre")(state)
         clip = N.Apply(fn=steps.mvm_clip, shape=())(N.Get("radius")(state), gk)
-        m = N.GaussianMech(weight=weight)(N.Mean()(N.Clip(radius=clip, center=c)(x)))
-        r_next = N.Apply(fn=steps.mvm_next_radius, shape=())(clip, N.noise_scale(m), gk, nk)
+        mean = N.Mean()(N.Clip(radius=clip, center=c)(x))
+        if mech == "laplace":
+            m = N.LaplaceMech(weight=weight)(mean)
+            r_next = N.Apply(fn=steps.mvm_next_radius_laplace, shape=())(clip, N.noise_scale(m), gk, nk,
+                                                                         cb.public(float(d)))
+        else:
+            m = N.GaussianMech(weight=weight)(mean)
+            r_next = N.Apply(fn=steps.mvm_next_radius, shape=())(clip, N.noise_scale(m), gk, nk)
         return N.Pack(names=MEAN_STATE)(m, r_next)
 
     return N.recurse(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])
@@ -139,6 +153,7 @@ def mvc_rec(
     t: int,
     beta: float = 0.1,
     sched: Sequence[Fraction] | None = None,
+    mech: Mech = "gaussian",
 ) -> Released[Any]:
     """Add CoinPress ``MVCRec`` over ``rows`` (n mean-zero rows in R^d) starting from the released
     preconditioner ``init_A`` (``A Sigma A^T <= I``, e.g. ``I / sqrt(K)``); returns the final state
@@ -157,7 +172,8 @@ def mvc_rec(
         e = N.param(cb, "eta", eta, f"(2 sqrt(d/n) + d/n)/2, d={d}, n={n} ({spec('gaussian.md', '1.3')})")
         A = N.Get("A_next")(state)
         w = N.Clip(radius=gamma)(N.Precondition(matrix=A)(x))
-        Z = N.PSDProject()(N.GaussianMech(weight=weight)(N.SecondMoment()(w)))
+        noise = N.LaplaceMech(weight=weight) if mech == "laplace" else N.GaussianMech(weight=weight)
+        Z = N.PSDProject()(noise(N.SecondMoment()(w)))
         return N.Pack(names=COV_STATE)(N.Apply(fn=steps.mvc_update, shape=(d, d))(Z, A, e), A, Z)
 
     init = N.Pack(names=COV_STATE)(init_A, init_A, rows.builder.public(np.zeros((d, d))))
