@@ -53,6 +53,7 @@ from dpflow.nodes.transforms import (
     split,
 )
 from dpflow.nodes.truncation import TruncatedMean
+from dpflow.nodes.tuples import PartitionByNearest, TupleCellCounts, TupleCenters, TupleGridMax, TupleProject
 from dpflow.nodes.types import Allocation, PiecesT, ReleasedT, RowsT, StatT
 
 __all__ = [
@@ -69,4 +70,5 @@ __all__ = [
     "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
     "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
     "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
+    "PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleGridMax", "TupleProject",
 ]

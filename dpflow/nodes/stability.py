@@ -109,7 +109,14 @@ class StabilityHistogram(EpsilonMechanism):
     Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's
     survey Prop. 3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold
     ``1 + ln(1/(2 delta))/eps`` (OpenDP ``make_laplace_threshold``).  The input must be a count
-    statistic of stability 1 (linf 1).  Output: ``(keys, noisy_counts)`` of the released bins; an
+    statistic with linf 1 and an integer l1 ``D``; counts where one record moves up to ``D`` bins (a
+    group of ``k`` points counted once per bin: ``TupleCellCounts``, l1 ``2k`` under replace-one) get
+    Lap(D/eps) and the threshold ``1 + (D/eps) ln(D/delta)`` (the same as above for D = 2).  Proof for
+    integer ``D >= 1``: the bins occupied on both neighbours differ by at most ``D`` in l1, so the
+    Laplace release of them is eps-DP; a bin occupied on one side only holds count 1 there (linf 1) and
+    there are at most ``D`` of them, so one of them passes the threshold with probability at most
+    ``D exp(-(t - 1) eps / D) / 2 = delta / 2``; outside that event the two output distributions are
+    within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).  Output: ``(keys, noisy_counts)`` of the released bins; an
     empty release is the private "not found".  Costed as delta-approximate eps^2/2-zCDP (Bun-Steinke
     2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose delta covers ``delta``.
 
@@ -141,8 +148,9 @@ class StabilityHistogram(EpsilonMechanism):
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.l1 is None or stat.linf is None:
             raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity", "feed it BinCounts")
-        if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and stat.l1.coef in (1.0, 2.0)):
-            raise DomainError(ctx.node_id, f"the thresholds need counts of stability 1 (l1 1 or 2, linf 1); got "
+        l1 = stat.l1.coef
+        if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and l1 >= 1 and l1 == int(l1)):
+            raise DomainError(ctx.node_id, f"the thresholds need counts of linf 1 and an integer l1; got "
                               f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
                               "apply BinCounts directly to the rows (no stability > 1 transform)")
         return f"l1 = {stat.l1.text()}, linf = 1"
@@ -155,9 +163,9 @@ class StabilityHistogram(EpsilonMechanism):
     def scale_threshold(self, l1: float, eps: float) -> tuple[float, float]:
         """Laplace scale and release threshold (rounded against the user)."""
         d = float(self.delta)
-        if l1 == 2.0:
-            return math.nextafter(2.0 / eps, math.inf), math.nextafter(1.0 + 2.0 * math.log(2.0 / d) / eps, math.inf)
-        return math.nextafter(1.0 / eps, math.inf), math.nextafter(1.0 + math.log(1.0 / (2.0 * d)) / eps, math.inf)
+        if l1 == 1.0:
+            return math.nextafter(1.0 / eps, math.inf), math.nextafter(1.0 + math.log(1.0 / (2.0 * d)) / eps, math.inf)
+        return math.nextafter(l1 / eps, math.inf), math.nextafter(1.0 + l1 * math.log(l1 / d) / eps, math.inf)
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         if mode == "pure":
