@@ -34,7 +34,7 @@ from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
-from dpflow.privacy import ApproxDP, ApproxZCDP, Measure
+from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, zcdp_rho_for_approx_dp
 
 __all__ = ["GaussianMixture", "gaussian_mixture_plan", "stack_scalars"]
 
@@ -47,6 +47,25 @@ the partition: its radius search needs ``t`` above its accuracy margin, the bind
 the smoke runs of ``benchmarks/mixtures.py``); the planner turns them into shares under the tight
 per-record fold and shows every share in the ledger."""
 
+
+WEIGHTS_SA = {"locate": 0.05, "pca": 0.1, "cells": 0.35, "leaves": 0.5}
+"""Relative budget weights of ``method="sample_aggregate"``: the bounding ball, Analyze Gauss (d > 6 only),
+the group-level cell histogram, and the per-part estimates."""
+
+METHODS = ("rpgmp", "sample_aggregate")
+
+SA_PER_PART = 6
+"""Sample-and-aggregate blocks hold at least ``SA_PER_PART / w_min`` rows (each component expects 6 rows per
+block): enough for a k-means on well-separated components, small enough for many groups."""
+
+SA_GROUPS = 400
+"""Blocks grow once n allows 400 groups: more groups only lower the histogram's relative noise, larger
+blocks make each block's centres more accurate."""
+
+SA_DIV = 4.0
+"""Cells of the group-level histogram have a side of 1/4 of the group's closest-pair distance (rounded down
+to a power of two): well-separated components stay in different cells, one component's block answers in
+one cell (or two neighbours, merged)."""
 
 GRAM_WIDEN = 1.5
 """The Gram matrix of a leaf is taken over the ball of 1.5 times the radius holding 97% of its rows.  Measured
@@ -71,10 +90,11 @@ def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
 
 def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float = 1e4,
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                          seed: int = 0, standardize: bool = False) -> Plan:
-    """The RPGMP + PGME plan for ``n`` rows in R^d and ``k`` components.  Outputs ``leafI_n`` (noisy
-    count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each of the
-    ``2^(k-1)`` leaves, and ``t`` (the public target part size).  With ``standardize=True`` the private
+                          seed: int = 0, standardize: bool = False, method: str = "rpgmp") -> Plan:
+    """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from RPGMP (``method="rpgmp"``)
+    or from sample-and-aggregate (``method="sample_aggregate"``), then each part's estimates.  Outputs
+    ``leafI_n`` (noisy count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each
+    part (the ``2^(k-1)`` leaves of RPGMP, or ``k``), and ``t`` (the public target part size).  With ``standardize=True`` the private
     per-column scale step runs first (its share of the budget by
     :func:`dpflow.estimators.scale.scale_weight`, the other weights scaled by the rest), the leaves are on the
     standardised rows and ``radius``, ``sigma_range`` are in units of the released scales; the plan then also
@@ -86,6 +106,8 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     ['leaf0_gram', 'leaf0_mean', 'leaf0_n']
     """
     require_budget(budget, "GaussianMixture", (ApproxZCDP, ApproxDP))
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if k < 1 or d < 1 or n < 1:
         raise ValueError(f"GaussianMixture needs k, d, n >= 1, got k={k}, d={d}, n={n}")
     s_min, s_max = sigma_range
@@ -96,6 +118,12 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     levels = k - 1
     assert isinstance(budget, (ApproxZCDP, ApproxDP))
     delta = float(budget.delta) / (8 * max(levels, 1))
+    if method == "sample_aggregate":
+        if k < 2:
+            raise ValueError("sample_aggregate needs n_components >= 2 (a group's scale is its closest pair of "
+                             "centres); use method='rpgmp'")
+        budget = sample_aggregate_budget(budget)
+        delta = float(budget.delta)
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_mixture")
     X = b.source("X", Vectors(d=d), n=n)
     rest, scaled = 1.0, dict[str, Any]()
@@ -110,7 +138,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     Rc = _clip_radius(radius, s_max, d, n)
     Xc = N.Clip(radius=Rc)(X)
     # 1. bounding ball: coordinate-wise private medians, then the smallest grid radius holding 98% of rows
-    w_loc = WEIGHTS["locate"] * rest
+    w_loc = (WEIGHTS_SA if method == "sample_aggregate" else WEIGHTS)["locate"] * rest
     meds = [N.Quantile(q=0.5, weight=w_loc / (2 * d))(N.OrderStatistics(lower=-Rc, upper=Rc)(N.Columns(keep=[a])(Xc)))
             for a in range(d)]
     c = N.Apply(fn=stack_scalars, shape=(d,))(*meds)
@@ -119,10 +147,25 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     jb = N.AboveThreshold(threshold=0.98 * n, margin_beta=BETA, weight=w_loc / 2)(counts)
     Rb = N.GridValue(values=radii_b)(jb)
     Xb = N.Clip(radius=Rb, center=c)(X)
-    # 2. Analyze Gauss on the rows clipped to the bounding ball
+    out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
+    radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
+    if method == "sample_aggregate":
+        parts, w_leaf = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest), \
+            WEIGHTS_SA["leaves"] * rest
+    else:
+        parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
+    for i, Xl in enumerate(parts):
+        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i)
+    return b.build(**out)
+
+
+def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t: int, s_min: float, delta: float,
+                 seed: int, rest: float) -> list[Any]:
+    """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then terrific balls in the projected
+    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves."""
     V = N.private_pca(X, k=k, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
-    # 3. RPGMP in the projected space, breadth-first, at most k parts
     radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Rc)
+    levels = k - 1
     per_node = WEIGHTS["partition"] * rest / max(levels, 1)
     shares = (0.35 * per_node, 0.1 * per_node, 0.1 * per_node, 0.25 * per_node, 0.2 * per_node)
 
@@ -133,25 +176,80 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     def rule(cen: Any, rad: Any) -> Any:
         return N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c)
 
-    nodes = N.recursive_partition(Xb, levels, ball, rule, (b.public([0.0] * k), Rb), max_parts=k)
-    # 4. per leaf: count, mean within the bounding ball, the radius holding 97% of the leaf around it
-    #    (AboveThreshold on nested-ball counts, threshold 0.97 x the noisy count), the mean within that
-    #    radius, and the Gram matrix about it of the rows within it
-    w_leaf = WEIGHTS["leaves"] * rest
-    radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
-    out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
-    for i, (Xl, _, _) in enumerate(nodes):
-        cnt = N.LaplaceMech(weight=w_leaf * 0.08)(N.Count()(Xl))
-        p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03)
-        jl = N.AboveThreshold(threshold=N.ScaleShift(scale=0.97)(cnt), margin_beta=BETA, weight=w_leaf * 0.08)(
-            N.BallCounts(center=p1, radii=radii_l)(Xl))
-        r1 = N.GridValue(values=radii_l)(jl)
-        p2 = N.ball_mean(Xl, p1, r1, w_leaf * 0.18, w_leaf * 0.03)
-        rg = N.ScaleShift(scale=GRAM_WIDEN)(r1)  # the 97% radius widened: the Gram is then barely truncated
-        near, _ = N.split(Xl, N.PartitionByBall(center=p2, radius=rg))
-        gram = N.GaussianMech(weight=w_leaf * 0.5)(N.Gram(center=p2)(N.Clip(radius=rg, center=p2)(near)))
-        out |= {f"leaf{i}_n": cnt, f"leaf{i}_mean": p2, f"leaf{i}_gram": gram}
-    return b.build(**out)
+    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * k), Rb), max_parts=k)
+    return [Xl for Xl, _, _ in nodes]
+
+
+def sample_aggregate_budget(budget: ApproxZCDP | ApproxDP) -> ApproxZCDP:
+    """The budget the sample-and-aggregate plan is certified under.  Its cell histogram is a
+    delta0-approximate zCDP mechanism with no privacy-loss-distribution event, so an ``ApproxDP(eps,
+    delta)`` budget is met as ``ApproxZCDP(rho, delta / 4)`` with ``rho`` the largest for which rho-zCDP
+    gives (eps, 3 delta / 4)-DP (Canonne-Kamath-Steinke 2020 Prop. 12): delta0-approximate rho-zCDP with
+    delta0 <= delta / 4 is then (eps, delta)-DP (Bun-Steinke 2016 Sec. 8: the two deltas add).  An
+    ``ApproxZCDP`` budget is used as given.
+
+    >>> import dpflow as dp
+    >>> z = sample_aggregate_budget(dp.ApproxDP(2.0, 1e-6))
+    >>> float(z.delta), round(float(z.rho), 4)
+    (2.5e-07, 0.0861)
+    """
+    if isinstance(budget, ApproxZCDP):
+        return budget
+    return ApproxZCDP(zcdp_rho_for_approx_dp(budget.epsilon, budget.delta * 3 / 4), budget.delta / 4)
+
+
+def block_size(n: int, k: int, w_min: float) -> int:
+    """Rows per block of the sample-and-aggregate: enough for each component (weight ``w_min``) to expect
+    ``SA_PER_PART`` rows in a block, more when n allows ``SA_GROUPS`` groups of them (the block fits are then
+    more accurate); public.
+
+    >>> block_size(4000, 3, 1 / 3), block_size(64000, 3, 1 / 3)
+    (18, 160)
+    """
+    return max(k + 1, math.ceil(SA_PER_PART / w_min), n // SA_GROUPS)
+
+
+def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k: int, w_min: float, delta: float,
+                            rest: float) -> list[Any]:
+    """PGME's sample-and-aggregate (mixtures.md 8): disjoint blocks of :func:`block_size` rows (of the rows
+    clipped to the bounding ball), a non-private k-means per block (``SubsampleAggregate(statistic="kmeans")``),
+    each block's k centres re-centred on the bounding centre (projected onto a private basis when d > 6:
+    ``TupleProject``), then the group-level 1-cluster: the group counts of self-scaled cells
+    (``TupleCellCounts``: one group counted once per cell, whatever order its k-means put its centres in)
+    released by ``GaussianStabilityHistogram``, and the k heaviest merged cells as the component locations
+    (``TupleCenters``).  The rows are then split by their nearest location (``PartitionByNearest``): the k
+    parts."""
+    m = block_size(n, k, w_min)
+    G = N.SubsampleAggregate(size=m, statistic="kmeans", k=k)(Xb)
+    if d > 6:
+        if k > 6:
+            raise ValueError(f"sample_aggregate needs n_components <= 6 when d > 6 (cells of the k-dimensional "
+                             f"projection), got {k}")
+        V = N.private_pca(X, k=k, radius=Rb, center=c, weight=WEIGHTS_SA["pca"] * rest)
+        w = k
+    else:
+        V, w = Xb.builder.public(np.eye(d).tolist()), d
+    P = N.TupleProject(k=k, basis=V, center=c)(G)
+    h = N.GaussianStabilityHistogram(delta=delta, weight=WEIGHTS_SA["cells"] * rest)(
+        N.TupleCellCounts(k=k, div=SA_DIV)(P))
+    C = N.TupleCenters(k=k, w=w, div=SA_DIV)(h, V, c)
+    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k])
+
+
+def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int) -> dict[str, Any]:
+    """PGME's estimates of one part: a noisy count, the mean within the bounding ball, the radius holding 97%
+    of the part around it (``AboveThreshold`` on nested-ball counts, threshold 0.97 x the noisy count), the
+    mean within that radius, and the Gram matrix about it of the rows within 1.5 times it."""
+    cnt = N.LaplaceMech(weight=w_leaf * 0.08)(N.Count()(Xl))
+    p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03)
+    jl = N.AboveThreshold(threshold=N.ScaleShift(scale=0.97)(cnt), margin_beta=BETA, weight=w_leaf * 0.08)(
+        N.BallCounts(center=p1, radii=radii_l)(Xl))
+    r1 = N.GridValue(values=radii_l)(jl)
+    p2 = N.ball_mean(Xl, p1, r1, w_leaf * 0.18, w_leaf * 0.03)
+    rg = N.ScaleShift(scale=GRAM_WIDEN)(r1)  # the 97% radius widened: the Gram is then barely truncated
+    near, _ = N.split(Xl, N.PartitionByBall(center=p2, radius=rg))
+    gram = N.GaussianMech(weight=w_leaf * 0.5)(N.Gram(center=p2)(N.Clip(radius=rg, center=p2)(near)))
+    return {f"leaf{i}_n": cnt, f"leaf{i}_mean": p2, f"leaf{i}_gram": gram}
 
 
 def _psd(S: np.ndarray, floor: float) -> np.ndarray:
@@ -185,8 +283,8 @@ class GaussianMixture:
     def __init__(self, n_components: int, budget: Measure, radius: float = 1e4,
                  sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
                  method: str = "rpgmp", seed: int = 0, noise: Any = None, standardize: bool = False) -> None:
-        if method != "rpgmp":
-            raise ValueError(f"method must be 'rpgmp' (sample-and-aggregate is not built yet), got {method!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         self.n_components, self.budget, self.radius = int(n_components), budget, radius
@@ -210,7 +308,7 @@ class GaussianMixture:
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
         plan = gaussian_mixture_plan(d, n, self.n_components, self.budget, self.radius, self.sigma_range,
-                                     self.w_min, self.seed, self.standardize)
+                                     self.w_min, self.seed, self.standardize, self.method)
         result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
         rel = result.released
         t = float(rel["t"])

@@ -7,11 +7,9 @@ most once per cell, whichever of its points fall there.
 
 - :class:`TupleProject`: each of the k points mapped to ``(x - c) V`` (a released basis: private PCA), so
   that the grids below live in a space of at most 7 dimensions;
-- :class:`TupleGridMax`: for every public (side, shifted grid) pair, the largest number of groups with a
-  point in one cell (the scale search: ``AboveThreshold`` picks the first grid where one cell holds most
-  groups);
-- :class:`TupleCellCounts`: the group counts of the cells of the chosen grid, released by
-  ``StabilityHistogram`` (l1 ``2k``);
+- :class:`TupleCellCounts`: the group counts of self-scaled cells (each group's grid has a side set by
+  the distance between its two closest points, so no scale is searched), released by
+  ``GaussianStabilityHistogram`` (l1 ``2k``, l2 ``sqrt(2k)``);
 - :class:`TupleCenters`: the ``k`` heaviest released cells, adjacent cells merged, decoded (and lifted back
   through the basis): the k component locations, or NaN rows for the ones not found;
 - :class:`PartitionByNearest`: the records split by their nearest released location (a value partition), so
@@ -21,14 +19,11 @@ most once per cell, whichever of its points fall there.
 >>> from dpflow import nodes as N
 >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(1.0, 1e-6))
 >>> G = N.SubsampleAggregate(size=8, statistic="kmeans", k=2)(b.source("X", dp.Vectors(d=1), n=8000))
->>> sides = (0.5, 1.0, 2.0)
->>> j = N.AboveThreshold(threshold=800.0, weight=0.3)(TupleGridMax(k=2, sides=sides, tries=4)(G))
->>> h = N.StabilityHistogram(delta=1e-7)(TupleCellCounts(k=2, sides=sides, tries=4, choice=j)(G))
->>> C = TupleCenters(k=2, w=1, sides=sides, tries=4)(j, h)
+>>> C = TupleCenters(k=2, w=1)(N.GaussianStabilityHistogram(delta=1e-7)(TupleCellCounts(k=2)(G)))
 >>> rng = np.random.default_rng(0)
 >>> X = np.where(rng.random((8000, 1)) < 0.5, 0.0, 30.0) + rng.normal(size=(8000, 1))
 >>> c = b.build(C=C).run({"X": X}, noise=dp.SeededNoise(0)).released["C"]
->>> np.round(np.sort(c[:, 0]) / 10).tolist()
+>>> (np.round(np.sort(c[:, 0]) / 10) + 0.0).tolist()
 [0.0, 3.0]
 """
 
@@ -49,12 +44,11 @@ from dpflow.nodes.base import text_of
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text
 from dpflow.nodes.stability import SparseCounts
-from dpflow.nodes.terrific import cell_coordinates, cell_keys, decode_key, grid_shifts
 from dpflow.nodes.types import Inferred, PiecesT, ReleasedT, RowsT, SplitRule, StatT, VType
 from dpflow.references import Reference
 
-__all__ = ["PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleGridMax", "TupleProject",
-           "group_cell_keys", "tuple_points"]
+__all__ = ["PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleProject", "group_cell_keys",
+           "tuple_keys", "tuple_points"]
 
 REFERENCE = Reference("sample and aggregate over k-tuples: one group counted at most once per cell "
                       "(group-level 1-cluster)", "mixtures.md", "8")
@@ -64,13 +58,6 @@ def _pos_int(x: Any) -> int:
     if isinstance(x, bool) or int(x) != x or int(x) < 1:
         raise ValueError(f"expected a positive integer, got {x!r}")
     return int(x)
-
-
-def _sides(x: Any) -> tuple[float, ...]:
-    r = tuple(float(v) for v in x)
-    if not r or not all(math.isfinite(v) and v > 0 for v in r) or any(b <= a for a, b in zip(r, r[1:], strict=False)):
-        raise ValueError("sides must be a non-empty increasing tuple of finite positive numbers")
-    return r
 
 
 def tuple_points(X: np.ndarray, k: int) -> np.ndarray:
@@ -85,28 +72,107 @@ def tuple_points(X: np.ndarray, k: int) -> np.ndarray:
     return A.reshape(A.shape[0], k, A.shape[1] // k)
 
 
-def group_cell_keys(P: np.ndarray, side: float, shift: np.ndarray) -> np.ndarray:
-    """The cell keys (:func:`~dpflow.nodes.terrific.cell_keys`) of the points ``P`` (B, k, w), with each
-    group's repeated keys removed: one key per (group, occupied cell), flattened.  A function of each
-    group's own points only.
+LEVEL_LIMIT = 60
+"""Scale levels are clamped to +-60 (scales 2^-60 .. 2^60 of the closest pair; declared policy)."""
 
-    >>> P = np.array([[[0.1], [0.2], [5.0]]])
-    >>> len(group_cell_keys(P, 1.0, np.zeros(1)))
-    2
+_LEVEL_RATIO = np.array([0.6180339887498949, 0.7548776662466927, 0.5698402909980532, 0.8191725133961645,
+                         0.5310100564595835, 0.8566748838545029, 0.5086478048493867])
+"""Per-coordinate steps of the public shifts across levels (low-discrepancy: fractional parts of multiples)."""
+
+
+def level_grid(level: np.ndarray, seed: int, w: int, div: float) -> tuple[np.ndarray, np.ndarray]:
+    """The public grid of scale level ``level``: side ``2^(level - u) / div`` and shift (fractions of the
+    side) ``frac(v + level * a)``, with ``u`` (in [0, 1)) and ``v`` drawn from the public ``seed``.
+    Vectorised over levels.
+
+    >>> side, shift = level_grid(np.array([0, 1]), 0, 2, 4.0)
+    >>> bool(side[1] == 2 * side[0]) and shift.shape == (2, 2)
+    True
+    """
+    rng = np.random.default_rng(seed)
+    u, v = rng.uniform(), rng.uniform(size=w)
+    lv = np.asarray(level, dtype=float)
+    side = np.exp2(lv - u) / div
+    shift = np.mod(v[None, :] + lv[:, None] * _LEVEL_RATIO[None, :w], 1.0)
+    return side, shift
+
+
+def group_levels(P: np.ndarray, seed: int) -> np.ndarray:
+    """Each group's scale level: ``floor(log2(m_g) + u)`` for ``m_g`` the smallest distance between two of
+    its k points (``u`` the public offset of :func:`level_grid`), clamped to +-60; a group whose points
+    coincide gets level -60 (declared policy).  A function of the group alone.
+
+    >>> int(group_levels(np.array([[[0.0], [8.0], [3.0]]]), 0)[0]) in (1, 2)
+    True
+    """
+    B, k, _ = P.shape
+    u = np.random.default_rng(seed).uniform()
+    D = np.sqrt(np.sum((P[:, :, None, :] - P[:, None, :, :]) ** 2, axis=3))
+    D[:, np.arange(k), np.arange(k)] = np.inf
+    m = D.reshape(B, k * k).min(axis=1) if B else np.zeros(0)
+    with np.errstate(all="ignore"):
+        lv = np.floor(np.log2(m) + u)
+    lv = np.where(np.isfinite(lv), lv, -LEVEL_LIMIT)
+    out: np.ndarray = np.clip(lv, -LEVEL_LIMIT, LEVEL_LIMIT).astype(np.int64)
+    return out
+
+
+_COORD_BITS = 54
+
+
+def tuple_keys(level: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """One int64 key per point: its level (8 bits) and its ``w <= 6`` cell coordinates (``54 // w`` bits
+    each, clamped to ``+-(2^(bits-1) - 1)``: a declared policy; far cells merge at the edge), decodable by
+    :func:`decode_tuple_key`.
+
+    >>> k = tuple_keys(np.array([-3]), np.array([[5, -7]]))
+    >>> decode_tuple_key(int(k[0]), 2)
+    (-3, [5.0, -7.0])
+    """
+    w = cells.shape[1]
+    bits = _COORD_BITS // w
+    half = 2 ** (bits - 1) - 1
+    key = np.asarray(level, dtype=np.int64) + 128
+    c = np.clip(cells, -half, half) + half
+    for a in range(w):  # w <= 6 coordinates, vectorised over points
+        key = key * (2**bits) + c[:, a]
+    out: np.ndarray = key
+    return out
+
+
+def decode_tuple_key(key: int, w: int) -> tuple[int, list[float]]:
+    """The level and cell coordinates of a :func:`tuple_keys` key."""
+    bits = _COORD_BITS // w
+    half = 2 ** (bits - 1) - 1
+    out = []
+    for _ in range(w):
+        out.append(float(key % (2**bits) - half))
+        key //= 2**bits
+    return int(key) - 128, out[::-1]
+
+
+def group_cell_keys(P: np.ndarray, seed: int, div: float) -> np.ndarray:
+    """One key per (group, occupied cell): each group's k points put in the cells of its own level's grid
+    (:func:`group_levels`, :func:`level_grid`), keyed by ``(level, cell coordinates)``
+    (:func:`tuple_keys`, ``w <= 6``), a group's repeated keys removed.
+    A function of each group's own points only.
+
+    >>> P = np.array([[[0.0], [0.0], [8.0]], [[0.0], [7.9], [16.0]]])
+    >>> len(group_cell_keys(P, 0, 4.0))  # the first group's two equal points share a cell
+    5
     """
     B, k, w = P.shape
-    keys, _ = cell_keys(cell_coordinates(P.reshape(B * k, w), side, shift))
+    lv = group_levels(P, seed)
+    side, shift = level_grid(lv, seed, w, div)
+    with np.errstate(all="ignore"):
+        z = np.floor(P / side[:, None, None] - shift[:, None, :])
+    cells = np.clip(np.nan_to_num(z, nan=0.0), -2.0**40, 2.0**40).astype(np.int64)
+    keys = tuple_keys(np.repeat(lv, k), cells.reshape(B * k, w))
     K = np.sort(keys.reshape(B, k), axis=1)
     first = np.ones((B, k), dtype=bool)
     first[:, 1:] = K[:, 1:] != K[:, :-1]
     out: np.ndarray = K[first]
     return out
-
-
-def _grids(sides: tuple[float, ...], tries: int, seed: int, w: int) -> list[tuple[float, np.ndarray]]:
-    """The public grids, side-major: index ``i * tries + j`` is side ``sides[i]`` with shift ``j``."""
-    shifts = grid_shifts(seed, tries, w)
-    return [(s, shifts[j]) for s in sides for j in range(tries)]
 
 
 def _tuple_rows(node: Any, ins: Sequence[VType], ctx: InferContext) -> RowsT:
@@ -167,167 +233,143 @@ class TupleProject(Transform):
         return out
 
 
-@attrs.frozen(kw_only=True)
-class TupleGridMax(Query):
-    """For every public grid (side ``sides[i]``, shift ``j`` of ``tries`` drawn from the public ``seed``;
-    answer ``i * tries + j``): the largest number of groups with at least one of their ``k`` points in one
-    cell.  Small sides first, so ``AboveThreshold`` finds the finest grid on which one cell holds most
-    groups: the scale at which the groups' answers for one component agree.
-
-    Sensitivity (l-infinity): a group counts at most once in each cell, so a replaced (or added/removed)
-    group moves every cell's count by at most 1, and so the maximum; over the ``m = len(sides) * tries``
-    answers, l1 ``m`` and l2 ``sqrt(m)`` times that (times the stability).  Integers (floating-point error 0).
-
-    >>> import dpflow as dp
-    >>> b = dp.PlanBuilder(budget=dp.PureDP(1.0))
-    >>> g = TupleGridMax(k=2, sides=(1.0, 2.0), tries=3)(b.source("X", dp.Vectors(d=4), n=50))
-    """
-
-    kind: ClassVar[str] = "TupleGridMax"
-    reference: ClassVar[Reference] = REFERENCE
-    k: int = attrs.field(converter=_pos_int)
-    sides: tuple[float, ...] = attrs.field(converter=_sides)
-    tries: int = attrs.field(default=10, converter=_pos_int)
-    seed: int = attrs.field(default=0, converter=int)
-
-    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        rows = _tuple_rows(self, ins, ctx)
-        m = len(self.sides) * self.tries
-        linf = Sym.const(float(rows.stability))
-        stat = StatT((m,), rows.source, linf * float(m), linf * math.sqrt(m), linf,
-                     float_error=FloatError("exact", rows.domain))
-        return Inferred(stat, f"largest group count of a cell on {m} grids, {changes_text(rows)}: linf {text_of(linf)}")
-
-    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
-        grids = _grids(self.sides, self.tries, self.seed, P.shape[2])
-        out = np.zeros(len(grids))
-        if P.shape[0] == 0:
-            return out
-        for i, (side, shift) in enumerate(grids):  # a public number of grids, each vectorised over groups
-            out[i] = float(np.unique(group_cell_keys(P, side, shift), return_counts=True)[1].max())
-        return out
+def _k2(x: Any) -> int:
+    k = _pos_int(x)
+    if k < 2:
+        raise ValueError(f"a group's scale is the distance between its two closest points: k must be >= 2, got {k}")
+    return k
 
 
-def _choice(ctx: EvalContext, ref: Ref, m: int) -> int | None:
-    v = float(np.asarray(ctx.value(ref), dtype=float).reshape(-1)[0])
-    return int(v) if math.isfinite(v) and 0 <= v < m and v == int(v) else None
+def _w(x: Any) -> int:
+    w = _pos_int(x)
+    if w > 6:
+        raise ValueError(f"cells of at most 6 dimensions are keyed, got w={w}: project the tuples first "
+                         "(TupleProject onto a private basis)")
+    return w
+
+
+def _div(x: Any) -> float:
+    v = float(x)
+    if not (math.isfinite(v) and v >= 1):
+        raise ValueError(f"div must be a finite number >= 1, got {x!r}")
+    return v
 
 
 @attrs.frozen(kw_only=True)
 class TupleCellCounts(Query):
-    """The group counts of the occupied cells of grid number ``choice`` (a released index into the grids
-    of :class:`TupleGridMax`, e.g. its ``AboveThreshold``), as
-    :class:`~dpflow.nodes.stability.SparseCounts`: each cell counts the groups with at least one point in
-    it.  Release it with ``StabilityHistogram``.  An invalid choice (NOT_FOUND) gives no cells (declared
-    policy).
+    """The group counts of occupied cells, as :class:`~dpflow.nodes.stability.SparseCounts`: each cell
+    counts the groups with at least one point in it (whichever position the point has in the group).  The
+    grids scale themselves: a group's points are put in the grid of its own scale level (the distance
+    between its two closest points, rounded down to a power of two with a public random offset), of side
+    ``1 / div`` of that scale and a public shift per level (:func:`group_cell_keys`); groups of one mixture
+    share a level, so their answers for one component fall in one cell, with no search over scales.  Release
+    it with ``GaussianStabilityHistogram`` (or ``StabilityHistogram``) and decode with :class:`TupleCenters`.
 
-    Sensitivity: a group adds 1 to each of the at most ``k`` cells its points occupy.  Add/remove: l1
-    ``k``, l2 ``sqrt(k)``; replace-one: the old group's at most k cells lose 1 and the new group's at most
-    k cells gain 1 (a cell in both is unchanged), l1 ``2k``, l2 ``sqrt(2k)``; linf 1 under both (times the
-    stability).  Treating the ``k`` points as ``k`` records would cost group privacy of size k instead.
+    Sensitivity: a group's keys are a function of the group alone, and it adds 1 to each of the at most
+    ``k`` cells its points occupy.  Add/remove: l1 ``k``, l2 ``sqrt(k)``; replace-one: the old group's at
+    most k cells lose 1 and the new group's at most k cells gain 1 (a cell in both is unchanged), l1
+    ``2k``, l2 ``sqrt(2k)``; linf 1 under both (times the stability).  Treating the ``k`` points as ``k``
+    records would cost group privacy of size k instead.  Non-finite entries count as 0 (declared policy).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(1.0, 1e-6))
-    >>> c = TupleCellCounts(k=2, sides=(1.0,), tries=2, choice=b.public(0.0))(b.source("X", dp.Vectors(d=4), n=50))
+    >>> c = TupleCellCounts(k=2)(b.source("X", dp.Vectors(d=4), n=50))
     """
 
     kind: ClassVar[str] = "TupleCellCounts"
     reference: ClassVar[Reference] = REFERENCE
-    k: int = attrs.field(converter=_pos_int)
-    sides: tuple[float, ...] = attrs.field(converter=_sides)
-    choice: Ref = attrs.field(converter=param)
-    tries: int = attrs.field(default=10, converter=_pos_int)
+    k: int = attrs.field(converter=_k2)
+    div: float = attrs.field(default=4.0, converter=_div)
     seed: int = attrs.field(default=0, converter=int)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows = _tuple_rows(self, ins, ctx)
-        released_type(self.choice, ctx, "choice")
+        _w(rows.domain.d // self.k)
         l1, l2, linf = _group_hist_sens(rows, self.k)
         return Inferred(StatT((), rows.source, l1, l2, linf, float_error=FloatError("exact", rows.domain)),
-                        f"group counts of the cells of grid {self.choice.id}, {changes_text(rows)}: l1 {text_of(l1)}, "
-                        f"linf {text_of(linf)}")
+                        f"group counts of self-scaled cells, {changes_text(rows)}: l1 {text_of(l1)}, "
+                        f"l2 {text_of(l2)}, linf {text_of(linf)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
-        grids = _grids(self.sides, self.tries, self.seed, P.shape[2])
-        j = _choice(ctx, self.choice, len(grids))
-        if j is None or P.shape[0] == 0:
+        if P.shape[0] == 0:
             return SparseCounts(np.zeros(0, dtype=np.int64), np.zeros(0))
-        uk, counts = np.unique(group_cell_keys(P, *grids[j]), return_counts=True)
+        uk, counts = np.unique(group_cell_keys(P, self.seed, self.div), return_counts=True)
         return SparseCounts(uk, counts.astype(float))
 
 
-def merged_cells(keys: np.ndarray, counts: np.ndarray, w: int, k: int) -> list[tuple[np.ndarray, float]]:
-    """The released cells (integer coordinates, count) merged into at most ``k`` clusters: heaviest cell
-    first, every remaining cell within one cell of it (Chebyshev distance <= 1: one component's answers
-    cut by a cell border) joins it; each cluster's position is the count-weighted mean of its cells.
+def cell_centres(keys: np.ndarray, w: int, seed: int, div: float) -> tuple[np.ndarray, np.ndarray]:
+    """The centres (n x w) and sides of the cells of :func:`tuple_keys` keys.
 
-    >>> from dpflow.nodes.terrific import cell_keys
-    >>> keys = cell_keys(np.array([[0], [1], [9]]))[0]
-    >>> [(c.tolist(), n) for c, n in merged_cells(keys, np.array([5.0, 5.0, 4.0]), 1, 2)]
-    [([0.5], 10.0), ([9.0], 4.0)]
+    >>> c, side = cell_centres(tuple_keys(np.array([2]), np.array([[0]])), 1, 0, 4.0)
+    >>> bool(0.5 * side[0] <= c[0, 0] <= 1.5 * side[0])
+    True
     """
-    cells = np.array([decode_key(int(key), w) for key in keys]).reshape(len(keys), w)
+    dec = [decode_tuple_key(int(key), w) for key in keys]
+    lv = np.array([lvl for lvl, _ in dec], dtype=np.int64)
+    cells = np.array([c for _, c in dec], dtype=float).reshape(len(dec), w)
+    side, shift = level_grid(lv, seed, w, div)
+    return (cells + shift + 0.5) * side[:, None], side
+
+
+def merged_cells(centres: np.ndarray, sides: np.ndarray, counts: np.ndarray, k: int) -> list[tuple[np.ndarray, float]]:
+    """Released cells merged into at most ``k`` clusters: heaviest cell first; every remaining cell whose
+    centre lies within ``sqrt(w)`` times the larger of the two sides of its centre (a neighbouring cell: one
+    component's answers cut by a cell border, or split between two levels) joins it; a cluster's position
+    is the count-weighted mean of its cells' centres.
+
+    >>> cs = np.array([[0.5], [1.5], [9.5]])
+    >>> [(c.tolist(), n) for c, n in merged_cells(cs, np.ones(3), np.array([5.0, 5.0, 4.0]), 2)]
+    [([1.0], 10.0), ([9.5], 4.0)]
+    """
+    w = centres.shape[1]
     left = list(np.argsort(-counts, kind="stable"))
     out = []
     while left and len(out) < k:  # at most k clusters of released (public) cells
         top = left[0]
-        near = [i for i in left if np.max(np.abs(cells[i] - cells[top])) <= 1]
+        near = [i for i in left
+                if np.linalg.norm(centres[i] - centres[top]) <= math.sqrt(w) * max(sides[i], sides[top])]
         wts = counts[near]
-        out.append((np.average(cells[near], axis=0, weights=wts), float(wts.sum())))
+        out.append((np.average(centres[near], axis=0, weights=wts), float(wts.sum())))
         left = [i for i in left if i not in near]
     return out
 
 
 @attrs.frozen(kw_only=True)
 class TupleCenters(PostProcess):
-    """The ``k`` component locations from a released ``StabilityHistogram`` of :class:`TupleCellCounts`:
-    inputs ``(choice, histogram)`` or ``(choice, histogram, basis, origin)``; output a ``k x D`` array, the
-    centres of the merged heaviest cells (:func:`merged_cells`) by decreasing count, lifted to
-    ``origin + V c`` when a basis is given (``D`` its row count, else ``w``), NaN rows for the components
-    not found (declared policy; nothing found, or an invalid choice, gives all NaN).  Cells must be
-    decodable: ``w <= 7`` (project first).
+    """The ``k`` component locations from a released histogram of :class:`TupleCellCounts`: inputs
+    ``(histogram,)`` or ``(histogram, basis, origin)``; output a ``k x D`` array, the centres of the merged
+    heaviest cells (:func:`merged_cells`) by decreasing count, lifted to ``origin + V c`` when a basis is
+    given (``D`` its row count, else ``w``), NaN rows for the components not found (declared policy).
+    ``div`` and ``seed`` must be those of the counts.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
-    >>> c = TupleCenters(k=2, w=1, sides=(1.0,), tries=1)(b.public(0.0), b.public(0.0))
+    >>> c = TupleCenters(k=2, w=1)(b.public(0.0))
     """
 
     kind: ClassVar[str] = "TupleCenters"
     reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
-    k: int = attrs.field(converter=_pos_int)
-    w: int = attrs.field(converter=_pos_int)
-    sides: tuple[float, ...] = attrs.field(converter=_sides)
-    tries: int = attrs.field(default=10, converter=_pos_int)
+    k: int = attrs.field(converter=_k2)
+    w: int = attrs.field(converter=_w)
+    div: float = attrs.field(default=4.0, converter=_div)
     seed: int = attrs.field(default=0, converter=int)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
-        if len(ins) < 4:
+        if len(ins) < 3:
             return (self.k, self.w)
-        V = ins[2].shape
+        V = ins[1].shape
         return None if V is None or len(V) != 2 else (self.k, V[0])
 
-    def __attrs_post_init__(self) -> None:
-        if self.w > 7:
-            raise ValueError(f"TupleCenters decodes cells of at most 7 dimensions, got w={self.w}: project the "
-                             "tuples first (TupleProject onto a private basis)")
-
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        V = None if len(ins) < 4 else np.asarray(ins[2], dtype=float)
-        o = None if len(ins) < 4 else np.asarray(ins[3], dtype=float).reshape(-1)
-        D = self.w if V is None else V.shape[0]
-        out = np.full((self.k, D), np.nan)
-        grids = _grids(self.sides, self.tries, self.seed, self.w)
-        v = float(np.asarray(ins[0], dtype=float).reshape(-1)[0])
-        hist = ins[1]
-        if not (math.isfinite(v) and 0 <= v < len(grids) and v == int(v)) or not isinstance(hist, tuple) \
-                or len(hist[0]) == 0:
+        V = None if len(ins) < 3 else np.asarray(ins[1], dtype=float).reshape(-1, self.w)
+        o = None if len(ins) < 3 else np.asarray(ins[2], dtype=float).reshape(-1)
+        out = np.full((self.k, self.w if V is None else V.shape[0]), np.nan)
+        hist = ins[0]
+        if not isinstance(hist, tuple) or len(hist[0]) == 0:
             return out
-        side, shift = grids[int(v)]
-        for j, (cell, _) in enumerate(merged_cells(np.asarray(hist[0]), np.asarray(hist[1], dtype=float),
-                                                   self.w, self.k)):
-            c = (cell + shift + 0.5) * side
+        centres, sides = cell_centres(np.asarray(hist[0]), self.w, self.seed, self.div)
+        for j, (c, _) in enumerate(merged_cells(centres, sides, np.asarray(hist[1], dtype=float), self.k)):
             out[j] = c if V is None or o is None else o + V @ c
         return out
 

@@ -551,24 +551,22 @@ def _tuple_project(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"s": N.GaussianMech()(s)}, P.id, (s.id,))
 
 
-@example("TupleGridMax", relations=RELATIONS, budget=dp.PureDP(1), special=((0.0, 0.0, 0.99), (0.0, 0.5, 1.0)))
-def _tuple_grid_max(b: dp.PlanBuilder, X: Any) -> Fragment:
-    g = N.TupleGridMax(k=3, sides=(0.5, 1.0), tries=3, seed=2)(X)
-    return Fragment({"j": N.AboveThreshold(threshold=3.0)(g)}, g.id, (g.id,))
-
-
 @example("TupleCellCounts", relations=RELATIONS, budget=_APPROX, special=((0.0, 0.0, 0.99), (0.0, 0.5, 1.0)))
 def _tuple_cell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
-    c = N.TupleCellCounts(k=3, sides=(0.5, 1.0), tries=3, seed=2, choice=b.public(4.0))(X)
-    return Fragment({"h": N.StabilityHistogram(delta="1/10000000")(c)}, c.id, (c.id,))
+    c = N.TupleCellCounts(k=3, seed=2)(X)
+    return Fragment({"h": N.GaussianStabilityHistogram(delta="1/10000000")(c)}, c.id, (c.id,))
+
+
+@example("GaussianStabilityHistogram", domain=dp.Reals(), budget=_APPROX, relations=RELATIONS)
+def _gaussian_stability_histogram(b: dp.PlanBuilder, X: Any) -> Fragment:
+    h = N.GaussianStabilityHistogram(delta="1/10000000")(N.BinCounts(width=1.0)(X))
+    return Fragment({"h": h}, h.id)
 
 
 @example("TupleCenters", budget=_APPROX)
 def _tuple_centers(b: dp.PlanBuilder, X: Any) -> Fragment:
-    j = N.AboveThreshold(threshold=3.0)(N.TupleGridMax(k=3, sides=(0.5, 1.0), tries=3)(X))
-    h = N.StabilityHistogram(delta="1/10000000")(N.TupleCellCounts(k=3, sides=(0.5, 1.0), tries=3, choice=j)(X))
-    c = N.TupleCenters(k=3, w=1, sides=(0.5, 1.0), tries=3)(j, h, b.public([[1.0], [0.0], [0.0]]),
-                                                            b.public([0.0, 0.0, 0.0]))
+    h = N.GaussianStabilityHistogram(delta="1/10000000")(N.TupleCellCounts(k=3)(X))
+    c = N.TupleCenters(k=3, w=1)(h, b.public([[1.0], [0.0], [0.0]]), b.public([0.0, 0.0, 0.0]))
     return Fragment({"c": c}, c.id)
 
 
