@@ -312,23 +312,28 @@ def cell_centres(keys: np.ndarray, w: int, seed: int, div: float) -> tuple[np.nd
     return (cells + shift + 0.5) * side[:, None], side
 
 
+MERGE = 1.01
+"""Released cells whose centres are within 1.01 sides merge (face neighbours on one level; a cell and the
+overlapping cells of the next level)."""
+
+
 def merged_cells(centres: np.ndarray, sides: np.ndarray, counts: np.ndarray, k: int) -> list[tuple[np.ndarray, float]]:
     """Released cells merged into at most ``k`` clusters: heaviest cell first; every remaining cell whose
-    centre lies within ``sqrt(w)`` times the larger of the two sides of its centre (a neighbouring cell: one
+    centre lies within :data:`MERGE` times the larger of the two sides of its centre (a face neighbour: one
     component's answers cut by a cell border, or split between two levels) joins it; a cluster's position
-    is the count-weighted mean of its cells' centres.
+    is the count-weighted mean of its cells' centres.  With cells of side ``scale / div`` and components at
+    least ``scale`` apart, ``div > 1 + sqrt(w)`` keeps two components from merging (their cells' centres
+    are within ``sqrt(w) side / 2`` of their answers).
 
     >>> cs = np.array([[0.5], [1.5], [9.5]])
     >>> [(c.tolist(), n) for c, n in merged_cells(cs, np.ones(3), np.array([5.0, 5.0, 4.0]), 2)]
     [([1.0], 10.0), ([9.5], 4.0)]
     """
-    w = centres.shape[1]
     left = list(np.argsort(-counts, kind="stable"))
     out = []
     while left and len(out) < k:  # at most k clusters of released (public) cells
         top = left[0]
-        near = [i for i in left
-                if np.linalg.norm(centres[i] - centres[top]) <= math.sqrt(w) * max(sides[i], sides[top])]
+        near = [i for i in left if np.linalg.norm(centres[i] - centres[top]) <= MERGE * max(sides[i], sides[top])]
         wts = counts[near]
         out.append((np.average(centres[near], axis=0, weights=wts), float(wts.sum())))
         left = [i for i in left if i not in near]
