@@ -107,10 +107,10 @@ def group_levels(P: np.ndarray, seed: int) -> np.ndarray:
     """
     B, k, _ = P.shape
     u = np.random.default_rng(seed).uniform()
-    D = np.sqrt(np.sum((P[:, :, None, :] - P[:, None, :, :]) ** 2, axis=3))
-    D[:, np.arange(k), np.arange(k)] = np.inf
-    m = D.reshape(B, k * k).min(axis=1) if B else np.zeros(0)
     with np.errstate(all="ignore"):
+        D = np.sqrt(np.sum((P[:, :, None, :] - P[:, None, :, :]) ** 2, axis=3))
+        D[:, np.arange(k), np.arange(k)] = np.inf
+        m = D.reshape(B, k * k).min(axis=1) if B else np.zeros(0)
         lv = np.floor(np.log2(m) + u)
     lv = np.where(np.isfinite(lv), lv, -LEVEL_LIMIT)
     out: np.ndarray = np.clip(lv, -LEVEL_LIMIT, LEVEL_LIMIT).astype(np.int64)
@@ -229,7 +229,7 @@ class TupleProject(Transform):
                           neginf=0.0)
         P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
         with np.errstate(all="ignore"):
-            out: np.ndarray = ((P - c) @ V).reshape(P.shape[0], -1)
+            out: np.ndarray = ((P - c) @ V).reshape(P.shape[0], self.k * V.shape[1])
         return out
 
 
