@@ -17,9 +17,14 @@ Raw-scale data (``standardize=True``): the private per-column scale step
 plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the released means and
 covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
 
-Not built here: PGME's sample-and-aggregate ``method=`` (mixtures.md 8: the group-level 1-cluster over
-k-tuples of block answers is not expressible through ``SubsampleAggregate``'s statistics and was not
-built soundly in the time), and the warm-up algorithm for strongly bounded spherical mixtures.
+``method="sample_aggregate"`` (mixtures.md 8) replaces RPGMP's partition: disjoint blocks of a few rows per
+component, a non-private k-means per block, and a group-level 1-cluster over the blocks' k-tuples of centres
+that counts each block at most once per cell, whatever order its k-means put the centres in
+(``dpflow.nodes.tuples``: self-scaled cells in the private top-k projection, ``GaussianStabilityHistogram``);
+the rows are then split by their nearest released location and each part is estimated as above.  It finds
+the parts at sample sizes where RPGMP's radius search cannot (``benchmarks/results/mixtures.md``).
+
+Not built here: the warm-up algorithm for strongly bounded spherical mixtures.
 """
 
 from __future__ import annotations
@@ -61,6 +66,15 @@ block): enough for a k-means on well-separated components, small enough for many
 SA_GROUPS = 400
 """Blocks grow once n allows 400 groups: more groups only lower the histogram's relative noise, larger
 blocks make each block's centres more accurate."""
+
+PTB_SHARES = (0.5, 0.1, 0.1, 0.15, 0.15)
+"""Shares of each terrific ball's budget: radius search, grid search, heavy cell, the two means,
+certification (mixtures.md 10 has 35/10/10/25/20).  The radius search binds: its ``AboveThreshold`` over 50
+radii has sensitivity ``3t`` and refuses to search (a public decision) when its margin exceeds ``t^2 / 2``.
+Measured for k = 3, d = 5 at (2, 1e-6)-DP: with 35% the margin is ``779 t`` (ledger of
+``gaussian_mixture_plan``), so no split below t = 1558 (n = 9,350): the "not found" of n <= 8,000 in the
+benchmark; at 50% it is ``643 t`` (t >= 1286, n >= 7,716)."""
+
 
 def sa_div(w: int) -> float:
     """Cells of the group-level histogram have a side of ``1 / (1.5 + sqrt(w))`` of the group's scale (its
@@ -175,7 +189,8 @@ def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t:
     radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Rc)
     levels = k - 1
     per_node = WEIGHTS["partition"] * rest / max(levels, 1)
-    shares = (0.35 * per_node, 0.1 * per_node, 0.1 * per_node, 0.25 * per_node, 0.2 * per_node)
+    w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
+    shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
 
     def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
         return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=k,
