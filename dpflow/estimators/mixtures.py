@@ -116,8 +116,8 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from RPGMP (``method="rpgmp"``)
     or from sample-and-aggregate (``method="sample_aggregate"``), then each part's estimates.  Outputs
     ``leafI_n`` (noisy count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each
-    part (the ``2^(k-1)`` leaves of RPGMP, or ``k``), and ``t`` (the public target part size).  With ``standardize=True`` the private
-    per-column scale step runs first (its share of the budget by
+    part (the ``2^(k-1)`` leaves of RPGMP, or ``k``), and ``t`` (the public target part size).  With
+    ``standardize=True`` the private per-column scale step runs first (its share of the budget by
     :func:`dpflow.estimators.scale.scale_weight`, the other weights scaled by the rest), the leaves are on the
     standardised rows and ``radius``, ``sigma_range`` are in units of the released scales; the plan then also
     outputs ``centre`` and ``scale``.

@@ -158,8 +158,8 @@ class SubsampleAggregate(Transform):
     input's box and ball; ``median`` keeps the box; ``second_moment`` of rows with ``||x|| <= r``
     (around the origin) has Frobenius norm ``<= r^2``; ``top_projection`` has Frobenius norm exactly
     ``sqrt(k)``; ``kmeans`` (k centres, each a mean of block rows) keeps the box, and rows with
-    ``||x|| <= r`` give ``||(c_1, ..., c_k)|| <= sqrt(k) r``; ``log2_eigenvalues`` is unbounded.  Non-finite entries count as 0 (declared policy);
-    the eigen statistics come from the singular values and vectors of the block divided by its largest
+    ``||x|| <= r`` give ``||(c_1, ..., c_k)|| <= sqrt(k) r``; ``log2_eigenvalues`` is unbounded.  Non-finite
+    entries count as 0 (declared policy); the eigen statistics come from the singular values and vectors of the block divided by its largest
     entry, so 1e300 rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
 
     >>> import dpflow as dp

@@ -116,8 +116,8 @@ class StabilityHistogram(EpsilonMechanism):
     Laplace release of them is eps-DP; a bin occupied on one side only holds count 1 there (linf 1) and
     there are at most ``D`` of them, so one of them passes the threshold with probability at most
     ``D exp(-(t - 1) eps / D) / 2 = delta / 2``; outside that event the two output distributions are
-    within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).  Output: ``(keys, noisy_counts)`` of the released bins; an
-    empty release is the private "not found".  Costed as delta-approximate eps^2/2-zCDP (Bun-Steinke
+    within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).  Output: ``(keys,
+    noisy_counts)`` of the released bins; an empty release is the private "not found".  Costed as delta-approximate eps^2/2-zCDP (Bun-Steinke
     2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose delta covers ``delta``.
 
     >>> import dpflow as dp

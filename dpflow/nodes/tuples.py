@@ -39,8 +39,17 @@ import numpy as np
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref, param
-from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess, Query, Transform, need, released_type
-from dpflow.nodes.base import text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Node,
+    PostProcess,
+    Query,
+    Transform,
+    need,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text
 from dpflow.nodes.stability import SparseCounts
@@ -219,7 +228,8 @@ class TupleProject(Transform):
                               "pass a w x q matrix (TopEigenvectors)")
         c = released_type(self.center, ctx, "center")
         if c.shape is not None and c.shape != (w,):
-            raise DomainError(ctx.node_id, f"center {self.center.id} has shape {c.shape}", "pass a point of dimension w")
+            raise DomainError(ctx.node_id, f"center {self.center.id} has shape {c.shape}",
+                              "pass a point of dimension w")
         out = Vectors(d=self.k * t.shape[1])
         return Inferred(attrs.evolve(rows, domain=out), f"each of {self.k} points projected onto {self.basis.id}")
 
@@ -330,7 +340,7 @@ def merged_cells(centres: np.ndarray, sides: np.ndarray, counts: np.ndarray, k: 
     [([1.0], 10.0), ([9.5], 4.0)]
     """
     left = list(np.argsort(-counts, kind="stable"))
-    out = []
+    out: list[tuple[np.ndarray, float]] = []
     while left and len(out) < k:  # at most k clusters of released (public) cells
         top = left[0]
         near = [i for i in left if np.linalg.norm(centres[i] - centres[top]) <= MERGE * max(sides[i], sides[top])]
