@@ -154,13 +154,13 @@ class SubsampleAggregate(Transform):
     up to all ``n // size`` output rows; there is no bounded stability and the node is refused under
     add/remove neighbours (before any data is read).
 
-    Bounds: the mean of rows in a convex set (a box, an l2 ball) stays in it, so ``mean`` keeps the
-    input's box and ball; ``median`` keeps the box; ``second_moment`` of rows with ``||x|| <= r``
-    (around the origin) has Frobenius norm ``<= r^2``; ``top_projection`` has Frobenius norm exactly
-    ``sqrt(k)``; ``kmeans`` (k centres, each a mean of block rows) keeps the box, and rows with
-    ``||x|| <= r`` give ``||(c_1, ..., c_k)|| <= sqrt(k) r``; ``log2_eigenvalues`` is unbounded.  Non-finite
-    entries count as 0 (declared policy); the eigen statistics come from the singular values and vectors of the block divided by its largest
-    entry, so 1e300 rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
+    Bounds: the mean of rows in a convex set (a box, an l2 ball) stays in it, so ``mean`` keeps the input's box
+    and ball; ``median`` keeps the box; ``second_moment`` of rows with ``||x|| <= r`` (around the origin) has
+    Frobenius norm ``<= r^2``; ``top_projection`` has Frobenius norm exactly ``sqrt(k)``; ``kmeans`` (k centres,
+    each a mean of block rows) keeps the box, and rows with ``||x|| <= r`` give ``||(c_1, ..., c_k)|| <= sqrt(k)
+    r``; ``log2_eigenvalues`` is unbounded.  Non-finite entries count as 0 (declared policy); the eigen
+    statistics come from the singular values and vectors of the block divided by its largest entry, so 1e300
+    rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))

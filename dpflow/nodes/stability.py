@@ -106,19 +106,19 @@ class StabilityHistogram(EpsilonMechanism):
     """The stability-based histogram: Laplace noise on the occupied bins only, released when above a
     threshold; (epsilon, delta)-DP with ``delta`` a fixed public parameter.
 
-    Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's
-    survey Prop. 3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold
-    ``1 + ln(1/(2 delta))/eps`` (OpenDP ``make_laplace_threshold``).  The input must be a count
-    statistic with linf 1 and an integer l1 ``D``; counts where one record moves up to ``D`` bins (a
-    group of ``k`` points counted once per bin: ``TupleCellCounts``, l1 ``2k`` under replace-one) get
-    Lap(D/eps) and the threshold ``1 + (D/eps) ln(D/delta)`` (the same as above for D = 2).  Proof for
-    integer ``D >= 1``: the bins occupied on both neighbours differ by at most ``D`` in l1, so the
-    Laplace release of them is eps-DP; a bin occupied on one side only holds count 1 there (linf 1) and
-    there are at most ``D`` of them, so one of them passes the threshold with probability at most
-    ``D exp(-(t - 1) eps / D) / 2 = delta / 2``; outside that event the two output distributions are
-    within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).  Output: ``(keys,
-    noisy_counts)`` of the released bins; an empty release is the private "not found".  Costed as delta-approximate eps^2/2-zCDP (Bun-Steinke
-    2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose delta covers ``delta``.
+    Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's survey Prop.
+    3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold ``1 + ln(1/(2 delta))/eps``
+    (OpenDP ``make_laplace_threshold``).  The input must be a count statistic with linf 1 and an integer l1
+    ``D``; counts where one record moves up to ``D`` bins (a group of ``k`` points counted once per bin:
+    ``TupleCellCounts``, l1 ``2k`` under replace-one) get Lap(D/eps) and the threshold ``1 + (D/eps)
+    ln(D/delta)`` (the same as above for D = 2).  Proof for integer ``D >= 1``: the bins occupied on both
+    neighbours differ by at most ``D`` in l1, so the Laplace release of them is eps-DP; a bin occupied on one
+    side only holds count 1 there (linf 1) and there are at most ``D`` of them, so one of them passes the
+    threshold with probability at most ``D exp(-(t - 1) eps / D) / 2 = delta / 2``; outside that event the two
+    output distributions are within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).
+    Output: ``(keys, noisy_counts)`` of the released bins; an empty release is the private "not found".  Costed
+    as delta-approximate eps^2/2-zCDP (Bun-Steinke 2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose
+    delta covers ``delta``.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
