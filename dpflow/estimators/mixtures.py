@@ -227,7 +227,7 @@ def block_size(n: int, k: int, w_min: float) -> int:
     more accurate); public.
 
     >>> block_size(4000, 3, 1 / 3), block_size(64000, 3, 1 / 3)
-    (18, 160)
+    (10, 160)
     """
     return max(k + 1, math.ceil(SA_PER_PART / w_min), n // SA_GROUPS)
 
