@@ -24,7 +24,10 @@ that counts each block at most once per cell, whatever order its k-means put the
 the rows are then split by their nearest released location and each part is estimated as above.  It finds
 the parts at sample sizes where RPGMP's radius search cannot (``benchmarks/results/mixtures.md``).
 
-Not built here: the warm-up algorithm for strongly bounded spherical mixtures.
+``method="warmup"`` is Algorithm 1 (mixtures.md 7) for strongly bounded spherical mixtures: no private
+bounding step (``radius`` is taken to bound the means tightly: every row is clipped to the public ball it
+implies), one Analyze Gauss, k - 1 terrific balls one after the other on the rows outside the earlier ones,
+and spherical covariances (``sigma^2 I``, the mean eigenvalue of each part's covariance).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ WEIGHTS_SA = {"locate": 0.05, "pca": 0.1, "cells": 0.35, "leaves": 0.5}
 """Relative budget weights of ``method="sample_aggregate"``: the bounding ball, Analyze Gauss (d > k only),
 the group-level cell histogram, and the per-part estimates."""
 
-METHODS = ("rpgmp", "sample_aggregate")
+METHODS = ("rpgmp", "sample_aggregate", "warmup")
 
 SA_PER_PART = 3
 """Sample-and-aggregate blocks hold at least ``SA_PER_PART / w_min`` rows (each component expects 6 rows per
@@ -114,7 +117,8 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
                           seed: int = 0, standardize: bool = False, method: str = "rpgmp") -> Plan:
     """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from RPGMP (``method="rpgmp"``)
-    or from sample-and-aggregate (``method="sample_aggregate"``), then each part's estimates.  Outputs
+    or from sample-and-aggregate (``method="sample_aggregate"``) or the warm-up chain (``method="warmup"``),
+    then each part's estimates.  Outputs
     ``leafI_n`` (noisy count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each
     part (the ``2^(k-1)`` leaves of RPGMP, or ``k``), and ``t`` (the public target part size).  With
     ``standardize=True`` the private per-column scale step runs first (its share of the budget by
@@ -159,21 +163,26 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         X, rest, scaled = standardized(X, centre, scale, d), 1.0 - w_scale, {"centre": centre, "scale": scale}
     Rc = _clip_radius(radius, s_max, d, n)
     Xc = N.Clip(radius=Rc)(X)
-    # 1. bounding ball: coordinate-wise private medians, then the smallest grid radius holding 98% of rows
-    w_loc = (WEIGHTS_SA if method == "sample_aggregate" else WEIGHTS)["locate"] * rest
-    meds = [N.Quantile(q=0.5, weight=w_loc / (2 * d))(N.OrderStatistics(lower=-Rc, upper=Rc)(N.Columns(keep=[a])(Xc)))
-            for a in range(d)]
-    c = N.Apply(fn=stack_scalars, shape=(d,))(*meds)
-    radii_b = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
-    counts = N.BallCounts(center=c, radii=radii_b)(Xc)
-    jb = N.AboveThreshold(threshold=0.98 * n, margin_beta=BETA, weight=w_loc / 2)(counts)
-    Rb = N.GridValue(values=radii_b)(jb)
-    Xb = N.Clip(radius=Rb, center=c)(X)
+    if method == "warmup":  # strongly bounded: the public ball B(0, Lambda) is the bounding ball
+        c, Rb = b.public([0.0] * d), b.public(Rc)
+        Xb = Xc
+    else:  # 1. bounding ball: coordinate-wise private medians, then the smallest grid radius holding 98% of rows
+        w_loc = (WEIGHTS_SA if method == "sample_aggregate" else WEIGHTS)["locate"] * rest
+        meds = [N.Quantile(q=0.5, weight=w_loc / (2 * d))(
+            N.OrderStatistics(lower=-Rc, upper=Rc)(N.Columns(keep=[a])(Xc))) for a in range(d)]
+        c = N.Apply(fn=stack_scalars, shape=(d,))(*meds)
+        radii_b = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
+        counts = N.BallCounts(center=c, radii=radii_b)(Xc)
+        jb = N.AboveThreshold(threshold=0.98 * n, margin_beta=BETA, weight=w_loc / 2)(counts)
+        Rb = N.GridValue(values=radii_b)(jb)
+        Xb = N.Clip(radius=Rb, center=c)(X)
     out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     if method == "sample_aggregate":
         parts, w_leaf = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest), \
             WEIGHTS_SA["leaves"] * rest
+    elif method == "warmup":
+        parts, w_leaf = _warmup_parts(X, Xb, c, Rc, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     for i, Xl in enumerate(parts):
@@ -219,6 +228,29 @@ def sample_aggregate_budget(budget: ApproxZCDP | ApproxDP) -> ApproxZCDP:
     if isinstance(budget, ApproxZCDP):
         return budget
     return ApproxZCDP(zcdp_rho_for_approx_dp(budget.epsilon, budget.delta * 3 / 4), budget.delta / 4)
+
+
+def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, k: int, t: int, s_min: float, delta: float, seed: int,
+                  rest: float) -> list[Any]:
+    """Algorithm 1 (mixtures.md 7), the warm-up for strongly bounded spherical mixtures: the rows clipped to
+    the public ball ``B(0, Lambda)``, ``Lambda = radius + sigma_max (sqrt d + sqrt(2 ln(n / beta)))`` (w.h.p.
+    nothing clipped), Analyze Gauss on them, then k - 1 private 1-clusters one after the other in the
+    projected space (``terrific_ball``, the [P] alternative of section 7), each on the rows outside the balls
+    found before: k parts (the last one the rows outside every ball).  A chain of value partitions; the
+    planner charges a record's two root-to-leaf paths."""
+    V = N.private_pca(X, k=k, radius=Lam, weight=WEIGHTS["pca"] * rest)
+    radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Lam)
+    per_node = WEIGHTS["partition"] * rest / max(k - 1, 1)
+    w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
+    shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
+    left, parts = Xc, []
+    for j in range(k - 1):  # k - 1 balls, each on the rows outside the earlier ones
+        ball = N.terrific_ball(N.Project(basis=V)(left), t=t, radii=radii_p, center=[0.0] * k, radius=Lam,
+                               beta=BETA, delta=delta, seed=seed + j, weights=shares)
+        rule = N.PartitionByProjectedBall(center=N.Get(index=0)(ball), radius=N.Get(index=1)(ball), basis=V, origin=c)
+        inside, left = N.split(left, rule)
+        parts.append(inside)
+    return [*parts, left]
 
 
 def block_size(n: int, k: int, w_min: float) -> int:
@@ -291,7 +323,9 @@ class GaussianMixture:
     ``weights_`` (the parts found, by decreasing weight; fewer than ``n_components`` when the data do not
     split: ``n_found_``), ``plan_`` and ``report_``.  ``standardize=True`` takes raw-scale data: a private
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
-    as ``centre_`` and ``scale_``; see the module docstring).
+    as ``centre_`` and ``scale_``; see the module docstring)  ``method``: ``"rpgmp"`` (default), ``"sample_aggregate"``
+    (finds the parts at smaller n; k >= 2) or ``"warmup"`` (strongly bounded spherical mixtures: ``radius``
+    a tight public bound on the means).
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(0)
@@ -343,6 +377,8 @@ class GaussianMixture:
             if not (m >= t / 2 and np.all(np.isfinite(mean))):
                 continue
             cov = _psd(np.nan_to_num(np.asarray(rel[f"leaf{i}_gram"], dtype=float)) / m, floor)
+            if self.method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
+                cov = max(float(np.trace(cov)) / d, floor) * np.eye(d)
             parts.append((m, mean, cov))
         if self.standardize:  # back to the data's units (post-processing of released values)
             from dpflow.estimators.scale import unstandardize

@@ -195,3 +195,31 @@ def test_three_separated_components_in_five_dimensions() -> None:
                          noise=dp.SeededNoise(2)).fit(X)
     assert gm.n_found_ == 3
     assert _misclassified(gm.predict(X), labels, 3) < 0.01
+
+
+def test_warmup_has_no_bounding_step_and_its_ledger_recomposes() -> None:
+    """Algorithm 1: the public ball of ``radius`` replaces the private bounding step (no Quantile, no
+    BallCounts), k - 1 terrific balls in a chain, k parts."""
+    plan = gaussian_mixture_plan(d=3, n=4000, k=3, budget=dp.ApproxZCDP(1.0, 1e-6), radius=25.0,
+                                 sigma_range=(0.5, 2.0), method="warmup")
+    assert sum(name.endswith("_n") for name, _ in plan.outputs) == 3
+    cert = certify(plan)
+    (total,) = cert.ledger.totals
+    again = recompose(total.composition, "replace")
+    assert again.rho == total.rho and again.delta0 == total.delta0 and total.rho <= 1
+    kinds = {e.kind for e in cert.ledger.events()}
+    assert "Quantile" not in kinds and {"AboveThreshold", "StabilityHistogram", "GaussianMech"} <= kinds
+    assert sum(e.kind == "TerrificScores" for e in cert.ledger.entries) == 2
+
+
+@pytest.mark.slow
+def test_warmup_finds_strongly_bounded_spherical_components() -> None:
+    means = np.array([[20.0, 0.0, 0.0], [-10.0, 17.0, 0.0], [-10.0, -17.0, 0.0]])
+    X, labels = _mixture(12000, means, 6)
+    gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=25.0, sigma_range=(0.5, 2.0), method="warmup",
+                         noise=dp.SeededNoise(0)).fit(X)
+    assert gm.n_found_ == 3
+    assert max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means) < 0.3
+    for c in gm.covariances_:  # spherical: sigma^2 I
+        assert np.allclose(c, c[0, 0] * np.eye(3)) and abs(c[0, 0] - 1.0) < 0.15
+    assert _misclassified(gm.predict(X), labels, 3) < 0.01
