@@ -56,7 +56,7 @@ the smoke runs of ``benchmarks/mixtures.py``); the planner turns them into share
 per-record fold and shows every share in the ledger."""
 
 
-WEIGHTS_SA = {"locate": 0.05, "pca": 0.1, "cells": 0.35, "leaves": 0.5}
+WEIGHTS_SA = {"locate": 0.05, "pca": 0.1, "cells": 0.5, "leaves": 0.5}
 """Relative budget weights of ``method="sample_aggregate"``: the bounding ball, Analyze Gauss (d > k only),
 the group-level cell histogram, and the per-part estimates."""
 
@@ -178,15 +178,16 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         Xb = N.Clip(radius=Rb, center=c)(X)
     out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
+    starts: list[Any] = []
     if method == "sample_aggregate":
-        parts, w_leaf = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest), \
-            WEIGHTS_SA["leaves"] * rest
+        parts, C = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest)
+        w_leaf, starts = WEIGHTS_SA["leaves"] * rest, [N.Get(index=j)(C) for j in range(k)]
     elif method == "warmup":
         parts, w_leaf = _warmup_parts(X, Xb, c, Rc, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     for i, Xl in enumerate(parts):
-        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i)
+        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, starts[i] if starts else None)
     return b.build(**out)
 
 
@@ -265,7 +266,7 @@ def block_size(n: int, k: int, w_min: float) -> int:
 
 
 def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k: int, w_min: float, delta: float,
-                            rest: float) -> list[Any]:
+                            rest: float) -> tuple[list[Any], Any]:
     """PGME's sample-and-aggregate (mixtures.md 8): disjoint blocks of :func:`block_size` rows (of the rows
     clipped to the bounding ball), a non-private k-means per block (``SubsampleAggregate(statistic="kmeans")``),
     each block's k centres re-centred on the bounding centre and projected onto the top-k eigenvectors of a
@@ -274,7 +275,7 @@ def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k:
     (``TupleCellCounts``: one group counted once per cell, whatever order its k-means put its centres in)
     released by ``GaussianStabilityHistogram``, and the k heaviest merged cells as the component locations
     (``TupleCenters``).  The rows are then split by their nearest location (``PartitionByNearest``): the k
-    parts."""
+    parts, returned with the locations (each part's estimates start from its location)."""
     m = block_size(n, k, w_min)
     G = N.SubsampleAggregate(size=m, statistic="kmeans", k=k)(Xb)
     if d > k:
@@ -287,17 +288,22 @@ def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k:
     div = sa_div(w)
     h = N.GaussianStabilityHistogram(delta=delta, weight=WEIGHTS_SA["cells"] * rest)(N.TupleCellCounts(k=k, div=div)(P))
     C = N.TupleCenters(k=k, w=w, div=div)(h, V, c)
-    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k])
+    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k]), C
 
 
-def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int) -> dict[str, Any]:
-    """PGME's estimates of one part: a noisy count, the mean within the bounding ball, the radius holding 97%
-    of the part around it (``AboveThreshold`` on nested-ball counts, threshold 0.97 x the noisy count), the
-    mean within that radius, and the Gram matrix about it of the rows within 1.5 times it."""
+def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int,
+          start: Any = None) -> dict[str, Any]:
+    """PGME's estimates of one part: a noisy count, the mean within the bounding ball (or a released ``start``:
+    the part's location from sample-and-aggregate), the radius holding 97% of the part around it
+    (``AboveThreshold`` on nested-ball counts, threshold 0.97 x the noisy count; not searched when its margin
+    lowers the threshold below ``t / 2``, half the target part size: the radius is then "not found" and the
+    mean stays the first one, rather than a mean of a few rows), the mean within that radius, and the Gram
+    matrix about it of the rows within 1.5 times it."""
     cnt = N.LaplaceMech(weight=w_leaf * 0.08)(N.Count()(Xl))
-    p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03)
-    jl = N.AboveThreshold(threshold=N.ScaleShift(scale=0.97)(cnt), margin_beta=BETA, weight=w_leaf * 0.08)(
-        N.BallCounts(center=p1, radii=radii_l)(Xl))
+    p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03) if start is None else start
+    w_radius = w_leaf * (0.08 if start is None else 0.21)  # with a start, the first mean's share goes here
+    jl = N.AboveThreshold(threshold=N.ScaleShift(scale=0.97)(cnt), margin_beta=BETA, min_threshold=t / 2,
+                          weight=w_radius)(N.BallCounts(center=p1, radii=radii_l)(Xl))
     r1 = N.GridValue(values=radii_l)(jl)
     p2 = N.ball_mean(Xl, p1, r1, w_leaf * 0.18, w_leaf * 0.03)
     rg = N.ScaleShift(scale=GRAM_WIDEN)(r1)  # the 97% radius widened: the Gram is then barely truncated
