@@ -6,11 +6,11 @@ permutation ambiguity of mixtures.md 8), so nothing here reads the order: every 
 most once per cell, whichever of its points fall there.
 
 - :class:`TupleProject`: each of the k points mapped to ``(x - c) V`` (a released basis: private PCA), so
-  that the grids below live in a space of at most 7 dimensions;
+  that the grids below live in a space of at most 6 dimensions;
 - :class:`TupleCellCounts`: the group counts of self-scaled cells (each group's grid has a side set by
   the distance between its two closest points, so no scale is searched), released by
   ``GaussianStabilityHistogram`` (l1 ``2k``, l2 ``sqrt(2k)``);
-- :class:`TupleCenters`: the ``k`` heaviest released cells, adjacent cells merged, decoded (and lifted back
+- :class:`TupleCenters`: the ``k`` heaviest released cells, face neighbours merged, decoded (and lifted back
   through the basis): the k component locations, or NaN rows for the ones not found;
 - :class:`PartitionByNearest`: the records split by their nearest released location (a value partition), so
   that each part is estimated on its own rows (PGME).
@@ -53,6 +53,7 @@ from dpflow.nodes.base import (
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text
 from dpflow.nodes.stability import SparseCounts
+from dpflow.nodes.terrific import _pos_int
 from dpflow.nodes.types import Inferred, PiecesT, ReleasedT, RowsT, SplitRule, StatT, VType
 from dpflow.references import Reference
 
@@ -61,12 +62,6 @@ __all__ = ["PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleProjec
 
 REFERENCE = Reference("sample and aggregate over k-tuples: one group counted at most once per cell "
                       "(group-level 1-cluster)", "mixtures.md", "8")
-
-
-def _pos_int(x: Any) -> int:
-    if isinstance(x, bool) or int(x) != x or int(x) < 1:
-        raise ValueError(f"expected a positive integer, got {x!r}")
-    return int(x)
 
 
 def tuple_points(X: np.ndarray, k: int) -> np.ndarray:
