@@ -222,8 +222,8 @@ def sample_aggregate_budget(budget: ApproxZCDP | ApproxDP) -> ApproxZCDP:
     delta0-approximate zCDP mechanism with no privacy-loss-distribution event, so an ``ApproxDP(eps,
     delta)`` budget is met as ``ApproxZCDP(rho, delta / 4)`` with ``rho`` the largest for which rho-zCDP
     gives (eps, 3 delta / 4)-DP (Canonne-Kamath-Steinke 2020 Prop. 12): delta0-approximate rho-zCDP with
-    delta0 <= delta / 4 is then (eps, delta)-DP (Bun-Steinke 2016 Sec. 8: the two deltas add).  An
-    ``ApproxZCDP`` budget is used as given.
+    delta0 <= delta / 4 is then (eps, delta)-DP (Bun-Steinke 2016 Sec. 8, the project's rule
+    ``dpflow.privacy.conversions.approx_zcdp_to_approx_dp``).  An ``ApproxZCDP`` budget is used as given.
 
     >>> import dpflow as dp
     >>> z = sample_aggregate_budget(dp.ApproxDP(2.0, 1e-6))
