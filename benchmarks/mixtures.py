@@ -1,4 +1,5 @@
-"""Benchmark of dpflow's private Gaussian mixture (KSSU19 RPGMP + PGME, ``dpflow.estimators.mixtures``)
+"""Benchmark of dpflow's private Gaussian mixture (KSSU19 PGME with RPGMP or sample-and-aggregate parts,
+``dpflow.estimators.mixtures``)
 against scikit-learn's non-private ``GaussianMixture`` and diffprivlib's ``KMeans`` (DPLloyd) at the same
 epsilon.  diffprivlib is given the true per-coordinate data bounds, as its docs require; dpflow only a
 ball of radius 1e4 around the origin for the means and a scale range (0.5, 2).  Errors (after the best
@@ -8,6 +9,7 @@ Markdown table; ``--out FILE`` writes it and, with matplotlib, a plot of the cen
 
     python benchmarks/mixtures.py --out benchmarks/results/mixtures.md     # small grid, a few minutes
     python benchmarks/mixtures.py --full                                    # k in {2,3,5}, d in {2,10,50}
+    python benchmarks/mixtures.py --full --k 5 --d 50 --methods sample_aggregate   # one slice of it
 
 Needs the ``bench`` extra (scikit-learn < 1.6 for diffprivlib 0.6).
 """
@@ -75,22 +77,25 @@ def _errors(means: np.ndarray, covs: np.ndarray | None, weights: np.ndarray | No
     return out
 
 
-def run_one(n: int, k: int, d: int, sep: float, seed: int) -> dict[str, dict[str, float]]:
+def run_one(n: int, k: int, d: int, sep: float, seed: int,
+            methods: tuple[str, ...] = ("rpgmp", "sample_aggregate")) -> dict[str, dict[str, float]]:
     from diffprivlib.models import KMeans as DPKMeans
     from sklearn.mixture import GaussianMixture as SkGMM
 
     X, labels, means = _data(n, k, d, sep, seed)
     res: dict[str, dict[str, float]] = {}
-    t0 = time.perf_counter()
-    gm = GaussianMixture(k, dp.ApproxDP(EPS, DELTA), radius=1e4, sigma_range=(0.5, 2.0),
-                         noise=dp.SeededNoise(seed)).fit(X)
-    secs = time.perf_counter() - t0
-    if gm.n_found_ > 0:
-        assert gm.means_ is not None
-        res["dpflow"] = _errors(gm.means_, gm.covariances_, gm.weights_, gm.predict(X), means, labels)
-    else:
-        res["dpflow"] = {"centre": math.inf, "cov": math.inf, "weight": math.inf, "miss": math.nan}
-    res["dpflow"] |= {"found": float(gm.n_found_), "secs": secs}
+    for method in methods:
+        name = f"dpflow {method}"
+        t0 = time.perf_counter()
+        gm = GaussianMixture(k, dp.ApproxDP(EPS, DELTA), radius=1e4, sigma_range=(0.5, 2.0), method=method,
+                             noise=dp.SeededNoise(seed)).fit(X)
+        secs = time.perf_counter() - t0
+        if gm.n_found_ > 0:
+            assert gm.means_ is not None
+            res[name] = _errors(gm.means_, gm.covariances_, gm.weights_, gm.predict(X), means, labels)
+        else:
+            res[name] = {"centre": math.inf, "cov": math.inf, "weight": math.inf, "miss": math.nan}
+        res[name] |= {"found": float(gm.n_found_), "secs": secs}
     sk = SkGMM(n_components=k, random_state=seed).fit(X)
     res["sklearn (non-private)"] = _errors(sk.means_, sk.covariances_, sk.weights_, sk.predict(X), means, labels)
     bounds = (X.min(axis=0), X.max(axis=0))
@@ -110,12 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="k in {2,3,5}, d in {2,10,50}, more n and separations")
     ap.add_argument("--trials", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--k", type=int, default=None, help="only this k (with --full)")
+    ap.add_argument("--d", type=int, default=None, help="only this d (with --full)")
+    ap.add_argument("--methods", default="rpgmp,sample_aggregate", help="dpflow methods, comma-separated")
     args = ap.parse_args(argv)
+    methods = tuple(args.methods.split(","))
     if args.full:
         grid = [(k, d, sep, n) for k in (2, 3, 5) for d in (2, 10, 50) for sep in (20.0, 40.0)
-                for n in (5000, 10000, 20000, 40000)]
+                for n in (5000, 10000, 20000, 40000)
+                if args.k in (None, k) and args.d in (None, d)]
     else:
-        grid = [(k, d, 20.0, n) for k, d in ((2, 2), (2, 10), (3, 5)) for n in (4000, 8000, 16000)]
+        grid = [(k, d, 20.0, n) for k, d in ((2, 2), (2, 10), (3, 5)) for n in (2000, 4000, 8000, 16000)]
     lines = [f"# Gaussian mixtures: dpflow vs scikit-learn (non-private) vs diffprivlib KMeans, "
              f"epsilon = {EPS:g}, delta = {DELTA:g}",
              "",
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, d, sep, n in grid:
         agg: dict[str, list[dict[str, float]]] = {}
         for s in range(args.trials):
-            for name, r in run_one(n, k, d, sep, s).items():
+            for name, r in run_one(n, k, d, sep, s, methods).items():
                 agg.setdefault(name, []).append(r)
         for name, rs in agg.items():
             med = {key: float(np.median([r.get(key, math.nan) for r in rs])) for key in rs[0]}
@@ -137,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{_fmt(med['weight'])} | {_fmt(med['miss'])} | {_fmt(med.get('found', math.nan))} | "
                          f"{_fmt(med.get('secs', math.nan))} |")
             curves.setdefault((k, d, name), []).append((n, med["centre"]))
-        print(lines[-3], lines[-2], lines[-1], sep="\n", flush=True)
+        print(*lines[-len(agg):], sep="\n", flush=True)
     text = "\n".join(lines) + "\n"
     if args.out is not None:
         args.out.write_text(text)

@@ -165,6 +165,9 @@ def test_typed_node_references_are_the_spec_citing_ones() -> None:
         "BallCounts": ("mixtures.md", "5.3"),
         "PartitionByProjectedBall": ("mixtures.md", "2.4"),
         "Gram": ("mixtures.md", "2.9"),
+        "GaussianStabilityHistogram": ("sparse_discrete_heavy.md", "1"),
+        "TupleCellCounts": ("mixtures.md", "8"),
+        "PartitionByNearest": ("mixtures.md", "2.4"),
     }
 
 

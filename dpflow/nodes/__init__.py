@@ -21,7 +21,7 @@ from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Qua
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve
 from dpflow.nodes.sparse_vector import NOT_FOUND, AboveThreshold, found_index
-from dpflow.nodes.stability import BinCounts, StabilityHistogram
+from dpflow.nodes.stability import BinCounts, GaussianStabilityHistogram, StabilityHistogram
 from dpflow.nodes.terrific import (
     BallCounts,
     BallMean,
@@ -53,6 +53,7 @@ from dpflow.nodes.transforms import (
     split,
 )
 from dpflow.nodes.truncation import TruncatedMean
+from dpflow.nodes.tuples import PartitionByNearest, TupleCellCounts, TupleCenters, TupleProject
 from dpflow.nodes.types import Allocation, PiecesT, ReleasedT, RowsT, StatT
 
 __all__ = [
@@ -69,4 +70,5 @@ __all__ = [
     "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
     "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
     "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
+    "GaussianStabilityHistogram", "PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleProject",
 ]

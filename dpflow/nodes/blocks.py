@@ -33,11 +33,45 @@ from dpflow.nodes.rules import public_n
 from dpflow.nodes.types import Inferred, RowsT, Size, VType
 from dpflow.references import Reference
 
-BLOCK_STATISTICS = ("mean", "median", "second_moment", "log2_eigenvalues", "top_projection")
+BLOCK_STATISTICS = ("mean", "median", "second_moment", "log2_eigenvalues", "top_projection", "kmeans")
 """The per-block statistics: the block ``mean`` and coordinate-wise ``median`` (d values); the
 ``second_moment`` ``(1/m) sum x x^T`` flattened (d*d values); its ``log2_eigenvalues`` in decreasing
 order (d values; a zero eigenvalue gives ``-inf``); ``top_projection``: the flattened orthogonal
-projector onto its top-``k`` eigenvectors (d*d values, Frobenius norm ``sqrt(k)``)."""
+projector onto its top-``k`` eigenvectors (d*d values, Frobenius norm ``sqrt(k)``); ``kmeans``: the ``k``
+centres of a non-private k-means fit of the block (:func:`block_kmeans`; k*d values, the centres one after
+the other in no meaningful order: the sample-and-aggregate of mixtures.md 8, aggregated per group by
+``dpflow.nodes.tuples``)."""
+
+KMEANS_ROUNDS = 20
+"""Lloyd rounds of :func:`block_kmeans` (from the farthest-first start on separated data, 2-5 suffice)."""
+
+
+def block_kmeans(Y: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS) -> np.ndarray:
+    """Non-private k-means of every block of ``Y`` (B, m, d) at once: ``(B, k, d)`` centres.  Start:
+    farthest-first traversal from the block's first row (deterministic, a function of the block alone),
+    then ``rounds`` Lloyd steps; a centre that loses all its rows keeps its place.  Each block's centres
+    are means of some of its rows, so they lie in the convex hull of the block.
+
+    >>> Y = np.array([[[0.0], [0.2], [10.0], [10.4]]])
+    >>> np.round(np.sort(block_kmeans(Y, 2)[0, :, 0]), 6).tolist()
+    [0.1, 10.2]
+    """
+    B, m, d = Y.shape
+    idx = np.zeros((B, k), dtype=np.int64)
+    best = np.full((B, m), np.inf)
+    ar = np.arange(B)
+    for j in range(1, k):  # k public steps, each vectorised over blocks and rows
+        best = np.minimum(best, np.sum((Y - Y[ar, idx[:, j - 1]][:, None, :]) ** 2, axis=2))
+        idx[:, j] = np.argmax(best, axis=1)
+    C = Y[ar[:, None], idx]
+    for _ in range(rounds):  # a public number of Lloyd rounds, vectorised over blocks
+        D = np.sum((Y[:, :, None, :] - C[:, None, :, :]) ** 2, axis=3)
+        onehot = (np.argmin(D, axis=2)[:, :, None] == np.arange(k)).astype(float)
+        cnt = onehot.sum(axis=1)
+        S = np.einsum("bmk,bmd->bkd", onehot, Y)
+        C = np.where(cnt[:, :, None] > 0, S / np.maximum(cnt, 1.0)[:, :, None], C)
+    out: np.ndarray = C
+    return out
 
 
 def _statistic(x: Any) -> str:
@@ -86,6 +120,8 @@ def block_statistic(X: np.ndarray, size: int, statistic: str, k: int = 1) -> np.
             return out
         if statistic == "median":
             return np.median(Y, axis=1) if B else np.zeros((0, d))
+        if statistic == "kmeans":
+            return block_kmeans(Y, k).reshape(B, k * d) if B else np.zeros((0, k * d))
         Z, s = _scaled(Y)
         if statistic == "second_moment":
             S = np.einsum("bij,bik->bjk", Z, Z) / Y.shape[1]
@@ -118,12 +154,13 @@ class SubsampleAggregate(Transform):
     up to all ``n // size`` output rows; there is no bounded stability and the node is refused under
     add/remove neighbours (before any data is read).
 
-    Bounds: the mean of rows in a convex set (a box, an l2 ball) stays in it, so ``mean`` keeps the
-    input's box and ball; ``median`` keeps the box; ``second_moment`` of rows with ``||x|| <= r``
-    (around the origin) has Frobenius norm ``<= r^2``; ``top_projection`` has Frobenius norm exactly
-    ``sqrt(k)``; ``log2_eigenvalues`` is unbounded.  Non-finite entries count as 0 (declared policy);
-    the eigen statistics come from the singular values and vectors of the block divided by its largest
-    entry, so 1e300 rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
+    Bounds: the mean of rows in a convex set (a box, an l2 ball) stays in it, so ``mean`` keeps the input's box
+    and ball; ``median`` keeps the box; ``second_moment`` of rows with ``||x|| <= r`` (around the origin) has
+    Frobenius norm ``<= r^2``; ``top_projection`` has Frobenius norm exactly ``sqrt(k)``; ``kmeans`` (k centres,
+    each a mean of block rows) keeps the box, and rows with ``||x|| <= r`` give ``||(c_1, ..., c_k)|| <= sqrt(k)
+    r``; ``log2_eigenvalues`` is unbounded.  Non-finite entries count as 0 (declared policy); the eigen
+    statistics come from the singular values and vectors of the block divided by its largest entry, so 1e300
+    rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -139,6 +176,8 @@ class SubsampleAggregate(Transform):
     k: int = attrs.field(default=1, converter=int)
 
     def _d_out(self, d: int) -> int:
+        if self.statistic == "kmeans":
+            return self.k * d
         return d * d if self.statistic in ("second_moment", "top_projection") else d
 
     def _domain(self, dom: Vectors) -> Vectors:
@@ -147,6 +186,10 @@ class SubsampleAggregate(Transform):
             return Vectors(d=d_out, l2_bound=dom.l2_bound, box=dom.box, center=dom.center)
         if self.statistic == "median":
             return Vectors(d=d_out, box=dom.box)
+        if self.statistic == "kmeans":  # k means of rows each in the convex set: norm <= sqrt(k) r around 0
+            r = dom.norm_l2()
+            box = dom.box
+            return Vectors(d=d_out, box=box, l2_bound=None if r is None else r * math.sqrt(self.k))
         if self.statistic == "second_moment":
             r = dom.norm_l2()
             return Vectors(d=d_out, l2_bound=None if r is None else r * r)
@@ -159,15 +202,18 @@ class SubsampleAggregate(Transform):
         public_n(rows, ctx, "SubsampleAggregate (blocks by position: under add/remove one record shifts every "
                             "later block)")
         d = rows.domain.d
-        if self.statistic == "top_projection" and not 1 <= self.k <= d:
-            raise DomainError(ctx.node_id, f"top_projection with k={self.k} in d={d}", f"pass 1 <= k <= {d}")
+        if self.statistic in ("top_projection", "kmeans") and self.k < 1 or \
+                self.statistic == "top_projection" and self.k > d:
+            raise DomainError(ctx.node_id, f"{self.statistic} with k={self.k} in d={d}",
+                              f"pass 1 <= k <= {d}" if self.statistic == "top_projection" else "pass k >= 1")
         known = None if rows.size.known is None else rows.size.known // self.size
         if known == 0:
             raise DomainError(ctx.node_id, f"{rows.size.known} rows do not fill one block of {self.size}",
                               "use a smaller block size")
         dom = self._domain(rows.domain)
         out = attrs.evolve(rows, domain=dom, size=Size(public=True, known=known, ref=ctx.row_count()))
-        what = f"top-{self.k} projection" if self.statistic == "top_projection" else self.statistic
+        what = {"top_projection": f"top-{self.k} projection", "kmeans": f"{self.k}-means centres"}.get(
+            self.statistic, self.statistic)
         return Inferred(out, f"{what} of disjoint blocks of {self.size} rows: a replaced record changes one block "
                              f"(stability {rows.stability}); -> {dom.describe()} (l2 bound {text_of(dom.l2_bound)})")
 
@@ -175,4 +221,4 @@ class SubsampleAggregate(Transform):
         return block_statistic(np.asarray(ins[0], dtype=float), self.size, self.statistic, self.k)
 
 
-__all__ = ["BLOCK_STATISTICS", "SubsampleAggregate", "block_statistic"]
+__all__ = ["BLOCK_STATISTICS", "SubsampleAggregate", "block_kmeans", "block_statistic"]

@@ -26,12 +26,12 @@ import attrs
 import numpy as np
 
 from dpflow.errors import DomainError, UnboundedSensitivityError
-from dpflow.nodes.base import EvalContext, InferContext, Query, need, text_of
+from dpflow.nodes.base import EvalContext, InferContext, Mechanism, Query, need, text_of
 from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.params import finite, positive
 from dpflow.nodes.rules import changes_text, count_sensitivities, one_dim
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, StatT, VType
-from dpflow.privacy import Cost, exact, opt_exact
+from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, opt_exact
 from dpflow.references import Reference
 
 _KEY_LIMIT = 2**62
@@ -106,12 +106,19 @@ class StabilityHistogram(EpsilonMechanism):
     """The stability-based histogram: Laplace noise on the occupied bins only, released when above a
     threshold; (epsilon, delta)-DP with ``delta`` a fixed public parameter.
 
-    Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's
-    survey Prop. 3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold
-    ``1 + ln(1/(2 delta))/eps`` (OpenDP ``make_laplace_threshold``).  The input must be a count
-    statistic of stability 1 (linf 1).  Output: ``(keys, noisy_counts)`` of the released bins; an
-    empty release is the private "not found".  Costed as delta-approximate eps^2/2-zCDP (Bun-Steinke
-    2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose delta covers ``delta``.
+    Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's survey Prop.
+    3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold ``1 + ln(1/(2 delta))/eps``
+    (OpenDP ``make_laplace_threshold``).  The input must be a count statistic with linf 1 and an integer l1
+    ``D``; counts where one record moves up to ``D`` bins (a group of ``k`` points counted once per bin:
+    ``TupleCellCounts``, l1 ``2k`` under replace-one) get Lap(D/eps) and the threshold ``1 + (D/eps)
+    ln(D/delta)`` (the same as above for D = 2).  Proof for integer ``D >= 1``: the bins occupied on both
+    neighbours differ by at most ``D`` in l1, so the Laplace release of them is eps-DP; a bin occupied on one
+    side only holds count 1 there (linf 1) and there are at most ``D`` of them, so one of them passes the
+    threshold with probability at most ``D exp(-(t - 1) eps / D) / 2 = delta / 2``; outside that event the two
+    output distributions are within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).
+    Output: ``(keys, noisy_counts)`` of the released bins; an empty release is the private "not found".  Costed
+    as delta-approximate eps^2/2-zCDP (Bun-Steinke 2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose
+    delta covers ``delta``.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
@@ -141,8 +148,9 @@ class StabilityHistogram(EpsilonMechanism):
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
         if stat.l1 is None or stat.linf is None:
             raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity", "feed it BinCounts")
-        if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and stat.l1.coef in (1.0, 2.0)):
-            raise DomainError(ctx.node_id, f"the thresholds need counts of stability 1 (l1 1 or 2, linf 1); got "
+        l1 = stat.l1.coef
+        if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and l1 >= 1 and l1 == int(l1)):
+            raise DomainError(ctx.node_id, f"the thresholds need counts of linf 1 and an integer l1; got "
                               f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
                               "apply BinCounts directly to the rows (no stability > 1 transform)")
         return f"l1 = {stat.l1.text()}, linf = 1"
@@ -155,9 +163,9 @@ class StabilityHistogram(EpsilonMechanism):
     def scale_threshold(self, l1: float, eps: float) -> tuple[float, float]:
         """Laplace scale and release threshold (rounded against the user)."""
         d = float(self.delta)
-        if l1 == 2.0:
-            return math.nextafter(2.0 / eps, math.inf), math.nextafter(1.0 + 2.0 * math.log(2.0 / d) / eps, math.inf)
-        return math.nextafter(1.0 / eps, math.inf), math.nextafter(1.0 + math.log(1.0 / (2.0 * d)) / eps, math.inf)
+        if l1 == 1.0:
+            return math.nextafter(1.0 / eps, math.inf), math.nextafter(1.0 + math.log(1.0 / (2.0 * d)) / eps, math.inf)
+        return math.nextafter(l1 / eps, math.inf), math.nextafter(1.0 + l1 * math.log(l1 / d) / eps, math.inf)
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         if mode == "pure":
@@ -188,6 +196,103 @@ class StabilityHistogram(EpsilonMechanism):
         return sc.keys[keep], noisy[keep]
 
 
+@attrs.frozen(kw_only=True)
+class GaussianStabilityHistogram(Mechanism):
+    """The stability-based histogram with Gaussian noise: N(0, sigma^2) on the occupied bins only,
+    ``sigma = Delta_2 / sqrt(2 rho)``, a bin released when its noisy count is above
+    ``t = 1 + sigma sqrt(2 ln(D / delta))`` (``D`` the integer l1 sensitivity, ``Delta_2`` the l2 one, linf
+    1).  Cost: delta-approximate rho-zCDP (Bun-Steinke 2016 Def. 8.1), so it needs an approximate zCDP
+    or (eps, delta) budget.  Where one record moves many bins by 1 (a group of ``k`` points counted once per
+    cell: ``TupleCellCounts``, l1 ``2k``, l2 ``sqrt(2k)``), the Gaussian's l2 calibration costs ``sqrt(2k)``
+    where the Laplace version pays ``2k``.
+
+    Proof.  Neighbours x, x': the bins occupied on both sides differ by at most ``Delta_2`` in l2, so their
+    noisy counts are the Gaussian mechanism, rho-zCDP (Bun-Steinke 2016 Prop. 1.6), and so is any function
+    of them, the thresholded release included.  A bin occupied on one side only holds count 1 there
+    (linf 1), and there are at most ``D`` of them (each adds 1 to the l1 distance); each passes ``t`` with
+    probability at most ``exp(-(t - 1)^2 / (2 sigma^2)) = delta / D`` (the Chernoff bound of a
+    sigma-subgaussian variable: the Gaussian, and the discrete Gaussian, Canonne-Kamath-Steinke 2020 Sec.
+    2).  Let E be the event that none of x's one-sided bins is released (probability >= 1 - delta), E' the
+    same for x'.  Conditioned on E (and E'), the bins' noises are independent, so the output is the
+    thresholded release of the common bins alone, and the Renyi divergences between the two conditioned
+    outputs are those of the Gaussian mechanism on the common bins: at most ``rho alpha``.  That is
+    delta-approximate rho-zCDP.  Exact sources draw the discrete Gaussian of variance ``sigma^2`` on the
+    integer counts (CKS20 Thm 4: the same rho for integer differences; the tail bound holds as stated).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
+    >>> h = GaussianStabilityHistogram(delta=1e-7)(BinCounts(width=1.0)(b.source("X", dp.Reals(), n=10)))
+    """
+
+    kind: ClassVar[str] = "GaussianStabilityHistogram"
+    pure_capable: ClassVar[bool] = False
+    gaussian_profile: ClassVar[bool] = False
+    reference: ClassVar[Reference] = Reference(
+        "Gaussian stability histogram: Gaussian mechanism on the occupied bins (Bun-Steinke 2016 Prop. 1.6), "
+        "one-sided bins of count 1 above 1 + sigma sqrt(2 ln(D/delta)) with probability <= delta (subgaussian "
+        "tail, Canonne-Kamath-Steinke 2020), delta-approximate zCDP (Bun-Steinke 2016 Def. 8.1)",
+        "sparse_discrete_heavy.md", "1")
+    delta: Fraction = attrs.field(converter=_opt_delta)
+    weight: float = attrs.field(default=1.0, converter=positive)
+    rho: Fraction | None = attrs.field(default=None, converter=opt_exact)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        need(ins, StatT, ctx, "a count statistic (BinCounts, TupleCellCounts)")
+        return Inferred(ReleasedT(None), "")
+
+    def check_input(self, stat: StatT, ctx: InferContext) -> str:
+        if stat.l1 is None or stat.l2 is None or stat.linf is None:
+            raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity", "feed it counts")
+        l1 = stat.l1.coef
+        if not (stat.l1.is_const and stat.l2.is_const and stat.linf.is_const and stat.linf.coef == 1.0
+                and l1 >= 1 and l1 == int(l1)):
+            raise DomainError(ctx.node_id, f"the threshold needs counts of linf 1 and an integer l1; got "
+                              f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
+                              "apply the count query directly to the rows (no stability > 1 transform)")
+        return f"l1 = {stat.l1.text()}, l2 = {stat.l2.text()}, linf = 1"
+
+    def fixed_share(self, mode: Mode) -> Fraction | None:
+        return self.rho
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        if mode == "pure":
+            raise self.pure_refusal(self.kind)
+        return Cost.approx_zcdp(share, self.delta)
+
+    def scale_threshold(self, l1: float, l2: float, rho: Fraction) -> tuple[float, float]:
+        """sigma and the release threshold (both rounded up, against the user).
+
+        >>> s, t = GaussianStabilityHistogram(delta=1e-6).scale_threshold(6.0, 6.0 ** 0.5, Fraction(1, 2))
+        >>> round(s, 6), round(t, 4)
+        (2.44949, 14.6853)
+        """
+        sigma = gaussian_sigma_for_zcdp(l2, rho)
+        t = 1.0 + sigma * math.sqrt(2.0 * math.log(l1 / float(self.delta)))
+        return sigma, math.nextafter(t * (1 + 1e-12), math.inf)
+
+    def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
+        if mode == "pure" or stat.l1 is None or stat.l2 is None:
+            return ""
+        sigma, t = self.scale_threshold(stat.l1.coef, stat.l2.coef, share)
+        return (f"Gaussian sigma = {sigma:.6g} on occupied bins, released above t = {t:.6g} (rho={float(share):.6g}, "
+                f"delta={self.delta}); exact sources: discrete Gaussian on the integer counts")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        alloc = ctx.allocation()
+        stat = ctx.stat()
+        assert stat.l1 is not None and stat.l2 is not None
+        sigma, t = self.scale_threshold(stat.l1.coef, stat.l2.coef, alloc.share)
+        sc: SparseCounts = ins[0]
+        if ctx.noise.exact:
+            noisy = sc.counts + ctx.noise.discrete_gaussian(Fraction(sigma) ** 2, sc.counts.shape).astype(float)
+        else:
+            noisy = sc.counts + ctx.noise.normal(sigma, sc.counts.shape)
+        ctx.record("sigma", sigma)
+        ctx.record("threshold", t)
+        keep = noisy > t
+        return sc.keys[keep], noisy[keep]
+
+
 def stable_mode(released: Any) -> int | None:
     """The key of the largest released count of a :class:`StabilityHistogram`, or ``None``
     ("not found", a released outcome).
@@ -202,5 +307,5 @@ def stable_mode(released: Any) -> int | None:
 
 
 __all__ = [
-    "BinCounts", "SparseCounts", "StabilityHistogram", "stable_mode",
+    "BinCounts", "GaussianStabilityHistogram", "SparseCounts", "StabilityHistogram", "stable_mode",
 ]

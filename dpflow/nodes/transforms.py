@@ -580,15 +580,15 @@ class Piece(Node):
 
 
 def split(x: Sensitive[Rows], rule: Node) -> tuple[Sensitive[Rows], ...]:
-    """Apply a split (``SplitByIndex``, or a value partition of two pieces such as ``PartitionByBall``) and
-    return one handle per piece.
+    """Apply a split (``SplitByIndex``, or a value partition: two pieces such as ``PartitionByBall``, or as
+    many as the rule's ``pieces``) and return one handle per piece.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> a, c = dp.nodes.split(b.source("X", dp.Vectors(d=2), n=10), dp.nodes.SplitByIndex(pieces=2))
     """
     sid = x.builder.add(rule, (x.id,))
-    count = rule.pieces if isinstance(rule, SplitByIndex) else 2
+    count = int(getattr(rule, "pieces", 2))
     return tuple(Sensitive(x.builder.add(Piece(index=i), (sid,)), x.builder) for i in range(count))
 
 

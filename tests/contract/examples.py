@@ -539,3 +539,42 @@ def _recurse(b: dp.PlanBuilder, X: Any) -> Fragment:
 
 for _kind in ("Recurse", "Input", "State", "Round"):
     example(_kind, relations=RELATIONS, in_body=_kind != "Recurse")(_recurse)
+
+
+# --------------------------------------------------------------------------- k-tuples of block answers (tuples.py)
+
+
+@example("TupleProject", relations=RELATIONS, special=((3.0, -3.0, 0.0), (0.5, 0.5, 0.5)))
+def _tuple_project(b: dp.PlanBuilder, X: Any) -> Fragment:
+    P = N.TupleProject(k=3, basis=b.public([[2.0]]), center=b.public([0.5]))(X)
+    s = N.Sum()(N.Clip(radius=1.0)(P))
+    return Fragment({"s": N.GaussianMech()(s)}, P.id, (s.id,))
+
+
+@example("TupleCellCounts", relations=RELATIONS, budget=_APPROX, special=((0.0, 0.0, 0.99), (0.0, 0.5, 1.0)))
+def _tuple_cell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
+    c = N.TupleCellCounts(k=3, seed=2)(X)
+    return Fragment({"h": N.GaussianStabilityHistogram(delta="1/10000000")(c)}, c.id, (c.id,))
+
+
+@example("GaussianStabilityHistogram", domain=dp.Reals(), budget=_APPROX, relations=RELATIONS)
+def _gaussian_stability_histogram(b: dp.PlanBuilder, X: Any) -> Fragment:
+    h = N.GaussianStabilityHistogram(delta="1/10000000")(N.BinCounts(width=1.0)(X))
+    return Fragment({"h": h}, h.id)
+
+
+@example("TupleCenters", budget=_APPROX)
+def _tuple_centers(b: dp.PlanBuilder, X: Any) -> Fragment:
+    h = N.GaussianStabilityHistogram(delta="1/10000000")(N.TupleCellCounts(k=3)(X))
+    c = N.TupleCenters(k=3, w=1)(h, b.public([[1.0], [0.0], [0.0]]), b.public([0.0, 0.0, 0.0]))
+    return Fragment({"c": c}, c.id)
+
+
+@example("PartitionByNearest", relations=RELATIONS, special=((1.0, 0.0, 0.0), (-1.0, 0.0, 0.0)))
+def _partition_nearest(b: dp.PlanBuilder, X: Any) -> Fragment:
+    rule = N.PartitionByNearest(k=2, centers=b.public([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]]))
+    sid = b.add(rule, (X.id,))
+    a, c, rest = (Sensitive(b.add(N.Piece(index=i), (sid,)), b) for i in range(3))
+    s, n, m = N.Sum()(N.Clip(radius=2.0)(a)), N.Count()(c), N.Count()(rest)
+    return Fragment({"s": N.GaussianMech()(s), "n": N.GaussianMech()(n), "m": N.GaussianMech()(m)}, sid,
+                    (s.id, n.id, m.id))

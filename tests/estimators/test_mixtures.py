@@ -114,9 +114,76 @@ def test_public_errors_raise_before_data() -> None:
     with pytest.raises(ValueError, match="sigma_range"):
         gaussian_mixture_plan(d=2, n=100, k=2, budget=dp.ApproxZCDP(1.0, 1e-6), sigma_range=(2.0, 1.0))
     with pytest.raises(ValueError, match="method"):
-        GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), method="sample_aggregate")
+        GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), method="em")
+    with pytest.raises(ValueError, match="n_components >= 2"):
+        gaussian_mixture_plan(d=2, n=100, k=1, budget=dp.ApproxZCDP(1.0, 1e-6), method="sample_aggregate")
+    with pytest.raises(ValueError, match="n_components <= 6"):
+        gaussian_mixture_plan(d=20, n=1000, k=7, budget=dp.ApproxZCDP(1.0, 1e-6), method="sample_aggregate")
     with pytest.raises(ValueError, match="fit"):
         GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6)).predict(np.zeros((1, 2)))
+
+
+def _benchmark_mixture(n: int, k: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The data of ``benchmarks/mixtures.py``: unit covariances, means sep / sqrt 2 = 20 / sqrt 2 from
+    their centre, the mixture 100 away from the origin."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(k, d))
+    means *= (20.0 / np.sqrt(2)) / np.linalg.norm(means, axis=1, keepdims=True)
+    offset = rng.normal(size=d)
+    means += 100.0 * offset / np.linalg.norm(offset)
+    X, labels = _mixture(n, means, seed + 100)
+    return X, labels, means
+
+
+def test_sample_aggregate_finds_three_components_where_rpgmp_finds_one() -> None:
+    """k = 3, d = 5, n = 4000 at (2, 1e-6)-DP, told only ||mu|| <= 1e4: RPGMP finds one part here (the
+    benchmark's "not found"); sample-and-aggregate finds all three, pure."""
+    X, labels, means = _benchmark_mixture(4000, 3, 5, 0)
+    gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=1e4, sigma_range=(0.5, 2.0), method="sample_aggregate",
+                         noise=dp.SeededNoise(0)).fit(X)
+    assert gm.n_found_ == 3
+    err = max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means)
+    assert err < 0.6
+    assert _misclassified(gm.predict(X), labels, 3) < 0.01
+    assert np.abs(np.sort(gm.weights_) - 1 / 3).max() < 0.03
+
+
+def test_sample_aggregate_in_fifty_dimensions_projects_the_block_answers() -> None:
+    X, labels, means = _benchmark_mixture(6000, 2, 50, 1)
+    gm = GaussianMixture(2, dp.ApproxZCDP(0.5, 1e-6), radius=1e4, sigma_range=(0.5, 2.0), method="sample_aggregate",
+                         noise=dp.SeededNoise(1)).fit(X)
+    assert gm.n_found_ == 2
+    assert _misclassified(gm.predict(X), labels, 2) < 0.01
+    assert max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means) < 1.0
+
+
+def test_sample_aggregate_ledger_meets_the_approx_dp_budget_and_recomposes() -> None:
+    from dpflow.estimators.mixtures import sample_aggregate_budget
+    from dpflow.privacy.conversions import approx_zcdp_to_approx_dp
+
+    budget = dp.ApproxDP(2.0, 1e-6)
+    plan = gaussian_mixture_plan(d=5, n=4000, k=3, budget=budget, sigma_range=(0.5, 2.0), method="sample_aggregate")
+    z = sample_aggregate_budget(budget)
+    # the project's own rule for delta0-approximate zCDP (CKS at delta - delta0) meets the user's budget
+    assert z.delta == budget.delta / 4 and approx_zcdp_to_approx_dp(z.rho, z.delta, budget.delta) <= 2.0
+    cert = certify(plan)
+    (total,) = cert.ledger.totals
+    again = recompose(total.composition, "replace")
+    assert again.rho == total.rho and again.delta0 == total.delta0
+    assert total.rho <= z.rho and total.delta0 <= z.delta
+    kinds = {e.kind for e in cert.ledger.events()}
+    assert {"GaussianStabilityHistogram", "Quantile", "AboveThreshold", "GaussianMech", "LaplaceMech"} <= kinds
+    text = "\n".join(e.sensitivity for e in cert.ledger.entries)
+    assert "l1 = 6, l2 = 2.44949" in text  # one group of k = 3 centres: l1 2k, l2 sqrt(2k)
+
+
+def test_sample_aggregate_on_one_gaussian_releases_fewer_parts_and_nothing_raises() -> None:
+    X, _ = _mixture(3000, np.array([[3.0, -2.0, 0.0]]), 2)
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), radius=100.0, sigma_range=(0.5, 2.0), method="sample_aggregate",
+                         noise=dp.SeededNoise(2)).fit(X)
+    assert gm.n_found_ <= 2
+    if gm.n_found_:
+        assert gm.predict(X[:3]).shape == (3,)
 
 
 @pytest.mark.slow
@@ -128,4 +195,32 @@ def test_three_separated_components_in_five_dimensions() -> None:
     gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=1e4, sigma_range=(0.5, 2.0),
                          noise=dp.SeededNoise(2)).fit(X)
     assert gm.n_found_ == 3
+    assert _misclassified(gm.predict(X), labels, 3) < 0.01
+
+
+def test_warmup_has_no_bounding_step_and_its_ledger_recomposes() -> None:
+    """Algorithm 1: the public ball of ``radius`` replaces the private bounding step (no Quantile, no
+    BallCounts), k - 1 terrific balls in a chain, k parts."""
+    plan = gaussian_mixture_plan(d=3, n=4000, k=3, budget=dp.ApproxZCDP(1.0, 1e-6), radius=25.0,
+                                 sigma_range=(0.5, 2.0), method="warmup")
+    assert sum(name.endswith("_n") for name, _ in plan.outputs) == 3
+    cert = certify(plan)
+    (total,) = cert.ledger.totals
+    again = recompose(total.composition, "replace")
+    assert again.rho == total.rho and again.delta0 == total.delta0 and total.rho <= 1
+    kinds = {e.kind for e in cert.ledger.events()}
+    assert "Quantile" not in kinds and {"AboveThreshold", "StabilityHistogram", "GaussianMech"} <= kinds
+    assert sum(e.kind == "TerrificScores" for e in cert.ledger.entries) == 2
+
+
+@pytest.mark.slow
+def test_warmup_finds_strongly_bounded_spherical_components() -> None:
+    means = np.array([[20.0, 0.0, 0.0], [-10.0, 17.0, 0.0], [-10.0, -17.0, 0.0]])
+    X, labels = _mixture(12000, means, 6)
+    gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=25.0, sigma_range=(0.5, 2.0), method="warmup",
+                         noise=dp.SeededNoise(0)).fit(X)
+    assert gm.n_found_ == 3
+    assert max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means) < 0.3
+    for c in gm.covariances_:  # spherical: sigma^2 I
+        assert np.allclose(c, c[0, 0] * np.eye(3)) and abs(c[0, 0] - 1.0) < 0.15
     assert _misclassified(gm.predict(X), labels, 3) < 0.01

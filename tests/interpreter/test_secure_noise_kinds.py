@@ -90,7 +90,7 @@ def _draws(kind: str) -> tuple[set[str], set[str]]:
 
 def test_the_registry_has_the_mechanisms_this_test_knows() -> None:
     assert set(MECHANISMS) == {"AboveThreshold", "GaussianMech", "LaplaceMech", "Peel", "DyadicExpMech", "Quantile",
-                               "StabilityHistogram"}
+                               "StabilityHistogram", "GaussianStabilityHistogram"}
 
 
 @pytest.mark.parametrize("kind", MECHANISMS)

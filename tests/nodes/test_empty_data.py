@@ -65,8 +65,18 @@ def _reals(b: dp.PlanBuilder) -> dict[str, Any]:
             "q": N.Quantile(q=0.5)(N.OrderStatistics(lower=-1.0, upper=1.0)(X))}
 
 
+def _tuples(b: dp.PlanBuilder) -> dict[str, Any]:
+    """Rows of k = 3 points of dimension 2 (the group-level nodes of mixtures.md 8, dpflow.nodes.tuples)."""
+    X = b.source("X", dp.Vectors(d=6))
+    P = N.TupleProject(k=3, basis=b.public(np.eye(2)), center=b.public([0.0, 0.0]))(X)
+    h = N.GaussianStabilityHistogram(delta=1e-8)(N.TupleCellCounts(k=3)(P))
+    near = N.split(X, N.PartitionByNearest(k=2, centers=b.public(np.zeros((2, 6)))))
+    return {"h": h, "near": N.GaussianMech()(N.Count()(near[0])), "rest": N.GaussianMech()(N.Count()(near[2]))}
+
+
 ADD_REMOVE_PLANS: dict[str, tuple[Builder, int]] = {
     "vectors": (_vectors, 3), "ordinal": (_ordinal, 1), "cube": (_cube, 4), "reals": (_reals, 1),
+    "tuples": (_tuples, 6),
 }
 
 

@@ -47,7 +47,7 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
     rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
     return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
-                   **_discrete_kinds(b, X, Y), **_mixture_kinds(X), unit_b=N.noise_scale(pk))
+                   **_discrete_kinds(b, X, Y), **_mixture_kinds(X), **_tuple_kinds(X), unit_b=N.noise_scale(pk))
 
 
 def _mixture_kinds(X: Any) -> dict[str, Any]:
@@ -62,6 +62,19 @@ def _mixture_kinds(X: Any) -> dict[str, Any]:
                                                        basis=V, origin=origin))
     G = N.GaussianMech()(N.Gram(center=origin)(N.Clip(radius=1.0, center=origin)(inside)))
     return {"ball": ball, "V": V, "j": j, "G": G}
+
+
+def _tuple_kinds(X: Any) -> dict[str, Any]:
+    """The node kinds of dpflow/nodes/tuples.py (and GaussianStabilityHistogram): sample-and-aggregate."""
+    b = X.builder
+    origin = b.public([0.0, 0.0, 0.0])
+    V = b.public([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    G = N.SubsampleAggregate(size=4, statistic="kmeans", k=3)(N.Clip(radius=2.0)(X))
+    h = N.GaussianStabilityHistogram(delta="1/10000000")(N.TupleCellCounts(k=3)(N.TupleProject(k=3, basis=V,
+                                                                                               center=origin)(G)))
+    C = N.TupleCenters(k=3, w=2)(h, V, origin)
+    near = N.split(X, N.PartitionByNearest(k=3, centers=C))
+    return {"tuple_h": h, "near": N.GaussianMech()(N.Count()(near[0]))}
 
 
 def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
