@@ -63,6 +63,9 @@ class FloatError:
     """``step`` only: the public step size multiplying the mean."""
     offset: float = 0.0
     """``step`` only: a public bound on the l2 norm of the vector the scaled mean is subtracted from."""
+    stability: int = 1
+    """How many summed rows one record changes (the rows' stability): each changed row may exceed the
+    declared radius, so the sensitivity excess of computed rows counts that many times."""
 
     def row_norm(self, value: Mapping[SymRef, float], widen: bool = True) -> float:
         """A bound on the l2 norm of one computed row: the declared bound, widened (unless
@@ -131,7 +134,7 @@ class FloatError:
             # r^2 against r^2 for an added row is smaller); b - r is exact (Sterbenz) but b itself was
             # rounded in the few additions that made it (at most u b each, comparable to the widening
             # (d + 2) u r): 4 u b restores an upper bound
-            excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0)
+            excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0) * self.stability
             if self.kind == "gram_sum":
                 l2 = gamma(n) * n * b * b + excess / 2.0
             else:  # everything divided by n, and the division's own rounding (relative u)
@@ -141,7 +144,7 @@ class FloatError:
             if not n * b * max(self.eta, 1.0) + self.offset < OVERFLOW:
                 return math.inf, math.inf
             # a sum of n rows in any order; plus half the diameter excess of computed rows (2 b vs 2 r)
-            l2 = gamma(n) * n * b + b * gamma(self.domain.d + 2)
+            l2 = gamma(n) * n * b + b * gamma(self.domain.d + 2) * self.stability
             if self.kind != "sum":  # the division by n: relative u of the computed mean (|mean| <= b)
                 l2 = l2 / n + U * b
             if self.kind == "step":

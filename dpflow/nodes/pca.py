@@ -183,7 +183,8 @@ class Gram(Query):
         # the float error of a sum of at most n rows: n the public row count, or the public bound on a value
         # piece's private count (the rows it was split from); without one, exact sources add continuous noise
         n = rows.size.sym() if has_public_n(rows) else rows.size.at_most
-        fe = None if n is None else FloatError("gram_sum", dom, n, None if self.center is None else self.center.id)
+        fe = None if n is None else FloatError("gram_sum", dom, n, None if self.center is None else self.center.id,
+                                              stability=rows.stability)
         stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=fe)
         around = "origin" if self.center is None else self.center.id
         return Inferred(stat, f"Gram about {around} over {dom.describe()}, {changes_text(rows)}: "

@@ -93,7 +93,8 @@ class TruncatedBinaryMean(Query):
                                   "pass a released scalar")
             r = Sym.ref(ReleasedScalar(self.radius.id))
             l2r = r * float(rows.stability) / n
-            fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(dom.d))), rows.size.sym())
+            fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(dom.d))), rows.size.sym(),
+                            stability=rows.stability)
             return Inferred(StatT((dom.d,), rows.source, r.pow(2) * float(rows.stability) / n, l2r,
                                   Sym.const(float(rows.stability)) / n, float_error=fe),
                             f"truncated mean of [0,1]^{dom.d} rows, rows with 2 sum > r^2 zeroed (r = "
@@ -103,7 +104,8 @@ class TruncatedBinaryMean(Query):
         l2 = Sym.const(math.sqrt(sq) * rows.stability) / n
         l1 = Sym.const(float(sq) * rows.stability) / n
         linf = Sym.const(float(rows.stability)) / n
-        fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(t_eff))), rows.size.sym())
+        fe = FloatError("mean", Vectors(d=dom.d, l2_bound=Sym.const(math.sqrt(t_eff))), rows.size.sym(),
+                        stability=rows.stability)
         return Inferred(StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe),
                         f"truncated mean of [0,1]^{dom.d} rows, tau={t_eff}, n={rows.size.text()}, "
                         f"{changes_text(rows)}: l2 = sqrt(min(2 tau, d))/n = {l2.text()}")

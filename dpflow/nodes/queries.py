@@ -56,7 +56,7 @@ class Sum(Query):
         l2 = change_bound(rows, dom.diameter_l2(), dom.norm_l2())
         l1 = change_bound(rows, dom.diameter_l1(), dom.norm_l1())
         linf = change_bound(rows, dom.diameter_linf(), dom.norm_linf())
-        fe = FloatError("sum", dom, rows.size.sym()) if rows.size.public else None
+        fe = FloatError("sum", dom, rows.size.sym(), stability=rows.stability) if rows.size.public else None
         stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(stat, f"Sum over {dom.describe()}, {changes_text(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
 
@@ -87,7 +87,7 @@ class Mean(Query):
         l2 = _div(change_bound(rows, dom.diameter_l2(), None), n)
         l1 = _div(change_bound(rows, dom.diameter_l1(), None), n)
         linf = _div(change_bound(rows, dom.diameter_linf(), None), n)
-        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=FloatError("mean", dom, n))
+        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=FloatError("mean", dom, n, stability=rows.stability))
         return Inferred(
             stat,
             f"Mean over {dom.describe()}, n={rows.size.text()}, {changes_text(rows)}: "
@@ -176,7 +176,7 @@ class SecondMoment(Query):
         r = centred_radius(rows, self.center, ctx)
         fro = None if r is None else r.pow(2) * (math.sqrt(2.0) * rows.stability) / n
         l1 = None if r is None else r.pow(2) * ((dom.d + 1) * rows.stability) / n
-        fe = FloatError("gram", dom, n, None if self.center is None else self.center.id)
+        fe = FloatError("gram", dom, n, None if self.center is None else self.center.id, stability=rows.stability)
         stat = StatT((dom.d, dom.d), rows.source, l1, fro, None, symmetric=True, float_error=fe)
         around = "origin" if self.center is None else self.center.id
         return Inferred(

@@ -182,7 +182,8 @@ class GradientStep(Query):
         # each row's term x_i clip(residual_i) has l2 norm <= c_x sqrt(d) A (clipping is exact); the step
         # is beta - eta * (their mean), with ||beta||_2 <= radius after the projection (||.||_2 <= ||.||_1)
         row = A * (self.x_bound * math.sqrt(d))
-        fe = FloatError("step", Vectors(d=d, l2_bound=row), rows.size.sym(), eta=self.eta, offset=self.radius)
+        fe = FloatError("step", Vectors(d=d, l2_bound=row), rows.size.sym(), eta=self.eta, offset=self.radius,
+                        stability=rows.stability)
         stat = StatT((d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(stat, f"gradient step over rows [x, y] of d={d}, n={rows.size.text()}: "
                               f"|x_j| <= c_x = {self.x_bound:g}, ||beta||_1 <= K = {K:.6g} ({self.ball} ball"

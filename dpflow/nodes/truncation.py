@@ -60,7 +60,7 @@ class TruncatedMean(Query):
         d = rows.domain.d
         unit = R * (2.0 * rows.stability) / n
         # rows in [-R, R]^d have l2 norm <= R sqrt(d): the float-error bound of their mean
-        fe = FloatError("mean", Vectors(d=d, l2_bound=R * math.sqrt(d)), rows.size.sym())
+        fe = FloatError("mean", Vectors(d=d, l2_bound=R * math.sqrt(d)), rows.size.sym(), stability=rows.stability)
         stat = StatT((d,), rows.source, unit * float(d), unit * math.sqrt(d), unit, float_error=fe)
         return Inferred(stat, f"mean of rows clipped to [-{R.text()}, {R.text()}]^{d}, n={rows.size.text()}: "
                               f"linf = stability*2R/n = {unit.text()}, l2 = linf*sqrt(d)")

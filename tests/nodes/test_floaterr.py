@@ -13,12 +13,12 @@ from conftest import ExactZeroNoise, ZeroNoise
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.domains import ReleasedNorm, ReleasedScalar
+from dpflow.domains import ReleasedNorm, ReleasedScalar, RowCount
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
 from dpflow.nodes.floaterr import OVERFLOW, FloatError, U, gamma
 from dpflow.nodes.regression import project_coef
-from dpflow.nodes.types import StatT
+from dpflow.nodes.types import RowsT, Size, StatT
 from dpflow.planner.certify import certify
 from dpflow.privacy.rounding import up
 
@@ -259,3 +259,46 @@ def test_queries_declare_the_float_error_of_their_computation() -> None:
     s = N.Sum()(N.Clip(radius=1.0)(ar.source("X", dp.Vectors(d=2))))
     t = certify(ar.build(s=N.GaussianMech()(s))).space.types[s.id]
     assert isinstance(t, StatT) and t.float_error is None
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "gram", "gram_sum", "step"])
+def test_the_excess_of_computed_rows_counts_once_per_changed_row(kind: Any) -> None:
+    """A record that changes ``stability`` rows moves each of them by up to the computed (widened) row bound,
+    so the sensitivity excess of computed rows over the declared radius is counted ``stability`` times; the
+    summation error itself does not grow.  Pinned: the difference between stability 3 and 1 is exactly twice
+    the excess term (before rounding up: relative 1e-12)."""
+    dom = dp.Vectors(d=4, l2_bound=dp.Sym.ref(R))
+    n = dp.Sym.const(500.0)
+    b1 = FloatError(kind, dom, n).bound({R: 2.0}, 4)[0]
+    b3 = FloatError(kind, dom, n, stability=3).bound({R: 2.0}, 4)[0]
+    fe = FloatError(kind, dom, n)
+    if kind in ("gram", "gram_sum"):
+        b, r = fe.centred_norm({R: 2.0}), fe.centred_norm({R: 2.0}, widen=False)
+        excess = (b - r + 4 * U * b) * (b + r) * math.sqrt(2.0) / 2.0
+        excess = excess if kind == "gram_sum" else excess / 500.0
+    else:
+        excess = fe.row_norm({R: 2.0}) * gamma(4 + 2)
+        excess = excess if kind == "sum" else excess / 500.0
+    assert b3 - b1 == pytest.approx(2 * excess, rel=1e-9)
+    assert b3 > b1
+
+
+class _Ctx:
+    relation = "replace_one"
+    node_id = "q"
+
+    def type_of(self, ref: Any) -> Any:
+        raise AssertionError(ref)
+
+    def row_count(self) -> RowCount:
+        return RowCount("X")
+
+
+@pytest.mark.parametrize("stability", [1, 3])
+def test_queries_carry_their_rows_stability_into_the_float_error(stability: int) -> None:
+    rows = RowsT(dp.Vectors(d=2, l2_bound=1.0), "X", Size(True, 10, RowCount("X")), stability,
+                 frozenset({"replace"}))
+    for q in (N.Sum(), N.Mean(), N.SecondMoment(), N.Gram()):
+        stat = q.infer([rows], _Ctx()).out  # type: ignore[arg-type]
+        assert isinstance(stat, StatT) and stat.float_error is not None
+        assert stat.float_error.stability == stability
