@@ -87,7 +87,8 @@ class Mean(Query):
         l2 = _div(change_bound(rows, dom.diameter_l2(), None), n)
         l1 = _div(change_bound(rows, dom.diameter_l1(), None), n)
         linf = _div(change_bound(rows, dom.diameter_linf(), None), n)
-        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=FloatError("mean", dom, n, stability=rows.stability))
+        fe = FloatError("mean", dom, n, stability=rows.stability)
+        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(
             stat,
             f"Mean over {dom.describe()}, n={rows.size.text()}, {changes_text(rows)}: "
