@@ -31,22 +31,35 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-DEFAULT_MODULES = [
-    "dpflow/privacy/rounding.py",
-    "dpflow/privacy/measures.py",
+DEFAULT_MODULES = [  # in order of privacy importance
     "dpflow/privacy/calibration.py",
     "dpflow/privacy/conversions.py",
     "dpflow/privacy/composition.py",
+    "dpflow/privacy/rounding.py",
+    "dpflow/privacy/measures.py",
+    "dpflow/budget.py",
+    "dpflow/planner/allocate.py",
     "dpflow/privacy/pld.py",
+    "dpflow/planner/fold.py",
     "dpflow/nodes/base.py:change_bound,sym_max",
     "dpflow/nodes/rules.py",
     "dpflow/nodes/floaterr.py",
     "dpflow/nodes/mechanisms.py",
-    "dpflow/planner/fold.py",
-    "dpflow/planner/allocate.py",
-    "dpflow/budget.py",
 ]
+
+#: The tests a module's mutants run: its subject folder's (a rule must be pinned where it is stated; a function
+#: every plan calls is reached by hundreds of end-to-end tests, which made each mutant run for minutes).
+SUBJECT_TESTS = {
+    "dpflow/privacy/": ("tests/privacy/",),
+    "dpflow/planner/": ("tests/planner/",),
+    "dpflow/nodes/": ("tests/nodes/",),
+    "dpflow/budget.py": ("tests/cli/test_budget.py",),
+}
+#: Tests whose recorded duration (mutmut's stats pass) exceeds this many seconds are left out of mutant runs by
+#: default: the 200-example property tests, which kill early when they kill but cost minutes per survivor.
+MAX_TEST_SECONDS = 1.0
 
 _INT_STAT = ("np.asarray(x, dtype=float) vs dtype=None: a statistic is a float64 array (asarray returns it as is) or "
              "integer counts below 2^53, which every later operation promotes to the same float64 values")
@@ -108,12 +121,59 @@ def split(spec: str) -> tuple[str, list[str]]:
     return path, [f"{mod}.x_{f}__mutmut_*" for f in funcs.split(",")] if funcs else [f"{mod}.*"]
 
 
-def run(patterns: list[str]) -> float:
-    """Run mutmut on every mutant matching ``patterns`` with one worker; the wall time in seconds."""
+def subject_tests(path: str) -> tuple[str, ...]:
+    """The test path prefixes a module's mutants run (:data:`SUBJECT_TESTS`)."""
+    return next(tests for prefix, tests in SUBJECT_TESTS.items() if path.startswith(prefix))
+
+
+def run(specs: list[tuple[str, list[str]]], *, all_tests: bool, max_seconds: float, refresh: bool) -> float:
+    """Run mutmut on every mutant of ``specs`` with one worker (in a child process); the wall time in seconds."""
+    job = {"patterns": [p for _, pats in specs for p in pats], "refresh": refresh, "max_seconds": max_seconds,
+           "restrict": {} if all_tests else {path.removesuffix(".py").replace("/", "."): subject_tests(path)
+                                              for path, _ in specs}}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1", *patterns], check=False,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, __file__, "--mutmut-job", json.dumps(job)], check=False, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
+
+
+def mutmut_job(job: dict[str, Any]) -> None:
+    """``mutmut run`` in this process, each module's mutants restricted to its subject tests.
+
+    mutmut maps each function to the tests that called it (its stats pass) and runs a mutant against those.
+    Right after it loads that map, each restricted function's tests are cut to the module's subject tests
+    no slower than ``max_seconds`` (in memory: mutmut's stats file keeps the whole map).  ``refresh`` first
+    forgets the subject tests in the stats file, so mutmut collects them again against today's code (new
+    functions get their tests, changed ones lose stale ones).
+    """
+    import mutmut.__main__ as mm
+    from mutmut.state import state
+
+    restrict: dict[str, tuple[str, ...]] = {mod: tuple(t) for mod, t in job["restrict"].items()}
+    for stale in Path("mutants/tests").rglob("*.py"):  # mutmut copies tests/ over, it never deletes a test file
+        if not Path(*stale.parts[1:]).exists():
+            stale.unlink()
+    stats = Path("mutants/mutmut-stats.json")
+    if job["refresh"] and stats.exists():
+        forget = tuple(t for tests in (restrict or SUBJECT_TESTS).values() for t in tests)
+        data = json.loads(stats.read_text())
+        data["duration_by_test"] = {t: d for t, d in data["duration_by_test"].items() if not t.startswith(forget)}
+        by_function = data["tests_by_mangled_function_name"]
+        data["tests_by_mangled_function_name"] = {f: [t for t in ts if not t.startswith(forget)]
+                                                  for f, ts in by_function.items()}
+        stats.write_text(json.dumps(data))
+    collect = mm.collect_or_load_stats
+
+    def collect_then_restrict(*args: Any, **kwargs: Any) -> None:
+        collect(*args, **kwargs)
+        seconds = state().duration_by_test
+        for name, tests in state().tests_by_mangled_function_name.items():
+            for mod, prefixes in restrict.items():
+                if name.startswith(mod + "."):
+                    tests.intersection_update({t for t in tests if t.startswith(prefixes)
+                                               and seconds.get(t, 0.0) <= job["max_seconds"]})
+
+    mm.collect_or_load_stats = collect_then_restrict
+    mm.cli(["run", "--max-children", "1", *job["patterns"]])
 
 
 def results(path: str, patterns: list[str]) -> dict[str, str]:
@@ -135,11 +195,21 @@ def rate(c: Counter[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("modules", nargs="*", default=DEFAULT_MODULES)
+    ap.add_argument("--all-tests", action="store_true", help="run every covering test, not only the subject's")
+    ap.add_argument("--max-test-seconds", type=float, default=MAX_TEST_SECONDS,
+                    help="leave out subject tests slower than this in the stats pass (default %(default)s)")
+    ap.add_argument("--refresh-stats", action="store_true",
+                    help="collect the subject tests' function map again (after the code changed)")
+    ap.add_argument("--mutmut-job", help=argparse.SUPPRESS)
     ap.add_argument("--report-only", action="store_true", help="tabulate the last run, run nothing")
     ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     args = ap.parse_args()
+    if args.mutmut_job:
+        mutmut_job(json.loads(args.mutmut_job))
+        return
     specs = [split(m) for m in args.modules]
-    secs = 0.0 if args.report_only else run([p for _, pats in specs for p in pats])
+    secs = 0.0 if args.report_only else run(specs, all_tests=args.all_tests, max_seconds=args.max_test_seconds,
+                                             refresh=args.refresh_stats)
     head = ("module", "mutants", "checked", "killed", "timeout", "survived", "no tests", "equivalent", "kill rate")
     rows: list[list[str]] = []
     totals = Counter[str]()
