@@ -24,6 +24,7 @@ from dpflow.privacy.calibration import (
     GRID_BITS,
     _bracket,
     _grid_floor,
+    _interpolate,
     _grid_value,
     _largest_valid,
     analytic_gaussian_sigma,
@@ -236,6 +237,7 @@ def test_bracket_and_bisection() -> None:
     assert x <= math.pi and math.pi - x <= 1e-14 * 4.0
     assert _largest_valid(lambda x: x <= 1.3, 1.0, 2.0, rel_tol=0.5) == 1.0  # stops once hi - lo <= rel_tol hi
     assert _largest_valid(lambda x: x <= 1.3, 1.0, 2.0, rel_tol=0.3) == 1.25
+    assert _largest_valid(lambda x: x <= 1.3, 1.0, 2.0, rel_tol=0.0) == 1.3  # until the midpoint stops moving
 
 
 # ---------------------------------------------------------------------------------------------- the grid
@@ -299,6 +301,23 @@ def test_largest_on_grid_is_the_largest_grid_point(name: str, f: Callable[[Fract
     if name != "ulp above":  # a flat ln f (0 below, one ulp above): the evaluations run out, x stays valid
         assert x == brute(f, target, _grid_floor(start), _grid_floor(F(10**6)))
     assert counted.calls == evals  # the search path, evaluation by evaluation
+
+
+def test_interpolate_is_inverse_quadratic_then_secant() -> None:
+    """Brent's root estimate: the inverse quadratic through three points with distinct values, else the secant
+    through the last two with distinct values, else NaN."""
+    # g = (x - 2) (x + 3) / 10 at x = 0, 1, 4: x as a quadratic in g, at g = 0
+    pts = [(0, -0.6), (1, -0.4), (4, 1.4)]
+    (x0, g0), (x1, g1), (x2, g2) = pts
+    iq = (x0 * g1 * g2 / ((g0 - g1) * (g0 - g2)) + x1 * g0 * g2 / ((g1 - g0) * (g1 - g2))
+          + x2 * g0 * g1 / ((g2 - g0) * (g2 - g1)))
+    assert _interpolate(pts) == iq and iq == pytest.approx(2.6, rel=1e-12)
+    assert _interpolate([(0, -1.0), (1, -1.0), (3, 1.0)]) == 2.0  # two equal values: secant of the last two
+    assert math.isnan(_interpolate([(0, -1.0), (1, 1.0), (3, 1.0)]))  # the last two equal: no secant
+    assert _interpolate([(2, -1.0), (3, 1.0), (7, -1.0)]) == 5.0  # first and last equal: secant of (3, 1), (7, -1)
+    assert _interpolate([(1, -2.0), (5, 2.0)]) == 3.0
+    assert math.isnan(_interpolate([(1, 2.0), (5, 2.0)])) and math.isnan(_interpolate([(1, 2.0)]))
+    assert math.isnan(_interpolate([]))
 
 
 def test_largest_on_grid_start_and_budget_of_evaluations() -> None:
