@@ -89,10 +89,6 @@ def _nonneg_int(_instance: Any, attribute: attrs.Attribute[int], value: int) -> 
         raise ValueError(f"{attribute.name} must be a non-negative int, got {value!r}")
 
 
-def _add_opt(a: Fraction | None, b: Fraction | None) -> Fraction | None:
-    return None if a is None or b is None else a + b
-
-
 def _fsum(values: Iterable[Fraction]) -> Fraction:
     """Exact sum of Fractions, adding numerators over each common denominator as integers."""
     by_den: dict[int, int] = {}

@@ -132,6 +132,25 @@ def test_losses_must_be_finite_and_non_negative(x: float, message: str) -> None:
         cks_delta(x, 1.0)
 
 
+@pytest.mark.parametrize(("f", "args", "name"), [
+    (cks_delta, (math.inf, 1.0), "rho"), (cks_delta, (1.0, math.inf), "epsilon"),
+    (zcdp_to_approx_dp, (math.inf, 1e-6), "rho"), (zcdp_to_approx_dp, (1.0, math.inf), "delta"),
+    (bun_steinke_epsilon, (math.inf, 1e-6), "rho"), (bun_steinke_epsilon, (1.0, math.inf), "delta"),
+    (approx_zcdp_to_approx_dp, (1.0, math.inf, 1e-6), "delta0"),
+    (approx_zcdp_to_approx_dp, (1.0, 0.0, math.inf), "delta"),
+    (gaussian_dp_delta, (math.inf, 1.0), "mu"), (gaussian_dp_delta, (1.0, math.inf), "epsilon"),
+    (gdp_mu_of_mu2, (math.inf,), "mu2"),
+    (gaussian_dp_epsilon, (math.inf, 1e-6), "mu"), (gaussian_dp_epsilon, (1.0, math.inf), "delta"),
+    (pure_to_approx_dp, (math.inf, 0.0), "epsilon"), (pure_to_approx_dp, (1.0, math.inf), "delta"),
+])
+def test_each_refusal_names_its_parameter(f: Callable[..., float], args: tuple[float, ...], name: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name} must be finite, got inf$"):
+        f(*args)
+    negative = tuple(-1.0 if math.isinf(a) else a for a in args)
+    with pytest.raises(ValueError, match=f"^{name} must be finite and non-negative, got -1.0$"):
+        f(*negative)
+
+
 def test_refusals() -> None:
     with pytest.raises(ValueError, match=r"^delta must be at most 1, got 1\.5$"):
         zcdp_to_approx_dp(0.5, 1.5)
