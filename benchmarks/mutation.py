@@ -2,17 +2,26 @@
 
 mutmut (3.x, configured in ``pyproject.toml`` under ``[tool.mutmut]``) makes every single-point change it
 knows (operators, comparisons, constants, arguments, return values) to each function of the modules listed
-in ``only_mutate`` and runs, for each mutant, only the tests that call the mutated function.  A mutant is
-*killed* when a test fails, *survives* when all pass.  This script runs the named modules with a single
-worker (the machine is shared) in one mutmut invocation (one clean pass of the selected tests, then the mutants,
-cheapest first), then reads mutmut's result files (``mutants/<path>.meta``) and prints, per
-module: mutants, killed, timeouts (a mutant that makes a test loop forever is detected too), survivors,
-mutants no test reaches, the kill rate, and the equivalent mutants of :data:`EQUIVALENT` (each with the
-reason it cannot change behaviour; ``docs/assurance.md`` lists them).
+in ``only_mutate`` and runs, for each mutant, the tests that call the mutated function.  A mutant is
+*killed* when a test fails, *survives* when all pass.  This script runs one mutmut invocation per named module,
+in the order given (one clean pass of the module's tests, then its mutants, cheapest first), then reads
+mutmut's result files (``mutants/<path>.meta``) and prints, per module: mutants, killed, timeouts (a mutant
+that makes a test loop forever is detected too), survivors, mutants no test reaches, the kill rate, and the
+equivalent mutants of :data:`EQUIVALENT` (each with the reason it cannot change behaviour;
+``docs/assurance.md`` lists them).
 
-    python benchmarks/mutation.py                          # the default set, one module after the other
+Each module's mutants run only its subject folder's tests (:data:`SUBJECT_TESTS`) that took at most
+:data:`MAX_TEST_SECONDS` in mutmut's stats pass: a rule must be pinned where it is stated, and the functions
+every plan calls are reached by hundreds of end-to-end tests, which made each mutant cost minutes.  A kill rate
+measured with fewer tests is conservative (a mutant the left-out tests would kill counts as a survivor).
+Run it with ``CI=1`` (the property tests then draw a fixed set of examples, so a verdict repeats) and under
+``nice`` on a shared machine.
+
+    CI=1 nice -n 15 python benchmarks/mutation.py          # the default set, one module after the other
     python benchmarks/mutation.py dpflow/privacy/rounding.py dpflow/nodes/floaterr.py
     python benchmarks/mutation.py dpflow/nodes/base.py:change_bound,sym_max   # some functions of a module
+    python benchmarks/mutation.py --resume MODULE ...      # only the mutants not yet killed (after new tests)
+    python benchmarks/mutation.py --refresh-stats MODULE   # re-collect the subject tests' map (code changed)
     python benchmarks/mutation.py --report-only            # tabulate the last run without running mutmut
     python benchmarks/mutation.py --survivors              # also list every surviving mutant's name
 
@@ -126,13 +135,26 @@ def subject_tests(path: str) -> tuple[str, ...]:
     return next(tests for prefix, tests in SUBJECT_TESTS.items() if path.startswith(prefix))
 
 
-def run(specs: list[tuple[str, list[str]]], *, all_tests: bool, max_seconds: float, refresh: bool) -> float:
-    """Run mutmut on every mutant of ``specs`` with one worker (in a child process); the wall time in seconds."""
-    job = {"patterns": [p for _, pats in specs for p in pats], "refresh": refresh, "max_seconds": max_seconds,
+def run(specs: list[tuple[str, list[str]]], *, all_tests: bool, max_seconds: float, refresh: bool,
+        resume: bool, workers: int) -> float:
+    """Run mutmut on every mutant of ``specs`` (in a child process); the wall time in seconds.
+
+    ``resume``: only the mutants not yet killed (survivors, unchecked, no tests), by name, so that a rerun after
+    new tests costs the survivors only (mutmut re-tests every mutant a pattern names)."""
+    patterns = [p for _, pats in specs for p in pats]
+    if resume:
+        patterns = [name for path, pats in specs for name, status in results(path, pats).items()
+                    if status not in ("killed", "timeout")]
+        if not patterns:
+            return 0.0
+    job = {"patterns": patterns, "refresh": refresh, "max_seconds": max_seconds, "workers": workers,
            "restrict": {} if all_tests else {path.removesuffix(".py").replace("/", "."): subject_tests(path)
                                               for path, _ in specs}}
+    job_file = Path("mutants/mutation-job.json")
+    job_file.parent.mkdir(exist_ok=True)
+    job_file.write_text(json.dumps(job))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, __file__, "--mutmut-job", json.dumps(job)], check=False, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -173,7 +195,7 @@ def mutmut_job(job: dict[str, Any]) -> None:
                                                and seconds.get(t, 0.0) <= job["max_seconds"]})
 
     mm.collect_or_load_stats = collect_then_restrict
-    mm.cli(["run", "--max-children", "1", *job["patterns"]])
+    mm.cli(["run", "--max-children", str(job["workers"]), *job["patterns"]])
 
 
 def results(path: str, patterns: list[str]) -> dict[str, str]:
@@ -200,16 +222,21 @@ def main() -> None:
                     help="leave out subject tests slower than this in the stats pass (default %(default)s)")
     ap.add_argument("--refresh-stats", action="store_true",
                     help="collect the subject tests' function map again (after the code changed)")
+    ap.add_argument("--resume", action="store_true",
+                    help="run only the mutants not yet killed (after new tests, or to continue a stopped run)")
+    ap.add_argument("--workers", type=int, default=1, help="mutants tested at once (default %(default)s)")
     ap.add_argument("--mutmut-job", help=argparse.SUPPRESS)
     ap.add_argument("--report-only", action="store_true", help="tabulate the last run, run nothing")
     ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     args = ap.parse_args()
     if args.mutmut_job:
-        mutmut_job(json.loads(args.mutmut_job))
+        mutmut_job(json.loads(Path(args.mutmut_job).read_text()))
         return
     specs = [split(m) for m in args.modules]
-    secs = 0.0 if args.report_only else run(specs, all_tests=args.all_tests, max_seconds=args.max_test_seconds,
-                                             refresh=args.refresh_stats)
+    secs = 0.0
+    for i, spec in enumerate([] if args.report_only else specs):  # one module after the other, in the given order
+        secs += run([spec], all_tests=args.all_tests, max_seconds=args.max_test_seconds,
+                    refresh=args.refresh_stats and i == 0, resume=args.resume, workers=args.workers)
     head = ("module", "mutants", "checked", "killed", "timeout", "survived", "no tests", "equivalent", "kill rate")
     rows: list[list[str]] = []
     totals = Counter[str]()
