@@ -225,6 +225,14 @@ def test_bisection_results_are_stepped_down_until_verified(monkeypatch: pytest.M
     assert pure_eps_for_approx_dp_advanced(0.5, 1e-6, 5) == 0.0
 
 
+def test_nudge_gives_up_after_ten_thousand_steps() -> None:
+    steps: list[float] = []
+    assert cal._nudge_until(lambda x: x >= 3.0, 0.0, lambda x: x + 1.0) == 3.0
+    with pytest.raises(ArithmeticError, match="^calibration could not be verified$"):
+        cal._nudge_until(lambda x: False, 0.0, lambda x: steps.append(x) or x + 1.0)  # type: ignore[func-returns-value]
+    assert len(steps) == 10_000
+
+
 def test_bracket_and_bisection() -> None:
     assert _bracket(lambda x: x <= 5.0) == (4.0, 8.0)
     assert _bracket(lambda x: x <= 0.3) == (0.25, 0.5)
