@@ -68,6 +68,13 @@ GOLDEN: list[tuple[Callable[..., float], tuple[object, ...], str]] = [
     (gaussian_dp_delta, (F(1, 3), F(2, 7)), "0x1.53223a7aac490p-5"),
     (gaussian_dp_delta, (1e-3, 1e-3), "0x1.5da00a2402fedp-14"),
     (gaussian_dp_delta, (5.0, 1.0), "0x1.f5af1e80adc6dp-1"),
+    (gaussian_dp_delta, (1.0, 0.5), "0x1.e849a3f8d4667p-3"),  # u1 = 0 exactly
+    (gaussian_dp_delta, (2.0, 2.0), "0x1.53dd11a9742a5p-2"),  # u1 = 0 exactly
+    (cks_delta, (1e-300, 1.0), "0x0.0000000000001p-1022"),
+    (cks_delta, (0.5, 0.0), "0x1.1e1fb475b03cdp-1"),
+    (zcdp_to_approx_dp, (1e6, 1e-6), "0x1.ebe867ec4cc93p+19"),  # the order search capped at 1 + sqrt(...) + 1
+    (gaussian_dp_epsilon, (40.0, 1e-6), "0x1.ee989ab0401f6p+9"),
+    (bun_steinke_epsilon, (0.5, 1e-300), "0x1.2d5a9101683cfp+5"),
     (gdp_mu_of_mu2, (1,), "0x1.0000000001199p+0"),
     (gdp_mu_of_mu2, (F(1, 3),), "0x1.279a74590476fp-1"),
     (gdp_mu_of_mu2, (2.0,), "0x1.6a09e667f54b0p+0"),
