@@ -245,7 +245,9 @@ def test_bracket_and_bisection() -> None:
     assert x <= math.pi and math.pi - x <= 1e-14 * 4.0
     assert _largest_valid(lambda x: x <= 1.3, 1.0, 2.0, rel_tol=0.5) == 1.0  # stops once hi - lo <= rel_tol hi
     assert _largest_valid(lambda x: x <= 1.3, 1.0, 2.0, rel_tol=0.3) == 1.25
+    assert _largest_valid(lambda x: x <= 1.75, 1.0, 2.0, rel_tol=0.5) == 1.0  # hi - lo = rel_tol hi: stop
     assert _largest_valid(lambda x: x <= 1.3, 1.0, 2.0, rel_tol=0.0) == 1.3  # until the midpoint stops moving
+    assert _largest_valid(lambda x: x <= 1.0, 1.0, 2.0, rel_tol=0.0) == 1.0  # the last midpoint rounds to lo
 
 
 # ---------------------------------------------------------------------------------------------- the grid
