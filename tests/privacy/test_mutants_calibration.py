@@ -298,7 +298,11 @@ CURVES: list[tuple[str, Callable[[Fraction], float], float, Fraction, int]] = [
     ("zero then linear", lambda x: max(0.0, float(x) - 5.0), 0.25, F(1), 12),
     ("zero target", lambda x: max(0.0, float(x) - 5.0), 0.0, F(1), 17),
     ("step to inf", lambda x: 0.5 if x <= 7 else math.inf, 1.0, F(1, 2), 17),
-    ("ulp above", lambda x: 1e300 if x <= 3 else math.nextafter(1e300, math.inf), 1e300, F(1), 32),
+    ("ulp above", lambda x: 1e300 if x <= F(11, 10) else math.nextafter(1e300, math.inf), 1e300, F(1), 13),
+    ("below, at, ulp above", lambda x: 0.5e300 if x < F(21, 20) else 1e300 if x <= F(11, 10)
+     else math.nextafter(1e300, math.inf), 1e300, F(1), 16),
+    ("zero then linear, far target", lambda x: max(0.0, float(x) - 5.0), 100.0, F(1), 13),
+    ("slow regula falsi", lambda x: math.expm1(20.0 * float(x)) if x <= 3 else math.inf, 1e20, F(1, 4), 7),
 ]
 
 
@@ -308,8 +312,7 @@ def test_largest_on_grid_is_the_largest_grid_point(name: str, f: Callable[[Fract
     counted = Counted(f)
     x = largest_on_grid(counted, target, start)
     assert x is not None and f(x) <= target
-    if name != "ulp above":  # a flat ln f (0 below, one ulp above): the evaluations run out, x stays valid
-        assert x == brute(f, target, _grid_floor(start), _grid_floor(F(10**6)))
+    assert x == brute(f, target, _grid_floor(start), _grid_floor(F(10**6)))
     assert counted.calls == evals  # the search path, evaluation by evaluation
 
 
@@ -338,6 +341,8 @@ def test_largest_on_grid_start_and_budget_of_evaluations() -> None:
     step = math.ceil(1.03 * H)  # 1.03 octaves per bracketing step while f is 0 (ln f = -inf)
     far = Counted(lambda x: 0.0 if x <= 2**60 else math.inf)
     assert largest_on_grid(far, 1.0, F(1)) == _grid_value(31 * step) and far.calls == 32
+    near = Counted(lambda x: 0.0 if x <= 2**20 else math.inf)  # 20 steps to bracket, then out of evaluations
+    assert largest_on_grid(near, 1.0, F(1)) == 2**20 - 256 and near.calls == 32
     far = Counted(lambda x: 0.0 if x <= 2**60 else math.inf)
     assert largest_on_grid(far, 1.0, F(1), max_evals=5) == _grid_value(4 * step) and far.calls == 5
 
