@@ -194,10 +194,11 @@ def test_scales_step_up_until_verified(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_epsilons_of_a_share_meet_it_exactly_and_step_down_one_float(
         monkeypatch: pytest.MonkeyPatch, f: Callable[[Fraction], Fraction], forward: str,
         start: Callable[[float], float]) -> None:
-    monkeypatch.setattr(cal, forward, lambda x: F(1, 2))
-    assert f(F(1, 2)) == F(start(0.5))
-    monkeypatch.setattr(cal, forward, Fails(2, F(0), F(1)))
-    assert f(F(1, 2)) == F(math.nextafter(math.nextafter(start(0.5), 0.0), 0.0))
+    for rho in (F(1, 2), F(1, 1000)):  # a start above 1 and one below: each step goes toward 0
+        monkeypatch.setattr(cal, forward, lambda x, rho=rho: rho)
+        assert f(rho) == F(start(float(rho)))
+        monkeypatch.setattr(cal, forward, Fails(2, F(0), F(1)))
+        assert f(rho) == F(math.nextafter(math.nextafter(start(float(rho)), 0.0), 0.0))
 
 
 def test_largest_budgets_meet_the_target_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,6 +232,36 @@ def test_nudge_gives_up_after_ten_thousand_steps() -> None:
     with pytest.raises(ArithmeticError, match="^calibration could not be verified$"):
         cal._nudge_until(lambda x: False, 0.0, lambda x: steps.append(x) or x + 1.0)  # type: ignore[func-returns-value]
     assert len(steps) == 10_000
+
+
+def test_gdp_mu_meets_delta_exactly_steps_down_and_underflows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cal, "gaussian_dp_delta", lambda mu, eps: 1e-5 * mu)  # valid exactly up to mu = 1
+    assert gdp_mu_for_approx_dp(1.0, 1e-5) == 1.0
+    monkeypatch.setattr(cal.optimize, "brentq", lambda *args, **kwargs: 1.0 + 3e-12)  # a root just too high
+    expected = down(1.0 + 3e-12)
+    while not 1e-5 * expected <= 1e-5:
+        expected = down(expected)
+    assert gdp_mu_for_approx_dp(1.0, 1e-5) == expected < 1.0
+    monkeypatch.setattr(cal, "gaussian_dp_delta", lambda mu, eps: 2e-5 if mu > 0 else 0.0)  # nothing positive fits
+    assert gdp_mu_for_approx_dp(1.0, 1e-5) == 0.0
+
+
+def test_gaussian_budget_rho_meets_epsilon_exactly_and_steps_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cal, "gdp_mu_for_approx_dp", lambda e, d: 0.5)
+    monkeypatch.setattr(cal, "gaussian_dp_epsilon", lambda mu, d: 1.0)  # exactly the budget's epsilon
+    assert gaussian_budget_rho(ApproxDP(1.0, 1e-5)) == F(1, 8)
+    fails = Fails(2, 0.5, 2.0)
+    monkeypatch.setattr(cal, "gaussian_dp_epsilon", fails)
+    mu = 0.5
+    for _ in range(2):
+        mu = math.nextafter(mu, 0.0) * (1.0 - 1e-15)
+    assert gaussian_budget_rho(ApproxDP(1.0, 1e-5)) == F(mu) ** 2 / 2
+    assert fails.args[0] == cal.gdp_mu_of_mu2(F(1, 4))
+
+
+def test_bracket_refuses_an_ok_that_never_fails() -> None:
+    with pytest.raises(ArithmeticError, match="^no finite upper bracket$"):
+        _bracket(lambda x: True)
 
 
 def test_bracket_and_bisection() -> None:
