@@ -126,6 +126,11 @@ def test_bisect_sign() -> None:
     assert _bisect_sign(lambda x: x - 1.0, 1.0, 3.0) == 1.0
     assert _bisect_sign(lambda x: x - 5.0, 2.0, 3.0) == 3.0  # f(hi) <= 0: hi
     assert _bisect_sign(lambda x: x - 3.0, 2.0, 3.0) == 3.0
+    odd = 1.0 + 2.0**-52  # an odd last bit: the final midpoint would round up to the next float
+    assert _bisect_sign(lambda x: x - odd, odd, 3.0) == odd  # f(lo) = 0: lo itself
+    assert _bisect_sign(lambda x: x - 0.5, odd, 3.0) == odd  # f(lo) > 0: lo itself
+    r = 2.0 + 2.0**-51  # hit exactly as a midpoint: f(mid) = 0 moves hi, so the answer rounds down to 2
+    assert _bisect_sign(lambda x: x - r, 1.0, 3.0) == 2.0
     root = _bisect_sign(lambda x: x * x - 2.0, 1.0, 2.0)
     assert root in (math.sqrt(2.0), math.nextafter(math.sqrt(2.0), 0.0), math.nextafter(math.sqrt(2.0), 3.0))
 
@@ -198,6 +203,21 @@ def test_cks_epsilon_is_verified_and_nudged(monkeypatch: pytest.MonkeyPatch) -> 
     assert calls == [eps, up(eps + step), up(eps + 2 * step), up(eps + 4 * step)] and got == calls[-1]
     calls.clear()
     assert conv._verify_cks_epsilon(0.5, 1e-6, 1e-6) == up(1e-6 + 4e-15)  # the floor step 1e-15
+
+
+def test_cks_verification_gives_up_after_400_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[float] = []
+    monkeypatch.setattr(conv, "cks_delta", lambda rho, e: calls.append(e) or 1.0)
+    with pytest.raises(ArithmeticError, match=r"^could not verify the CKS epsilon for rho=0\.5, delta=1e-06$"):
+        conv._verify_cks_epsilon(0.5, 1e-6, 1.0)
+    assert len(calls) == 400
+
+
+def test_cks_delta_is_capped_at_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conv, "_cks_log_delta_up", lambda rho, eps, alpha: -1e-14)  # up(exp(.)) would exceed 1
+    assert cks_delta(0.5, 1.0) == 1.0
+    monkeypatch.setattr(conv, "_cks_log_delta_up", lambda rho, eps, alpha: -1.0)
+    assert cks_delta(0.5, 1.0) == up(math.exp(-1.0))
 
 
 def test_gaussian_dp_epsilon_meets_delta_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
