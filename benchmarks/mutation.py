@@ -77,6 +77,11 @@ _ZERO_BRANCH = ("up's and down's sign tests (x > 0 vs >= 0, x < 0 vs <= 0 or < 1
                 "where every branch computes y = +-0.0, and nextafter(+-0.0, +-inf) does not depend on the zero's sign")
 _SQUARE = "shape[1] vs shape[0]: only symmetric (square) matrices reach this line"
 
+_FLAT_G = ("log_t = +inf vs -inf when target <= 0: an accepted point has f = 0 (g = -inf either way) and a rejected "
+           "one g = +inf or the same tiny value; the search reads g only through its sign and through differences "
+           "of distinct finite values (equal tiny values give NaN, as +inf does), so every step is the same")
+_ORDER_END = ("a larger upper end of the Renyi-order search: the optimal order lies below both ends, and bisecting a "
+              "monotone sign ends at the same pair of adjacent floats whatever the bracket")
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -112,6 +117,34 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.rounding.x_down__mutmut_13": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_14": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_to_float_up__mutmut_5": "q > 0 vs q >= 0 where float(q) overflowed: q is never 0",
+    "dpflow.privacy.calibration.x__grid_floor__mutmut_3": (
+        "x <= 2^q vs x < 2^q: at x = 2^q both give index q H (q H + floor(H) - H, or (q - 1) H + floor(2 H) - H)"),
+    "dpflow.privacy.calibration.x__bracket__mutmut_1": (
+        "start 2.0 vs 1.0: both walk the same powers of two, and a monotone ok has one bracket [2^k, 2^(k+1)] there"),
+    "dpflow.privacy.calibration.x__bracket__mutmut_15": (
+        "halving from (2 start, start) vs (start / 2, start): ok(2 start) is false (monotone, ok(start) false), "
+        "so the next step is (start, 2 start) and then the original's first step: one more evaluation, same bracket"),
+    "dpflow.privacy.calibration.x__bracket__mutmut_18": (
+        "lo >= 0 vs lo > 0 once lo underflows to 0: ok(0) holds for every caller (delta, epsilon and the DRV bound "
+        "are 0 at 0), so the loop ends there too"),
+    "dpflow.privacy.calibration.x_largest_on_grid__mutmut_12": _FLAT_G,
+    "dpflow.privacy.calibration.x_largest_on_grid__mutmut_18": (
+        "isinf(v) and False: log(inf) - log_t is +inf for every finite log_t, the value the inf branch returns"),
+    "dpflow.privacy.calibration.x_largest_on_grid__mutmut_69": (
+        "max(2, ceil(o H)) vs max(1, ...): o >= 0.03, so ceil(o H) >= 246 and the max never binds"),
+    "dpflow.privacy.calibration.x_largest_on_grid__mutmut_114": (
+        "3 (b - a) vs 2 (b - a) as the first widths: 2 (b - a) > w tests against them only while b - a is at most "
+        "the first width, false for both"),
+    "dpflow.privacy.calibration.x_shares_by_weight__mutmut_7": (
+        "sum(ws) vs sum(ws, Fraction(0)): the same Fraction for a non-empty list; an empty one is 0 == Fraction(0) "
+        "and refused either way"),
+    "dpflow.privacy.conversions.x_cks_delta__mutmut_56": "log_delta > 0 vs >= 0: at 0, min(1, up(exp(0))) is 1 too",
+    "dpflow.privacy.conversions.x_cks_delta__mutmut_57": (
+        "log_delta >= 1 vs >= 0: for 0 <= log_delta < 1, min(1, up(exp(log_delta))) is 1 too"),
+    "dpflow.privacy.conversions.x_cks_delta__mutmut_26": _ORDER_END,
+    "dpflow.privacy.conversions.x_cks_delta__mutmut_29": _ORDER_END,
+    "dpflow.privacy.conversions.x_zcdp_to_approx_dp__mutmut_34": _ORDER_END,
+    "dpflow.privacy.conversions.x_zcdp_to_approx_dp__mutmut_37": _ORDER_END,
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }

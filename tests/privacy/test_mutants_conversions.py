@@ -181,6 +181,7 @@ def test_refusals() -> None:
 
 def test_zero_losses_and_trivial_deltas() -> None:
     assert cks_delta(0, 1.0) == 0.0 and zcdp_to_approx_dp(0, 1e-6) == 0.0 and zcdp_to_approx_dp(0.5, 1) == 0.0
+    assert zcdp_to_approx_dp(50.0, 1) == 0.0  # delta = 1 says nothing: 0 (the general bound is positive here)
     assert bun_steinke_epsilon(0, 0) == 0.0 and gaussian_dp_delta(0, 1.0) == 0.0 and gdp_mu_of_mu2(0) == 0.0
     assert gaussian_dp_epsilon(0, 0) == 0.0 and gaussian_dp_epsilon(1.0, 1) == 0.0
     assert bun_steinke_epsilon(0.5, 1) == float.fromhex("0x1.0000000001199p-1")  # up(rho): ln(1/delta) = 0
