@@ -82,6 +82,12 @@ _FLAT_G = ("log_t = +inf vs -inf when target <= 0: an accepted point has f = 0 (
            "of distinct finite values (equal tiny values give NaN, as +inf does), so every step is the same")
 _ORDER_END = ("a larger upper end of the Renyi-order search: the optimal order lies below both ends, and bisecting a "
               "monotone sign ends at the same pair of adjacent floats whatever the bracket")
+_DELTA_ONE_GDP = ("delta > 1 (or >= 2) vs >= 1 for the early return: delta is capped at 1 before, and at delta = 1 "
+                  "the next test, delta(0) <= 1, returns 0 as well")
+_MID_MOVES = ("the bisection's 'midpoint stopped moving' exit: the loop runs only while hi - lo > 1e-15 hi, more than "
+              "four floats apart for normal hi > 1e-300, so the midpoint always lies strictly inside")
+_ZIP_SHIFTED = "zip(strict=False / None / default) of a list and its tail: all three stop at the shorter"
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -145,6 +151,21 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.conversions.x_cks_delta__mutmut_29": _ORDER_END,
     "dpflow.privacy.conversions.x_zcdp_to_approx_dp__mutmut_34": _ORDER_END,
     "dpflow.privacy.conversions.x_zcdp_to_approx_dp__mutmut_37": _ORDER_END,
+    "dpflow.privacy.conversions.x_gaussian_dp_delta__mutmut_41": "q1 > 0 vs >= 0: at q1 = 0 the quotient is 0",
+    "dpflow.privacy.conversions.x_gaussian_dp_epsilon__mutmut_18": _DELTA_ONE_GDP,
+    "dpflow.privacy.conversions.x_gaussian_dp_epsilon__mutmut_19": _DELTA_ONE_GDP,
+    "dpflow.privacy.conversions.x_gaussian_dp_epsilon__mutmut_67": _MID_MOVES,
+    "dpflow.privacy.conversions.x_gaussian_dp_epsilon__mutmut_68": _MID_MOVES,
+    "dpflow.privacy.conversions.x_gaussian_dp_epsilon__mutmut_69": _MID_MOVES,
+    "dpflow.privacy.conversions.x_gaussian_dp_epsilon__mutmut_70": _MID_MOVES,
+    "dpflow.privacy.composition.x__top_two_sum__mutmut_11": (
+        "sum(top) vs sum(top, Fraction(0)): called with at least one Fraction (the same sum), and Cost's "
+        "converter makes an int 0 a Fraction anyway"),
+    "dpflow.privacy.composition.x__parallel_pld__mutmut_8": (
+        "keeping pieces with no events among the charged ones: an empty piece sorts first, is within every piece, "
+        "and composes to nothing, so the chain test, the largest piece and the two largest compose the same"),
+    "dpflow.privacy.composition.x__parallel_pld__mutmut_21": _ZIP_SHIFTED,
+    "dpflow.privacy.composition.x__parallel_pld__mutmut_24": _ZIP_SHIFTED,
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }

@@ -221,6 +221,22 @@ def test_cks_delta_is_capped_at_one(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cks_delta(0.5, 1.0) == up(math.exp(-1.0))
 
 
+def test_gaussian_dp_epsilon_grows_a_too_small_bracket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were the Bun-Steinke start ever below the answer, the upper end grows as 2 hi + 1 until valid."""
+    seen: list[float] = []
+    real = conv.gaussian_dp_delta
+
+    def delta(mu: float, e: float) -> float:
+        seen.append(e)
+        return real(mu, e)
+
+    monkeypatch.setattr(conv, "bun_steinke_epsilon", lambda rho, d: 0.25)
+    monkeypatch.setattr(conv, "gaussian_dp_delta", delta)
+    eps = gaussian_dp_epsilon(1.0, 1e-6)
+    assert seen[1:5] == [0.25, 1.5, 4.0, 9.0]  # after delta(0): 0.25, then 2 hi + 1 until delta(hi) <= d
+    assert eps == float.fromhex("0x1.38bd4d7b2a003p+2")  # the same answer as from a valid start
+
+
 def test_gaussian_dp_epsilon_meets_delta_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     """At mu where delta(0) is already at most the target the answer is 0; the bisection keeps delta(hi) <= d."""
     monkeypatch.setattr(conv, "gaussian_dp_delta", lambda mu, e: 0.5)
