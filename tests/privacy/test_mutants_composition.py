@@ -123,7 +123,8 @@ def test_constructors_field_by_field() -> None:
     assert fields(Cost.bounded_range(F(1, 2))) == (F(1, 32), 0, F(1, 2), None, 1, F(1, 2), F(1, 2), 0, p)
     assert fields(Cost.zcdp(F(1, 3))) == (F(1, 3), 0, None, None, 0, 0, None, 0, None)
     assert fields(Cost.approx_zcdp(F(1, 3), F(1, 9))) == (F(1, 3), F(1, 9), None, None, 0, 0, None, 0, None)
-    assert Cost.approx_zcdp(F(1, 3), 0) == Cost.zcdp(F(1, 3))
+    assert Cost.approx_zcdp(F(1, 3), 0) == Cost.zcdp(F(1, 3)) and Cost.approx_zcdp(0, 0) == Cost.zero()
+    assert Cost.bounded_range(1).rho == F(1, 8) and Cost.pure(1).rho == F(1, 2)
     assert fields(Cost.approx_dp(2, F(1, 9))) == (F(2), F(1, 9), None, None, 0, 0, F(2), F(1, 9),
                                                   ev(ApproxPLD(F(2), F(1, 9))))
     assert Cost.approx_dp(F(1, 2), 0) == Cost.pure(F(1, 2))
