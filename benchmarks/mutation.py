@@ -11,8 +11,9 @@ equivalent mutants of :data:`EQUIVALENT` (each with the reason it cannot change 
 ``docs/assurance.md`` lists them).
 
 Each module's mutants run only its subject folder's tests (:data:`SUBJECT_TESTS`) that took at most
-:data:`MAX_TEST_SECONDS` in mutmut's stats pass: a rule must be pinned where it is stated, and the functions
-every plan calls are reached by hundreds of end-to-end tests, which made each mutant cost minutes.  A kill rate
+:data:`MAX_TEST_SECONDS` in mutmut's stats pass, and every pin file (``test_mutants_*.py``): a rule must be
+pinned where it is stated, and the functions every plan calls are reached by hundreds of end-to-end tests,
+which made each mutant cost minutes.  A kill rate
 measured with fewer tests is conservative (a mutant the left-out tests would kill counts as a survivor).
 Run it with ``CI=1`` (the property tests then draw a fixed set of examples, so a verdict repeats) and under
 ``nice`` on a shared machine.
@@ -67,7 +68,8 @@ SUBJECT_TESTS = {
     "dpflow/budget.py": ("tests/cli/test_budget.py",),
 }
 #: Tests whose recorded duration (mutmut's stats pass) exceeds this many seconds are left out of mutant runs by
-#: default: the 200-example property tests, which kill early when they kill but cost minutes per survivor.
+#: default: the 200-example property tests, which kill early when they kill but cost minutes per survivor.  The
+#: pin files written for the mutants (``test_mutants_*.py``) always run.
 MAX_TEST_SECONDS = 1.0
 
 _INT_STAT = ("np.asarray(x, dtype=float) vs dtype=None: a statistic is a float64 array (asarray returns it as is) or "
@@ -245,8 +247,8 @@ def mutmut_job(job: dict[str, Any]) -> None:
         for name, tests in state().tests_by_mangled_function_name.items():
             for mod, prefixes in restrict.items():
                 if name.startswith(mod + "."):
-                    tests.intersection_update({t for t in tests if t.startswith(prefixes)
-                                               and seconds.get(t, 0.0) <= job["max_seconds"]})
+                    tests.intersection_update({t for t in tests if t.startswith(prefixes) and (
+                        "/test_mutants_" in t or seconds.get(t, 0.0) <= job["max_seconds"])})
 
     mm.collect_or_load_stats = collect_then_restrict
     mm.cli(["run", "--max-children", str(job["workers"]), *job["patterns"]])
