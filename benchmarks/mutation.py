@@ -90,6 +90,9 @@ _MID_MOVES = ("the bisection's 'midpoint stopped moving' exit: the loop runs onl
               "four floats apart for normal hi > 1e-300, so the midpoint always lies strictly inside")
 _ZIP_SHIFTED = "zip(strict=False / None / default) of a list and its tail: all three stop at the shorter"
 
+_GROUPING = ("grouping repeated cost objects from 8 (or 10) costs on instead of 9: c.scaled(k) has every field of k "
+             "copies composed one by one, so the threshold changes the speed only (pinned by eight and nine copies)")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -168,6 +171,16 @@ EQUIVALENT: dict[str, str] = {
         "and composes to nothing, so the chain test, the largest piece and the two largest compose the same"),
     "dpflow.privacy.composition.x__parallel_pld__mutmut_21": _ZIP_SHIFTED,
     "dpflow.privacy.composition.x__parallel_pld__mutmut_24": _ZIP_SHIFTED,
+    "dpflow.privacy.composition.x__fsum__mutmut_12": (
+        "sum(...) vs sum(..., Fraction(0)): callers sum at least two costs (a non-empty sum of Fractions is the same "
+        "Fraction)"),
+    "dpflow.privacy.composition.xǁCostǁ_trusted__mutmut_20": (
+        "keeping basic_delta when basic_eps is None: every caller passes basic_delta = 0 then (_basic returns "
+        "(None, 0); gaussian_zcdp passes the default 0)"),
+    "dpflow.privacy.composition.xǁCostǁsequential__mutmut_5": _GROUPING,
+    "dpflow.privacy.composition.xǁCostǁsequential__mutmut_6": _GROUPING,
+    "dpflow.privacy.composition.xǁCostǁsequential__mutmut_20": (
+        "c.scaled(1) vs c for an object met once: scaled(1) has every field of c (test_mutants_composition)"),
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }

@@ -190,6 +190,9 @@ def test_sequential_of_many_costs_groups_repeated_objects() -> None:
     distinct = [Cost.pure(F(1, i + 2)) for i in range(9)]
     assert Cost.sequential(distinct).pure_eps == sum(F(1, i + 2) for i in range(9))
     assert Cost.sequential(distinct).pure_count == 9
+    twice = [a, a] + [Cost.pure(F(1, i + 3)) for i in range(7)]  # one object twice among nine: scaled(2)
+    assert Cost.sequential(twice).pure_eps == 1 + sum(F(1, i + 3) for i in range(7))
+    assert Cost.sequential(twice).pure_count == 9
     eight = [a] * 8  # not grouped, same answer
     assert Cost.sequential(eight) == a.scaled(8)
 
@@ -295,6 +298,8 @@ def test_epsilon_at_with_delta0_and_ties() -> None:
     assert got == [("zCDP -> (eps,delta) by CKS", approx_zcdp_to_approx_dp(0.5, F(1, 10**7), 1e-6), 1e-6, True)]
     assert [r for r, *_ in rules(Cost.pure(F(1)).then(Cost.pure(F(1))).scaled(1), 0.5)] [-1] == \
         "advanced composition (DRV)"
+    one = [x.rule for x in Cost.pure(F(1)).epsilon_at(1e-6)]
+    assert one[-1] == "advanced composition (DRV)"  # one pure event is enough
     z = Cost.zero()  # every rule gives 0: the first is the tightest
     assert [t for *_, t in rules(z, 1e-6)] == [True] + [False] * (len(rules(z, 1e-6)) - 1)
     assert "advanced composition (DRV)" not in [r for r, *_ in rules(z, 1e-6)]  # no pure event counted

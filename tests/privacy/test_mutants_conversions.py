@@ -69,6 +69,7 @@ GOLDEN: list[tuple[Callable[..., float], tuple[object, ...], str]] = [
     (gaussian_dp_delta, (1e-3, 1e-3), "0x1.5da00a2402fedp-14"),
     (gaussian_dp_delta, (5.0, 1.0), "0x1.f5af1e80adc6dp-1"),
     (gaussian_dp_delta, (1.0, 0.5), "0x1.e849a3f8d4667p-3"),  # u1 = 0 exactly
+    (gaussian_dp_delta, (40.0, 0.0), "0x1.0000000000000p+0"),  # capped at 1
     (gaussian_dp_delta, (2.0, 2.0), "0x1.53dd11a9742a5p-2"),  # u1 = 0 exactly
     (cks_delta, (1e-300, 1.0), "0x0.0000000000001p-1022"),
     (cks_delta, (0.5, 0.0), "0x1.1e1fb475b03cdp-1"),
