@@ -250,14 +250,17 @@ def test_group_field_by_field() -> None:
         Cost.approx_zcdp(1, F(1, 10)).group(2)
 
 
-def test_without_continuous_gaussian() -> None:
+def test_for_lattice_noise() -> None:
     mixed = Cost.gaussian(1, 2).then(Cost.pure(F(1)))
-    assert (mixed.without_continuous_gaussian().gdp_mu2, mixed.without_continuous_gaussian().pld) == (None, None)
+    lattice = mixed.for_lattice_noise()
+    assert lattice.gdp_mu2 is None and lattice.pld == mixed.pld.on_lattice()  # type: ignore[union-attr]
+    assert (lattice.rho, lattice.pure_eps, lattice.basic_eps) == (mixed.rho, mixed.pure_eps, mixed.basic_eps)
+    assert mixed.for_lattice_noise(covered=False).pld is None and mixed.for_lattice_noise(covered=False).gdp_mu2 is None
     pure = Cost.pure(F(1))
-    assert pure.without_continuous_gaussian() is pure
+    assert pure.for_lattice_noise() is pure and pure.for_lattice_noise(covered=False) is pure
     zero = Cost.zero()  # gdp_mu2 = 0, no Gaussian event: the mu goes, the empty PLD stays
-    assert zero.without_continuous_gaussian().gdp_mu2 is None
-    assert zero.without_continuous_gaussian().pld == PldEvents(())
+    assert zero.for_lattice_noise().gdp_mu2 is None and zero.for_lattice_noise().pld == PldEvents(())
+    assert Cost.zcdp(F(1)).for_lattice_noise().pld is None
 
 
 # ---------------------------------------------------------------------------------------------- conversions
