@@ -101,6 +101,22 @@ def _opt_delta(x: Any) -> Fraction:
     return d
 
 
+def threshold_counts(stat: StatT, ctx: InferContext, l2: bool) -> str:
+    """The one input rule of the stability histograms (their thresholds' proofs need it): counts of linf 1
+    and a constant integer l1 ``D >= 1`` (and a constant l2 when ``l2``); refused before data otherwise."""
+    if stat.l1 is None or stat.linf is None or (l2 and stat.l2 is None):
+        raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity",
+                                        "feed it counts (BinCounts, TupleCellCounts)")
+    d = stat.l1.coef
+    if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and d >= 1 and d == int(d)
+            and (not l2 or (stat.l2 is not None and stat.l2.is_const))):
+        raise DomainError(ctx.node_id, f"the thresholds need counts of linf 1 and an integer l1; got "
+                          f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
+                          "apply the count query directly to the rows (no stability > 1 transform)")
+    l2_text = f", l2 = {stat.l2.text()}" if l2 and stat.l2 is not None else ""
+    return f"l1 = {stat.l1.text()}{l2_text}, linf = 1"
+
+
 @attrs.frozen(kw_only=True)
 class StabilityHistogram(EpsilonMechanism):
     """The stability-based histogram: Laplace noise on the occupied bins only, released when above a
@@ -146,14 +162,7 @@ class StabilityHistogram(EpsilonMechanism):
         return stat.l1.coef
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
-        if stat.l1 is None or stat.linf is None:
-            raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity", "feed it BinCounts")
-        l1 = stat.l1.coef
-        if not (stat.l1.is_const and stat.linf.is_const and stat.linf.coef == 1.0 and l1 >= 1 and l1 == int(l1)):
-            raise DomainError(ctx.node_id, f"the thresholds need counts of linf 1 and an integer l1; got "
-                              f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
-                              "apply BinCounts directly to the rows (no stability > 1 transform)")
-        return f"l1 = {stat.l1.text()}, linf = 1"
+        return threshold_counts(stat, ctx, l2=False)
 
     def cost(self, share: Fraction, mode: Mode) -> Cost:
         if mode == "pure":
@@ -241,15 +250,7 @@ class GaussianStabilityHistogram(Mechanism):
         return Inferred(ReleasedT(None), "")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
-        if stat.l1 is None or stat.l2 is None or stat.linf is None:
-            raise UnboundedSensitivityError(ctx.node_id, "its input has unbounded sensitivity", "feed it counts")
-        l1 = stat.l1.coef
-        if not (stat.l1.is_const and stat.l2.is_const and stat.linf.is_const and stat.linf.coef == 1.0
-                and l1 >= 1 and l1 == int(l1)):
-            raise DomainError(ctx.node_id, f"the threshold needs counts of linf 1 and an integer l1; got "
-                              f"l1 {stat.l1.text()}, linf {stat.linf.text()}",
-                              "apply the count query directly to the rows (no stability > 1 transform)")
-        return f"l1 = {stat.l1.text()}, l2 = {stat.l2.text()}, linf = 1"
+        return threshold_counts(stat, ctx, l2=True)
 
     def fixed_share(self, mode: Mode) -> Fraction | None:
         return self.rho

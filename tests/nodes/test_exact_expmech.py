@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from test_lattice_counts import _dyadic_probs
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -260,18 +261,6 @@ def test_quantile_on_a_one_point_range_is_that_point() -> None:
 
 
 # --------------------------------------------------------------------------- DyadicExpMech
-
-
-def _dyadic_probs(x: np.ndarray, N_: int, eps: float) -> dict[tuple[int, int], float]:
-    L = (N_ - 1).bit_length()
-    w = {}
-    for j in range(L):
-        for q in range(2 ** (L - j)):
-            a, b = q << j, ((q + 1) << j) - 1
-            c = int(np.count_nonzero((x >= a) & (x <= b)))
-            w[(a, b)] = math.exp(eps * abs(len(x) * (b - a + 1) / N_ - c) / 2)
-    z = sum(w.values())
-    return {k: v / z for k, v in w.items()}
 
 
 def test_dyadic_exact_groups_match_brute_force() -> None:
