@@ -77,6 +77,8 @@ _INT_STAT = ("np.asarray(x, dtype=float) vs dtype=None: a statistic is a float64
 _STRICT = "zip(strict=...): the noise is drawn with exactly as many entries as the lattice release has"
 _ZERO_BRANCH = ("up's and down's sign tests (x > 0 vs >= 0, x < 0 vs <= 0 or < 1): they differ only at x = +-0.0, "
                 "where every branch computes y = +-0.0, and nextafter(+-0.0, +-inf) does not depend on the zero's sign")
+_OVERFLOWED = ("q > 0 vs q >= 0 or q > 1 where float(q) overflowed: |q| exceeds the largest float, so q is "
+               "never in [0, 1] and the three tests agree")
 _SQUARE = "shape[1] vs shape[0]: only symmetric (square) matrices reach this line"
 
 _FLAT_G = ("log_t = +inf vs -inf when target <= 0: an accepted point has f = 0 (g = -inf either way) and a rejected "
@@ -127,7 +129,10 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.rounding.x_down__mutmut_7": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_13": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_14": _ZERO_BRANCH,
-    "dpflow.privacy.rounding.x_to_float_up__mutmut_5": "q > 0 vs q >= 0 where float(q) overflowed: q is never 0",
+    "dpflow.privacy.rounding.x_to_float_up__mutmut_5": _OVERFLOWED,
+    "dpflow.privacy.rounding.x_to_float_up__mutmut_6": _OVERFLOWED,
+    "dpflow.privacy.rounding.x_to_float_down__mutmut_5": _OVERFLOWED,
+    "dpflow.privacy.rounding.x_to_float_down__mutmut_6": _OVERFLOWED,
     "dpflow.privacy.calibration.x__grid_floor__mutmut_3": (
         "x <= 2^q vs x < 2^q: at x = 2^q both give index q H (q H + floor(H) - H, or (q - 1) H + floor(2 H) - H)"),
     "dpflow.privacy.calibration.x__bracket__mutmut_1": (
