@@ -79,6 +79,8 @@ _ZERO_BRANCH = ("up's and down's sign tests (x > 0 vs >= 0, x < 0 vs <= 0 or < 1
                 "where every branch computes y = +-0.0, and nextafter(+-0.0, +-inf) does not depend on the zero's sign")
 _OVERFLOWED = ("q > 0 vs q >= 0 or q > 1 where float(q) overflowed: |q| exceeds the largest float, so q is "
                "never in [0, 1] and the three tests agree")
+_FAST_PATH = ("exact()'s fast path (type(x) is Fraction / float) disabled: a Fraction then takes the isinstance(x, "
+              "Fraction) branch and a float the numbers.Real branch, which return the same value and refusal")
 _SQUARE = "shape[1] vs shape[0]: only symmetric (square) matrices reach this line"
 
 _FLAT_G = ("log_t = +inf vs -inf when target <= 0: an accepted point has f = 0 (g = -inf either way) and a rejected "
@@ -129,6 +131,8 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.rounding.x_down__mutmut_7": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_13": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_14": _ZERO_BRANCH,
+    "dpflow.privacy.measures.x_exact__mutmut_1": _FAST_PATH,
+    "dpflow.privacy.measures.x_exact__mutmut_4": _FAST_PATH,
     "dpflow.privacy.rounding.x_to_float_up__mutmut_5": _OVERFLOWED,
     "dpflow.privacy.rounding.x_to_float_up__mutmut_6": _OVERFLOWED,
     "dpflow.privacy.rounding.x_to_float_down__mutmut_5": _OVERFLOWED,
