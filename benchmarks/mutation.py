@@ -65,7 +65,7 @@ SUBJECT_TESTS = {
     "dpflow/privacy/": ("tests/privacy/",),
     "dpflow/planner/": ("tests/planner/",),
     "dpflow/nodes/": ("tests/nodes/",),
-    "dpflow/budget.py": ("tests/cli/test_budget.py",),
+    "dpflow/budget.py": ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py"),
 }
 #: Tests whose recorded duration (mutmut's stats pass) exceeds this many seconds are left out of mutant runs by
 #: default: the 200-example property tests, which kill early when they kill but cost minutes per survivor.  The

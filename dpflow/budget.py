@@ -526,7 +526,8 @@ class BudgetStore:
             for (ds, seq), (_, amount) in zip(reservation.ids, reservation.amounts, strict=True):
                 done = con.execute("SELECT kind FROM entries WHERE dataset = ? AND ref = ?", (ds, seq)).fetchone()
                 if done is not None:
-                    raise ValueError(f"reservation {seq} on {ds!r} was already {done[0]}ed")
+                    past = "committed" if done[0] == "commit" else "released"
+                    raise ValueError(f"reservation {seq} on {ds!r} was already {past}")
                 if kind == "release":
                     _, _, charged = self._dataset(con, ds)
                     con.execute("UPDATE datasets SET charged = ? WHERE dataset = ?", (str(charged - amount), ds))

@@ -1,0 +1,145 @@
+"""Mutation-testing pins of ``dpflow/budget.py``: what a run charges, to which dataset, and the exact refusals.
+
+The charge of a run is the sum of its sources' costs on each dataset (basic sequential composition), read from
+the ledger's exact totals; a reservation is closed once; an unknown dataset never verifies.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow import nodes as N
+from dpflow.budget import BudgetExhaustedError, BudgetStore, BudgetStoreError, Status, Verification, describe_status
+
+N_ROWS = 20
+XY = {"X": np.zeros((N_ROWS, 2)), "Y": np.zeros((N_ROWS, 2))}
+
+
+def two_sources(budget: dp.PureDP | dp.ZCDP | dp.ApproxDP) -> dp.Plan:
+    b = dp.PlanBuilder(budget=budget)
+    X = b.source("X", dp.Vectors(d=2), n=N_ROWS)
+    Y = b.source("Y", dp.Vectors(d=2), n=N_ROWS)
+    if isinstance(budget, dp.PureDP):
+        return b.build(x=N.LaplaceMech()(N.Mean()(N.Clip(box=(-1.0, 1.0))(X))),
+                       y=N.LaplaceMech()(N.Mean()(N.Clip(box=(-1.0, 1.0))(Y))))
+    return b.build(x=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))),
+                   y=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(Y))))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BudgetStore:
+    return BudgetStore(tmp_path / "budget.sqlite")
+
+
+def test_a_pure_run_charges_the_sum_of_its_sources(store: BudgetStore) -> None:
+    store.open("p", dp.PureDP(1))
+    two_sources(dp.PureDP("1/4")).run(XY, budget_store=store, dataset="p")  # each source spends 1/4
+    st = store.status("p")
+    assert st.spent == Fraction(1, 2) and type(st.committed) is Fraction and type(st.pending) is Fraction
+    assert (st.dataset, st.filter, st.runs, st.head) == ("p", "pure", 1, store.entries("p")[-1].hash)
+
+
+def test_sources_mapped_to_datasets_charge_each_its_own(store: BudgetStore) -> None:
+    store.open("a", dp.ZCDP(1))
+    store.open("b", dp.ZCDP(1))
+    res = two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset={"X": "a", "Y": "b"})
+    assert store.status("a").spent == store.status("b").spent == Fraction(1, 10)
+    assert [c["dataset"] for c in res.report.to_data()["budget"]["charges"]] == ["a", "b"]
+    with pytest.raises(ValueError, match=re.escape("sources ['X', 'Y'], unknown ['Z'], unmapped []")):
+        two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset={"X": "a", "Y": "b", "Z": "a"})
+
+
+def test_filter_refusals_name_the_dataset_and_the_fix(store: BudgetStore) -> None:
+    store.open("z", dp.ZCDP(1))
+    b = dp.PlanBuilder(budget=dp.ApproxZCDP(1, "1/1000000"))
+    X = b.source("X", dp.Ordinal(N=10), n=N_ROWS)
+    stability = b.build(h=N.StabilityHistogram(delta="1/10000000")(N.BinCounts(width=1.0)(X)))
+    with pytest.raises(BudgetExhaustedError) as err:
+        store.reserve(stability.check(), "z")
+    e = err.value
+    assert e.node == "z" and e.fix == "use a ZCDP plan budget (delta0 = 0) on this dataset"
+    assert re.fullmatch(r"source X costs approximate zCDP \(delta0=\d+/\d+\), which the zCDP filter cannot "
+                        r"account for", e.problem)
+    store.open("p", dp.PureDP(1))
+    with pytest.raises(BudgetExhaustedError) as err:
+        store.reserve(two_sources(dp.ZCDP(1)).check(), "p")
+    e = err.value
+    assert (e.node, e.problem, e.fix) == (
+        "p", "source X has no pure-DP cost, so the basic epsilon filter cannot account for it",
+        "use pure-DP mechanisms (a PureDP plan budget) on this dataset")
+
+
+def test_unknown_datasets(store: BudgetStore) -> None:
+    with pytest.raises(BudgetExhaustedError) as err:
+        store.reserve(two_sources(dp.ZCDP(1)).check(), "nope")
+    assert err.value.node == "nope"
+    assert err.value.problem == "the budget store has no lifetime budget for this dataset"
+    assert store.verify("nope") == Verification("nope", False, ("unknown dataset 'nope'",), 0)
+    with pytest.raises(BudgetStoreError, match=re.escape("no dataset 'nope' (the store holds: none)")) as serr:
+        store.status("nope")
+    assert serr.value.path == str(store.path)
+    store.open("a", dp.ZCDP(1))
+    store.open("b", dp.ZCDP(1))
+    with pytest.raises(BudgetStoreError, match=re.escape("no dataset 'nope' (the store holds: a, b)")):
+        store.status("nope")
+    v = store.verify("a")
+    assert (v.dataset, v.ok, v.problems, v.rows) == ("a", True, (), 1)
+
+
+def test_a_dataset_failing_verification_is_named_with_every_problem(store: BudgetStore) -> None:
+    store.open("d", dp.ZCDP(1))
+    with sqlite3.connect(store.path) as con:
+        con.execute("UPDATE datasets SET charged = '1/2'")
+    problems = store.verify("d").problems
+    with pytest.raises(BudgetStoreError) as err:
+        store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
+    assert err.value.path == str(store.path)
+    assert err.value.problem == f"dataset 'd' fails verification, so no run is admitted on it: {'; '.join(problems)}"
+    assert err.value.fix == (f"see `dpflow budget verify d --store {store.path}`; restore the store from a backup "
+                             "whose chain verifies")
+
+
+def test_a_reservation_closes_once(store: BudgetStore) -> None:
+    store.open("d", dp.ZCDP(1))
+    r = store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
+    store.commit(r)
+    seq = r.ids[0][1]
+    for close in (store.commit, store.release):
+        with pytest.raises(ValueError, match=f"^reservation {seq} on 'd' was already committed$"):
+            close(r)
+    r2 = store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
+    store.release(r2)
+    with pytest.raises(ValueError, match=f"^reservation {r2.ids[0][1]} on 'd' was already released$"):
+        store.commit(r2)
+    assert store.status("d").committed == Fraction(1, 5) and store.verify("d").ok
+
+
+def test_a_failed_settlement_says_the_reservation_stays_pending(store: BudgetStore,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    store.open("d", dp.ZCDP(1))
+
+    def broken(_r: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "commit", broken)
+    with pytest.raises(OSError) as err:
+        two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset="d")
+    seq = store.status("d").pending_ids[0]
+    assert err.value.__notes__[0] == (f"budget store {store.path}: left pending (counted as spent): 1/5 on dataset "
+                                      f"'d' (reservation {seq}); the store could not be updated")
+
+
+def test_describe_status_with_pending_reservations() -> None:
+    s = Status("d", "pure", Fraction(2), Fraction(1, 3), Fraction(1, 2), (4, 7), 2, "h")
+    assert describe_status(s) == (
+        "dataset d: basic epsilon filter, lifetime epsilon = 2 (2)\n"
+        "  committed 1/3 in 2 runs, pending 1/2 (2 reservations), remaining 7/6 (1.16667)\n"
+        "  pending reservations (counted as spent): 4, 7\n"
+        "  head h")
