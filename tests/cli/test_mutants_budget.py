@@ -16,7 +16,15 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.budget import BudgetExhaustedError, BudgetStore, BudgetStoreError, Status, Verification, describe_status
+from dpflow.budget import (
+    BudgetExhaustedError,
+    BudgetStore,
+    BudgetStoreError,
+    Status,
+    Verification,
+    _sqlite_error,
+    describe_status,
+)
 
 N_ROWS = 20
 XY = {"X": np.zeros((N_ROWS, 2)), "Y": np.zeros((N_ROWS, 2))}
@@ -143,3 +151,33 @@ def test_describe_status_with_pending_reservations() -> None:
         "  committed 1/3 in 2 runs, pending 1/2 (2 reservations), remaining 7/6 (1.16667)\n"
         "  pending reservations (counted as spent): 4, 7\n"
         "  head h")
+
+
+@pytest.mark.parametrize(("sqlite_text", "problem", "fix"), [
+    ("database is locked", "another process held the store locked for more than 2.5 s (SQLite: database is locked)",
+     "retry when the other run has finished"),
+    ("database is busy", "another process held the store locked for more than 2.5 s (SQLite: database is busy)",
+     "retry when the other run has finished"),
+    ("unable to open database file", "the file cannot be opened (SQLite: unable to open database file)",
+     "check that --store names a store file in an existing, writable directory"),
+    ("no such table: entries", "this SQLite file is not a dpflow budget store (SQLite: no such table: entries)",
+     "point --store at the budget store file"),
+    ("no such column: head", "this SQLite file is not a dpflow budget store (SQLite: no such column: head)",
+     "point --store at the budget store file"),
+    ("file is not a database", "the file is not a readable budget store: it is corrupted, truncated or not a store "
+     "(SQLite: file is not a database)",
+     "restore the store from a backup and check it with `dpflow budget verify DATASET`; do not delete it or start "
+     "a new one for the same data, since what was spent would be forgotten"),
+])
+def test_sqlite_failures_are_named_with_a_recovery(sqlite_text: str, problem: str, fix: str) -> None:
+    e = _sqlite_error("s.sqlite", sqlite3.OperationalError(sqlite_text), 2.5)
+    assert (e.path, e.problem, e.fix) == ("s.sqlite", problem, fix)
+    assert str(e) == f"budget store s.sqlite: {problem}. Fix: {fix}."
+
+
+def test_describe_status_of_a_zcdp_dataset() -> None:
+    s = Status("census", "zcdp", Fraction(1, 3), Fraction(1, 12), Fraction(0), (), 1, "abc")
+    assert describe_status(s) == (
+        "dataset census: zCDP filter, lifetime rho = 1/3 (0.333333)\n"
+        "  committed 1/12 in 1 runs, pending 0 (0 reservations), remaining 1/4 (0.25)\n"
+        "  head abc")
