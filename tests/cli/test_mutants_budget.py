@@ -181,3 +181,78 @@ def test_describe_status_of_a_zcdp_dataset() -> None:
         "dataset census: zCDP filter, lifetime rho = 1/3 (0.333333)\n"
         "  committed 1/12 in 1 runs, pending 0 (0 reservations), remaining 1/4 (0.25)\n"
         "  head abc")
+
+
+def test_row_hash_format() -> None:
+    """sha256 of the fields joined by the unit separator, an absent ref as the empty string (the chain's format:
+    a store written today verifies tomorrow)."""
+    import hashlib
+
+    from dpflow.budget import GENESIS, _row_hash
+
+    for ref, ref_text in ((None, ""), (5, "5")):
+        text = "\x1f".join([GENESIS, "d", "commit", ref_text, "1/3", "h", "2026-11-23T17:00:00Z"])
+        assert _row_hash(GENESIS, "d", "commit", ref, "1/3", "h", "2026-11-23T17:00:00Z") == \
+            hashlib.sha256(text.encode()).hexdigest()
+
+
+def _forge(store: BudgetStore, dataset: str, kind: str, ref: int | None, amount: Fraction,
+           charged: str | None = None) -> None:
+    """Append a row with a valid hash (what a forger with write access can do), optionally moving the total."""
+    with store._transaction() as con:
+        store._append(con, dataset, kind, ref, amount, "forged")
+        if charged is not None:
+            con.execute("UPDATE datasets SET charged = ? WHERE dataset = ?", (charged, dataset))
+
+
+def test_forged_outcomes_and_overspending_are_reported(store: BudgetStore) -> None:
+    store.open("d", dp.ZCDP(1))
+    r = store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
+    store.commit(r)
+    seq = r.ids[0][1]
+    _forge(store, "d", "release", seq, Fraction(1, 5), charged="0")  # a second outcome for a committed run
+    assert store.verify("d").problems == (f"row {seq + 2}: release of reservation {seq} does not match one open "
+                                          "reservation", "the running total 0 differs from the rows' total 1/5")
+    store.open("e", dp.ZCDP(1))
+    _forge(store, "e", "commit", 99, Fraction(1, 5))  # an outcome of no reservation
+    assert store.verify("e").problems == ("row 6: commit of reservation 99 does not match one open reservation",)
+    store.open("f", dp.ZCDP(1))
+    _forge(store, "f", "reserve", None, Fraction(2), charged="2")  # more than the lifetime budget
+    assert store.verify("f").problems == ("spent 2 exceeds the lifetime budget 1",)
+    with pytest.raises(BudgetStoreError, match="spent 2 exceeds the lifetime budget 1"):
+        store.reserve(two_sources(dp.ZCDP("1/10")).check(), "f")
+
+
+def test_unreadable_amounts_and_a_missing_open_row_are_reported(store: BudgetStore) -> None:
+    store.open("d", dp.ZCDP(1))
+    for _ in range(2):
+        two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset="d")
+    with sqlite3.connect(store.path) as con:
+        con.execute("UPDATE entries SET amount = 'x' WHERE seq = 2")
+        con.execute("UPDATE entries SET kind = 'reserve' WHERE seq = 1")
+    assert store.verify("d").problems == (
+        "row 1: its content does not match its hash (the row was edited)",
+        "row 1: the chain must start with exactly one 'open' row",
+        "row 2: its content does not match its hash (the row was edited)",
+        "row 2: amount 'x' is not an exact fraction",
+        "row 3: commit of reservation 2 does not match one open reservation",
+        "the running total 2/5 differs from the rows' total 1/5")
+    with sqlite3.connect(store.path) as con:
+        con.execute("UPDATE datasets SET limit_value = 'y'")
+    assert "the lifetime budget 'y' is not an exact fraction" in store.verify("d").problems
+
+
+def test_exhausted_and_invalid_budgets_are_named_in_their_unit(store: BudgetStore) -> None:
+    from dpflow.budget import lifetime_limit
+
+    store.open("p", dp.PureDP(1))
+    two_sources(dp.PureDP("1/4")).run(XY, budget_store=store, dataset="p")
+    with pytest.raises(BudgetExhaustedError) as err:
+        store.reserve(two_sources(dp.PureDP("1/3")).check(), "p")
+    assert (err.value.node, err.value.problem, err.value.fix) == (
+        "p", "this run needs epsilon=2/3 but only 1/2 of the lifetime budget epsilon=1 remains (spent or "
+        "reserved: 1/2)", "lower the plan's budget, or use another dataset")
+    for budget, text in ((dp.ZCDP(0), "rho=0"), (dp.PureDP(0), "epsilon=0")):
+        with pytest.raises(ValueError, match=f"^a lifetime budget must be positive and at most 1.79769e\\+308, got "
+                                             f"{text}$"):
+            lifetime_limit(budget)
