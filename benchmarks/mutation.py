@@ -81,6 +81,13 @@ _OVERFLOWED = ("q > 0 vs q >= 0 or q > 1 where float(q) overflowed: |q| exceeds 
                "never in [0, 1] and the three tests agree")
 _FAST_PATH = ("exact()'s fast path (type(x) is Fraction / float) disabled: a Fraction then takes the isinstance(x, "
               "Fraction) branch and a float the numbers.Real branch, which return the same value and refusal")
+_SQL_CASE = "the case of an SQL keyword or identifier: SQLite reads both the same"
+_ONE_PER_DATASET = ("zip(strict=...) of a reservation's ids and amounts: reserve() appends one of each per dataset, "
+                    "so they always have the same length")
+_SUM_START = ("sum(..., Fraction(0)) vs sum(...): the empty sum is 0 either way and a non-empty one a Fraction; 0 and "
+              "Fraction(0) compare, print and add the same")
+_FAILED_LIMIT = ("the limit an audit with problems returns (Fraction(0) when the stored limit is unreadable): such an "
+                 "audit admits no run and verify() reads only its problems")
 _SQUARE = "shape[1] vs shape[0]: only symmetric (square) matrices reach this line"
 
 _FLAT_G = ("log_t = +inf vs -inf when target <= 0: an accepted point has f = 0 (g = -inf either way) and a rejected "
@@ -131,6 +138,30 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.rounding.x_down__mutmut_7": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_13": _ZERO_BRANCH,
     "dpflow.privacy.rounding.x_down__mutmut_14": _ZERO_BRANCH,
+    "dpflow.budget.xǁBudgetStoreǁ_dataset__mutmut_7": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_dataset__mutmut_8": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_dataset__mutmut_15": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_dataset__mutmut_16": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_14": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_15": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁstatus__mutmut_13": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁstatus__mutmut_14": _SQL_CASE,
+    "dpflow.budget.x__audit__mutmut_7": _SQL_CASE,
+    "dpflow.budget.x__audit__mutmut_8": _SQL_CASE,
+    "dpflow.budget.x__audit__mutmut_19": _SQL_CASE,
+    "dpflow.budget.x__audit__mutmut_20": _SQL_CASE,
+    "dpflow.budget.x__audit__mutmut_22": _SQL_CASE,
+    "dpflow.budget.x__audit__mutmut_23": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁreserve__mutmut_50": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁreserve__mutmut_51": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_3": _ONE_PER_DATASET,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_6": _ONE_PER_DATASET,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_7": _ONE_PER_DATASET,
+    "dpflow.budget.xǁBudgetStoreǁstatus__mutmut_36": _SUM_START,
+    "dpflow.budget.x__audit__mutmut_98": _SUM_START,
+    "dpflow.budget.x__audit__mutmut_122": _FAILED_LIMIT,
+    "dpflow.budget.x__audit__mutmut_124": _FAILED_LIMIT,
+    "dpflow.budget.x__audit__mutmut_125": _FAILED_LIMIT,
     "dpflow.privacy.measures.x_exact__mutmut_1": _FAST_PATH,
     "dpflow.privacy.measures.x_exact__mutmut_4": _FAST_PATH,
     "dpflow.privacy.rounding.x_to_float_up__mutmut_5": _OVERFLOWED,

@@ -104,8 +104,10 @@ def test_unknown_datasets(store: BudgetStore) -> None:
 def test_a_dataset_failing_verification_is_named_with_every_problem(store: BudgetStore) -> None:
     store.open("d", dp.ZCDP(1))
     with sqlite3.connect(store.path) as con:
-        con.execute("UPDATE datasets SET charged = '1/2'")
+        con.execute("UPDATE datasets SET charged = '1/2', head = 'x'")
     problems = store.verify("d").problems
+    assert problems == ("the chain's last row is not the recorded head (rows were removed or added)",
+                        "the running total 1/2 differs from the rows' total 0")
     with pytest.raises(BudgetStoreError) as err:
         store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
     assert err.value.path == str(store.path)
