@@ -40,6 +40,16 @@ def best(fn: Callable[[], Any], repeats: int = 3) -> float:
     return min(times)
 
 
+def best_interleaved(base: Callable[[], Any], fn: Callable[[], Any], rounds: int) -> tuple[float, float]:
+    """Best times of ``base`` and ``fn`` run alternately ``rounds`` times: both see the same load on a shared
+    machine."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(best(base, 1))
+        b.append(best(fn, 1))
+    return min(a), min(b)
+
+
 # ----------------------------------------------------------------------------- 1. memory of the Gaussian fit
 
 
@@ -52,10 +62,7 @@ def bench_gaussian_memory(n: int, d: int = 50) -> list[str]:
                      t_cov=t_cov, t_mean=t_mean, noise=dp.SeededNoise(0))
 
     fit()
-    cov, full = [], []
-    for _ in range(3):  # interleaved: both see the same load on a shared machine
-        cov.append(best(lambda: np.cov(X, rowvar=False), 1))
-        full.append(best(fit, 1))
+    c, f = best_interleaved(lambda: np.cov(X, rowvar=False), fit, 3)
     tracemalloc.start()
     fit()
     peak = tracemalloc.get_traced_memory()[1]
@@ -64,7 +71,6 @@ def bench_gaussian_memory(n: int, d: int = 50) -> list[str]:
     peak_cov = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     passes = t_cov + t_mean + 1  # the rounds, plus the pair differences' and the whitening's reads
-    c, f = min(cov), min(full)
     return [
         f"### 1. Numpy backend: full Gaussian fit, n={n:,}, d={d}, t_cov={t_cov}, t_mean={t_mean}",
         "",
@@ -157,11 +163,7 @@ def bench_merr(n: int) -> list[str]:
     Nd, T = 10**18, 20
     x = (np.random.default_rng(7).standard_cauchy(n) * 1e15 + 4e17).clip(0, Nd - 1).astype(np.int64)
     plan = merr(N=Nd, n=n, budget=dp.PureDP(1), T=T)
-    sort, run = [], []
-    for _ in range(2):
-        sort.append(best(lambda: np.sort(x), 1))
-        run.append(best(lambda: plan.run({"X": x}, noise=dp.SeededNoise(0)), 1))
-    s, r = min(sort), min(run)
+    s, r = best_interleaved(lambda: np.sort(x), lambda: plan.run({"X": x}, noise=dp.SeededNoise(0)), 2)
     return [
         f"### 2. MERR: n = {n:.0e}, N = 1e18, T = {T} (heavy-tailed sample)",
         "",

@@ -53,8 +53,9 @@ from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, zcdp_rho
 from dpflow.privacy.split import SPLIT_REFERENCE
 from dpflow.references import Reference
 
-REF_EIG = Reference("KMSSU EigenvalueEstimator (slides 004 Alg. 1): stability histograms of block eigenvalues over "
-                    "the 2^(1/4) grid", "sparse_discrete_heavy.md", "5.1.1")
+REF_EIG = Reference("KMSSU EigenvalueEstimator (slides 004 Alg. 1): stability histograms of block log2 eigenvalues "
+                    "over a grid of public bucket width (the slides: 2^(1/4); the scale search: factor 2)",
+                    "sparse_discrete_heavy.md", "5.1.1")
 REF_SUB = Reference("KMSSU SubspaceRecovery, option B (average of block projectors + Gaussian noise; no GoodCenter)",
                     "sparse_discrete_heavy.md", "5.1.2")
 REF_COARSE = Reference("KMSSU CoarsePreconditioner (slides 004 Alg. 3): A = gamma Pi + (I - Pi)",
