@@ -31,7 +31,7 @@ from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.params import finite, positive
 from dpflow.nodes.rules import changes_text, count_sensitivities, one_dim
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, StatT, VType
-from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, opt_exact
+from dpflow.privacy import Cost, exact, gaussian_sigma_for_zcdp, opt_exact, to_float_up, up
 from dpflow.references import Reference
 
 _KEY_LIMIT = 2**62
@@ -169,19 +169,29 @@ class StabilityHistogram(EpsilonMechanism):
             raise self.pure_refusal(self.kind)
         return Cost.approx_dp(self.eps(share, mode), self.delta)
 
-    def scale_threshold(self, l1: float, eps: float) -> tuple[float, float]:
-        """Laplace scale and release threshold (rounded against the user)."""
-        d = float(self.delta)
-        if l1 == 1.0:
-            return math.nextafter(1.0 / eps, math.inf), math.nextafter(1.0 + math.log(1.0 / (2.0 * d)) / eps, math.inf)
-        return math.nextafter(l1 / eps, math.inf), math.nextafter(1.0 + l1 * math.log(l1 / d) / eps, math.inf)
+    def scale_threshold(self, l1: float, eps: float | Fraction) -> tuple[float, float]:
+        """Laplace scale ``b >= D / eps`` (checked exactly) and release threshold ``t`` with ``(t - 1) / b >=
+        ln(c)``, ``c = 1 / (2 delta)`` for ``D = 1`` and ``D / delta`` otherwise, every step rounded up: a bin of
+        count 1 then passes with probability ``exp(-(t - 1) / b) / 2 <= 1 / (2 c)`` (derived from the ``b``
+        actually used, so no float rounding of ``eps`` or ``delta`` can push it above; docs/assurance.md).
+
+        >>> b, t = StabilityHistogram(delta=1e-6).scale_threshold(1.0, 1.0)
+        >>> b > 1.0 and 0.5 * math.exp(-(t - 1) / b) <= 1e-6
+        True
+        """
+        b = math.nextafter(l1 / float(eps), math.inf)
+        while Fraction(b) * exact(eps) < exact(l1):
+            b = math.nextafter(b, math.inf)
+        c = 1 / (2 * self.delta) if l1 == 1.0 else exact(l1) / self.delta
+        return b, up(1.0 + up(b * up(math.log(to_float_up(c)))))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         if mode == "pure":
             return ""
-        eps = float(self.eps(share, mode))
+        eps = self.eps(share, mode)
         b, t = self.scale_threshold(self._l1(stat), eps)
-        return (f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={eps:.6g}, delta={self.delta})"
+        return (f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={float(eps):.6g}, "
+                f"delta={self.delta})"
                 "; exact sources: discrete Laplace on the integer counts, released above t + 1/2")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -192,7 +202,7 @@ class StabilityHistogram(EpsilonMechanism):
         ``t + 1/2`` with probability at most q^(t - 1/2) / (1 + q) <= q^(t - 1) / 2 (2 sqrt(q) <= 1 + q),
         the continuous Laplace's probability of passing ``t``: the delta of the threshold is unchanged."""
         alloc = ctx.allocation()
-        b, t = self.scale_threshold(self._l1(ctx.stat()), float(self.eps(alloc.share, alloc.mode)))
+        b, t = self.scale_threshold(self._l1(ctx.stat()), self.eps(alloc.share, alloc.mode))
         sc: SparseCounts = ins[0]
         if ctx.noise.exact:
             t = math.nextafter(t + 0.5, math.inf)
