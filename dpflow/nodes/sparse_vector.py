@@ -209,7 +209,8 @@ class AboveThreshold(EpsilonMechanism):
             T = math.inf
         if ctx.noise.exact and stat.float_error is not None:
             slack = float_slack(stat, ctx.public_values(stat.float_error.refs()), m)[0]  # l2 >= linf
-            return self._exact(f, T, delta + slack, eps1, eps2, ctx)
+            finite = math.isfinite(delta) and math.isfinite(slack)  # the exact sum: a float sum may round down
+            return self._exact(f, T, Fraction(delta) + Fraction(slack) if finite else math.inf, eps1, eps2, ctx)
         if not math.isfinite(delta):
             ctx.record("scales", (math.inf, math.inf))
             ctx.noise.laplace(1.0, (m + 1,))  # the draws do not depend on the data
@@ -221,15 +222,16 @@ class AboveThreshold(EpsilonMechanism):
         above = np.flatnonzero(f + nu >= T + rho[0])
         return int(above[0]) if above.size else NOT_FOUND
 
-    def _exact(self, f: np.ndarray, T: float, delta: float, eps1: Fraction, eps2: Fraction,
+    def _exact(self, f: np.ndarray, T: float, delta: float | Fraction, eps1: Fraction, eps2: Fraction,
                ctx: EvalContext) -> int:
-        """The integer version on the lattice ``step * Z`` with exact discrete Laplace noise."""
+        """The integer version on the lattice ``step * Z`` with exact discrete Laplace noise; ``delta`` is the
+        widened sensitivity, exact (``D = ceil(delta / step)`` must not see a sum rounded down)."""
         m = f.shape[0]
         if not math.isfinite(delta):
             ctx.record("scales", (math.inf, math.inf))
             ctx.noise.discrete_laplace(Fraction(1), (m + 1,))
             return NOT_FOUND
-        step = math.ldexp(1.0, math.frexp(delta)[1] - 1 - LATTICE_BITS) if delta > 0 else 1.0
+        step = math.ldexp(1.0, math.frexp(float(delta))[1] - 1 - LATTICE_BITS) if delta > 0 else 1.0
         D = max(math.ceil(Fraction(delta) / Fraction(step)), 1)
         t1, t2 = Fraction(D) / eps1, Fraction(2 * D) / eps2
         ctx.record("scales", (float(t1) * step, float(t2) * step))

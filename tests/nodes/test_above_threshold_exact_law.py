@@ -20,9 +20,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ExactZeroNoise
 
+import dpflow as dp
+from dpflow import nodes as N
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.interpreter.run import execute
 from dpflow.nodes import sparse_vector as S
 from dpflow.nodes.sparse_vector import NOT_FOUND, AboveThreshold, svt_split
+from dpflow.planner.certify import certify
 
 
 class _Ctx:
@@ -143,3 +149,32 @@ def test_a_smaller_scale_breaks_the_bound(monkeypatch: pytest.MonkeyPatch, f1: f
     t1, t2 = t1 * Fraction(f1), t2 * Fraction(f2)
     worst = max(_loss((c - D,) * 29 + (c + D,), (c,) * 30, t1, t2) for c in range(-4, 5))
     assert worst > 1.3
+
+
+def test_the_widened_sensitivity_is_summed_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delta + 2 x float error is summed exactly before D = ceil(. / step): a float slack that puts the exact sum
+    2^-70 above a multiple k of the step has a float sum equal to k steps (rounded down), but the answers can
+    move by the exact sum, i.e. their floors by k + 1 units, so D must be k + 1 (the review found the float
+    sum; the excess was one unit in 2^40, an epsilon 2^-40 relative too small)."""
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    h = N.Histogram(edges=[0.0, 1.0, 2.0])(b.source("X", dp.Reals(), n=10))
+    i = N.AboveThreshold(threshold=20.0)(h)
+    cert = certify(b.build(i=i))
+    seen: list[float | Fraction] = []
+    inner = AboveThreshold._exact
+
+    def spy(self: AboveThreshold, f: np.ndarray, T: float, delta: float | Fraction, *rest: Any) -> int:
+        seen.append(delta)
+        return inner(self, f, T, delta, *rest)
+
+    monkeypatch.setattr(AboveThreshold, "_exact", spy)
+    monkeypatch.setattr(S, "float_slack", lambda *_: (0.0, 0.0))
+    execute(cert, {"X": np.full((10, 1), 0.5)}, ExactZeroNoise(), NumpyBackend())
+    d0 = float(seen[0])  # the run's Delta (the declared linf, rounded up)
+    step = 2.0**-40
+    k = math.ceil(Fraction(d0) / Fraction(step))
+    slack = float(Fraction(k) * Fraction(step) - Fraction(d0)) + 2.0**-70
+    assert d0 + slack == k * step and Fraction(d0) + Fraction(slack) > k * step
+    monkeypatch.setattr(S, "float_slack", lambda *_: (slack, slack))
+    run = execute(cert, {"X": np.full((10, 1), 0.5)}, ExactZeroNoise(), NumpyBackend())
+    assert run.facts[i.id][1]["lattice"] == {"step": step, "sensitivity_units": k + 1}
