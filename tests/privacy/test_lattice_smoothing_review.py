@@ -24,6 +24,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy.special import ndtr
+from test_lattice_pld import DELTA, exact_epsilon, smoothed_epsilon
 
 from dpflow.privacy import pld as P
 
@@ -121,3 +122,13 @@ def test_optimal_adaptive_adversary_stays_below_the_composed_bound() -> None:
         # the smoothing is needed: at this small scale the discrete pair is NOT dominated by the continuous
         # Gaussian of the same mu (exact delta 0.53756 > 0.53709 at eps 0.5)
         assert best > _gauss_delta(math.sqrt((v1 * v1 + r2 * r2) / s**2), eps)
+
+
+def test_every_three_dimensional_shift_below_the_bound() -> None:
+    """Every integer shift of l2 norm at most 3 in three dimensions (up to signs and order: the laws are
+    symmetric), exact epsilon by enumeration, against the bound at that norm with Gamma over 3 entries."""
+    s = 4.0
+    shifts = [(a, b, c) for a in range(4) for b in range(a + 1) for c in range(b + 1) if 0 < a * a + b * b + c * c <= 9]
+    for v in shifts:
+        norm = math.sqrt(sum(x * x for x in v))
+        assert exact_epsilon(v, s, DELTA) <= smoothed_epsilon(norm, s, DELTA, 3, 1.5)
