@@ -270,6 +270,15 @@ class NumpyBackend:
             return total
         return block_gram(X)
 
+    def exact_sum(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        if isinstance(X, MappedRows):
+            parts = X.map_blocks(fn)
+            total = parts[0]
+            for p in parts[1:]:  # Python ints: exact in any order
+                total = total + p
+            return total
+        return fn(np.asarray(X))
+
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         if not isinstance(values, MappedRows):
             return bin_counts(values, edges)

@@ -32,6 +32,7 @@ import numpy as np
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, need, released_type, text_of
+from dpflow.nodes.fixedpoint import FixedPoint, lattice_units
 from dpflow.nodes.mechanisms import EpsilonMechanism, float_slack
 from dpflow.nodes.params import positive, released_or_finite
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, StatT, VType
@@ -204,12 +205,14 @@ class AboveThreshold(EpsilonMechanism):
         if self.margin_beta is not None:
             T -= margin(delta, m, float(eps1), float(eps2), self.margin_beta)
             ctx.record("threshold", T)
+        fixed = ins[0] if isinstance(ins[0], FixedPoint) else None
         if self.min_threshold is not None and not T >= self.min_threshold:
             f = np.full(m, -np.inf)  # public decision: the budget is too small for this threshold
             T = math.inf
+            fixed = None
         if ctx.noise.exact and stat.float_error is not None:
             slack = float_slack(stat, ctx.public_values(stat.float_error.refs()), m)[0]  # l2 >= linf
-            return self._exact(f, T, delta + slack, eps1, eps2, ctx)
+            return self._exact(f, T, delta + slack, eps1, eps2, ctx, fixed)
         if not math.isfinite(delta):
             ctx.record("scales", (math.inf, math.inf))
             ctx.noise.laplace(1.0, (m + 1,))  # the draws do not depend on the data
@@ -222,8 +225,9 @@ class AboveThreshold(EpsilonMechanism):
         return int(above[0]) if above.size else NOT_FOUND
 
     def _exact(self, f: np.ndarray, T: float, delta: float, eps1: Fraction, eps2: Fraction,
-               ctx: EvalContext) -> int:
-        """The integer version on the lattice ``step * Z`` with exact discrete Laplace noise."""
+               ctx: EvalContext, fixed: FixedPoint | None = None) -> int:
+        """The integer version on the lattice ``step * Z`` with exact discrete Laplace noise; the answers of
+        an exact ``fixed`` statistic are floored in integer arithmetic (``lattice_units``), not from floats."""
         m = f.shape[0]
         if not math.isfinite(delta):
             ctx.record("scales", (math.inf, math.inf))
@@ -239,9 +243,13 @@ class AboveThreshold(EpsilonMechanism):
         big = 2**1100  # beyond any floored finite answer: +-inf answers and thresholds
         t_int = big if T == math.inf else -big if T == -math.inf else math.floor(Fraction(T) / Fraction(step))
         t_hat = t_int + rho
+        floors = None if fixed is None else lattice_units(fixed, step, floor=True).ravel()
         for i in range(m):  # m queries (public), not rows
             fi = f[i]
-            q = big if fi == math.inf else -big if fi == -math.inf else math.floor(Fraction(float(fi)) / Fraction(step))
+            if floors is not None:
+                q = int(floors[i])
+            else:
+                q = big if fi == math.inf else -big if fi == -math.inf else math.floor(Fraction(float(fi)) / Fraction(step))
             if q + int(nu[i]) >= t_hat:
                 return i
         return NOT_FOUND
