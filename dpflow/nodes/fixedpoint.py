@@ -123,7 +123,8 @@ def sum_units(B: Any, exponent: int) -> np.ndarray:
     Q = quantise(B, exponent, SUM_BITS)
     if Q.shape[0] == 0:
         return np.zeros(Q.shape[1:], dtype=np.int64).astype(object)
-    parts = np.add.reduceat(Q, np.arange(0, Q.shape[0], SUM_BLOCK), axis=0, dtype=np.int64)  # <= 2^22 rows each: |.| <= 2^62
+    # blocks of at most 2^22 rows: every partial sum at most 2^62 in magnitude
+    parts = np.add.reduceat(Q, np.arange(0, Q.shape[0], SUM_BLOCK), axis=0, dtype=np.int64)
     return exact_total(parts)
 
 
@@ -209,5 +210,5 @@ def lattice_units(value: Any, step: float, floor: bool = False) -> np.ndarray:
         scaled: np.ndarray = u * (1 << -shift)
         return scaled
     if floor:
-        return u >> shift  # type: ignore[no-any-return]
-    return (u + (1 << (shift - 1))) >> shift  # type: ignore[no-any-return]
+        return u >> shift
+    return (u + (1 << (shift - 1))) >> shift

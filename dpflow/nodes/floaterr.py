@@ -47,13 +47,13 @@ own arithmetic keeps a factor 2^23 of headroom below float64's largest value."""
 class FloatError:
     """How a query's floating-point error is bounded.
 
-    ``kind``: ``sum`` (a sum of rows), ``mean`` (sum over the public n), ``gram`` (the second
+    ``kind``: ``sum`` (a float sum of n rows), ``mean`` (sum over the public n), ``gram`` (the second
     moment about ``gram_center``), ``gram_sum`` (the same sum of outer products, not divided: ``n`` is then
     a public bound on the number of rows, which may be private), ``fixed_sum`` and ``fixed_gram`` (a sum
     of rows, and of outer products about ``gram_center``, computed exactly in fixed point on the public grid
     :meth:`grid`, :mod:`dpflow.nodes.fixedpoint`: the bound is half the sensitivity excess of the computed
-    statistic, independent of the number of rows, which may be private), ``step`` (``beta - eta * mean``, a gradient step from a
-    released ``beta`` with ``||beta||_2 <= offset``), ``exact`` (computed without rounding: integer
+    statistic, independent of the number of rows, which may be private), ``step`` (``beta - eta * mean``, a
+    gradient step from a released ``beta`` with ``||beta||_2 <= offset``), ``exact`` (computed without rounding: integer
     counts, held exactly below 2**53, or clamped and sorted values: no error) or ``freq`` (counts over
     n: one correctly rounded division each, entries summing to at most 1, so the error is at most u in
     l2 and l1).  ``n``: the public number of rows summed; the row bounds come from ``domain``.
