@@ -95,6 +95,12 @@ def _opt_finite(x: Any) -> float | None:
     return v
 
 
+def _floor_units(x: float, step: float) -> int:
+    """``floor(x / step)`` exactly; +-2^1100 (beyond any floored finite answer) for +-inf answers and thresholds."""
+    big = 2**1100
+    return big if x == math.inf else -big if x == -math.inf else math.floor(Fraction(x) / Fraction(step))
+
+
 def found_index(released: Any) -> int | None:
     """The index an :class:`AboveThreshold` released, or ``None`` for "not found".
 
@@ -240,16 +246,12 @@ class AboveThreshold(EpsilonMechanism):
         ctx.record("lattice", {"step": step, "sensitivity_units": D})
         rho = int(ctx.noise.discrete_laplace(t1, (1,))[0])
         nu = ctx.noise.discrete_laplace(t2, (m,))
-        big = 2**1100  # beyond any floored finite answer: +-inf answers and thresholds
-        t_int = big if T == math.inf else -big if T == -math.inf else math.floor(Fraction(T) / Fraction(step))
-        t_hat = t_int + rho
-        floors = None if fixed is None else lattice_units(fixed, step, floor=True).ravel()
+        t_hat = _floor_units(T, step) + rho
+        if fixed is not None:
+            floors = [int(k) for k in lattice_units(fixed, step, floor=True).ravel()]
+        else:
+            floors = [_floor_units(fi, step) for fi in f.tolist()]
         for i in range(m):  # m queries (public), not rows
-            fi = f[i]
-            if floors is not None:
-                q = int(floors[i])
-            else:
-                q = big if fi == math.inf else -big if fi == -math.inf else math.floor(Fraction(float(fi)) / Fraction(step))
-            if q + int(nu[i]) >= t_hat:
+            if floors[i] + int(nu[i]) >= t_hat:
                 return i
         return NOT_FOUND
