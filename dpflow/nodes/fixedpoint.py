@@ -88,13 +88,12 @@ def quantise(B: Any, exponent: int, bits: int) -> np.ndarray:
     >>> quantise(np.array([[2.0**-41, 3 * 2.0**-41, np.nan, -np.inf]]), -40, 40).tolist()
     [[0, 2, 0, -1099511627776]]
     """
-    t = np.array(B, dtype=float)  # a copy: written in place below
     with np.errstate(all="ignore"):
-        t *= math.ldexp(1.0, -exponent)
+        t = np.multiply(np.asarray(B, dtype=float), math.ldexp(1.0, -exponent))  # a new array: written in place
         np.rint(t, out=t)
     lim = float(1 << bits)
     np.clip(t, -lim, lim, out=t)
-    t[np.isnan(t)] = 0.0
+    np.nan_to_num(t, copy=False, nan=0.0)
     return t.astype(np.int64)
 
 
