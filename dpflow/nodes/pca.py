@@ -206,5 +206,5 @@ class Gram(Query):
             fe = self._error(rows)
             e = fe.grid(ctx.public_values(fe.refs()))
             if e is not None:  # fixed_gram only; (without a finite grid the error bound is infinite: NaN)
-                return FixedPoint(ctx.backend.exact_sum(Z, functools.partial(gram_units, exponent=e)), e)
+                return FixedPoint(ctx.backend.exact_sum(Z, functools.partial(gram_units, exponent=e)), 2 * e)  # q^2 G
         return ctx.backend.gram(Z)

@@ -361,3 +361,19 @@ def test_peel_and_above_threshold_read_the_exact_sum() -> None:
     assert not set(noise.calls) & CONTINUOUS
     assert int(np.argmax(np.abs(out["p"]))) == 2 and abs(out["p"][2] - 200.0) < 60
     assert out["i"] == 2
+
+
+@pytest.mark.parametrize("neighbors", ["add_remove", "replace"])
+def test_exact_releases_equal_the_float_statistics_up_to_the_lattice(neighbors: str) -> None:
+    """Under zero exact noise the fixed-point Sum and Gram release the float statistics up to the grid and the
+    lattice (pins the Gram's scale q^2 as well as the sum's q)."""
+    n = 300 if neighbors == "replace" else None
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors=neighbors)
+    C = N.Clip(radius=2.0)(b.source("X", dp.Vectors(d=3), n=n))
+    plan = b.build(s=N.GaussianMech()(N.Sum()(C)), g=N.GaussianMech()(N.Gram()(C)))
+    cert = certify(plan, exact_noise=True)
+    X = np.random.default_rng(11).normal(size=(300, 3))
+    Z = X * np.minimum(1.0, 2.0 / np.linalg.norm(X, axis=1))[:, None]
+    out = execute(cert, {"X": X}, ExactZeroNoise(), NumpyBackend()).released
+    assert np.allclose(out["s"], Z.sum(axis=0), rtol=0, atol=1e-9)
+    assert np.abs(out["g"] - Z.T @ Z).max() < 1e-4  # the Gram's grid is 2^-24 here (q |z| per row and entry)
