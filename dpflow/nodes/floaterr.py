@@ -37,6 +37,11 @@ def gamma(k: float) -> float:
     return math.nextafter(ku / (1.0 - ku) * (1.0 + 4 * U), math.inf)
 
 
+def _up(x: float) -> float:
+    """``rounding.up`` of a bound that may be infinite or NaN (kept as it is: no grid then)."""
+    return up(x) if math.isfinite(x) else x
+
+
 OVERFLOW = 2.0**1000
 """Bounds on intermediate magnitudes at or above this make the float error infinite: the
 computation might overflow (to inf on one dataset and not on its neighbour), and the bounds'
@@ -107,10 +112,11 @@ class FloatError:
         >>> FloatError("fixed_sum", Vectors(d=2, l2_bound=Sym.const(1.0))).grid({})
         -39
         """
+        # (rounded up: the bound's few float operations may round below the exact bound on a coordinate)
         if self.kind == "fixed_sum":
-            return grid_exponent(self.row_norm(value), SUM_BITS)
+            return grid_exponent(_up(self.row_norm(value)), SUM_BITS)
         if self.kind == "fixed_gram":
-            return grid_exponent(self.centred_norm(value), GRAM_BITS)
+            return grid_exponent(_up(self.centred_norm(value)), GRAM_BITS)
         return None
 
     def refs(self) -> tuple[SymRef, ...]:

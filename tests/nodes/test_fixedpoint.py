@@ -73,6 +73,10 @@ def test_the_floaterror_grid_is_read_from_the_widened_row_bound() -> None:
     assert FloatError("fixed_gram", dom).grid({}) == 1 - 26
     assert FloatError("fixed_sum", dp.Vectors(d=3, l2_bound=0.5)).grid({}) == 0 - 40  # 0.5 (1 + g) < 1
     assert FloatError("sum", dom, dp.Sym.const(10.0)).grid({}) is None
+    # the bound is rounded up first: a coordinate bound just below a power of two gets the coarser grid
+    near = 2.0 - 2.0**-51
+    assert FloatError("fixed_sum", dp.Vectors(d=1, box=(-near, near))).grid({}) == 2 - 40
+    assert FloatError("fixed_sum", dp.Vectors(d=1, box=(-1.5, 1.5))).grid({}) == 1 - 40
 
 
 # --------------------------------------------------------------------------- quantisation and exact sums
