@@ -94,7 +94,8 @@ def quantise(B: Any, exponent: int, bits: int) -> np.ndarray:
     lim = float(1 << bits)
     np.clip(t, -lim, lim, out=t)
     np.nan_to_num(t, copy=False, nan=0.0)
-    return t.astype(np.int64)
+    out: np.ndarray = t.astype(np.int64)
+    return out
 
 
 def exact_total(parts: np.ndarray) -> np.ndarray:
