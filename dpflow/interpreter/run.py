@@ -7,7 +7,6 @@ for it (:class:`dpflow.planner.InvocationTable`), rounds of ``Recurse`` loops in
 from __future__ import annotations
 
 import math
-
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
