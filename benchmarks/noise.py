@@ -13,7 +13,8 @@ Prints, from one run:
 5. the timing-dependence table: words (or uniform integers) drawn per draw, by quartile of |value|
    (work counted, not wall time; docs/assurance.md);
 6. the exact fixed-point sum of issue 9 (``dpflow.nodes.fixedpoint``, what ``Sum`` computes for exact sources)
-   against numpy's float sum on ``--fixed-rows`` x 10 rows (default 1e7), and the accuracy cost of the exact
+   against numpy's float sum on ``--fixed-rows`` x 10 rows (default 1e7), the exact Gram (``Gram`` without a
+   public count) against the float Gram on ``--fixed-rows`` / 50 x 50 rows, and the accuracy cost of the exact
    release: the noise scale of an add/remove ``Sum`` under ``SecureNoise`` (lattice, widened sensitivity)
    against continuous noise (what a secure run drew before), and at a public n = 1e7 against the float sum's
    Higham error term that ``Sum`` used before.
@@ -40,7 +41,7 @@ from dpflow.interpreter.run import execute
 from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
 from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
 from dpflow.nodes.expmech import float_phase_miss, report_noisy_max
-from dpflow.nodes.fixedpoint import SUM_BITS, grid_exponent, sum_units
+from dpflow.nodes.fixedpoint import SUM_BITS, gram_units, grid_exponent, sum_units
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import unit_lattice
 from dpflow.nodes.quantile import lattice_groups, lattice_quantile, quantile_log_weights
@@ -123,6 +124,15 @@ def fixed_point_tables(n: int) -> None:
     for name, t in (("numpy X.sum(axis=0) (float)", t_np), ("NumpyBackend.tree_sum (float, blocks on threads)", t_tree),
                     ("exact fixed point (Sum under SecureNoise)", t_fixed)):
         print(f"| {name} | {t:.3f} | {t / t_np:.2f} |")
+
+    G = rng.normal(size=(n // 50, 50))
+    t_blas, t_exact = interleaved([lambda: backend.gram(G), lambda: backend.exact_sum(G, lambda B: gram_units(B, -20))])
+    print()
+    print(f"| Gram of {G.shape[0]:,} x 50 rows | time (s, best of 3, interleaved) | ratio to the float Gram |")
+    print("|---|---|---|")
+    print(f"| NumpyBackend.gram (float, BLAS) | {t_blas:.3f} | 1.00 |")
+    print(f"| exact fixed point (Gram without a public count; int64 products, no BLAS) | {t_exact:.3f} | "
+          f"{t_exact / t_blas:.1f} |")
 
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
     plan = b.build(s=N.GaussianMech()(N.Sum()(N.Clip(radius=radius)(b.source("X", dp.Vectors(d=d))))))
