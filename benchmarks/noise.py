@@ -11,9 +11,15 @@ Prints, from one run:
 4. a private median by the exponential mechanism: Gumbel-max (continuous sources) against the exact lattice
    sampler (``SecureNoise``), with the bound on the probability of its high-precision round;
 5. the timing-dependence table: words (or uniform integers) drawn per draw, by quartile of |value|
-   (work counted, not wall time; docs/assurance.md).
+   (work counted, not wall time; docs/assurance.md);
+6. the exact fixed-point sum of issue 9 (``dpflow.nodes.fixedpoint``, what ``Sum`` computes for exact sources)
+   against numpy's float sum on ``--fixed-rows`` x 10 rows (default 1e7), the exact Gram (``Gram`` without a
+   public count) against the float Gram on ``--fixed-rows`` / 50 x 50 rows, and the accuracy cost of the exact
+   release: the noise scale of an add/remove ``Sum`` under ``SecureNoise`` (lattice, widened sensitivity)
+   against continuous noise (what a secure run drew before), and at a public n = 1e7 against the float sum's
+   Higham error term that ``Sum`` used before.
 
-    python benchmarks/noise.py [--large]
+    python benchmarks/noise.py [--large] [--fixed-rows N] [--only-fixed]
 """
 
 from __future__ import annotations
@@ -30,10 +36,16 @@ import numpy as np
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.estimators.discrete import laplace_histogram
+from dpflow.interpreter import NumpyBackend
+from dpflow.interpreter.run import execute
 from dpflow.interpreter.samplers import IntSource, discrete_gaussian, discrete_laplace
 from dpflow.interpreter.vector_samplers import WordSource, discrete_gaussian_array, discrete_laplace_array
 from dpflow.nodes.expmech import float_phase_miss, report_noisy_max
+from dpflow.nodes.fixedpoint import SUM_BITS, gram_units, grid_exponent, sum_units
+from dpflow.nodes.floaterr import FloatError
+from dpflow.nodes.mechanisms import unit_lattice
 from dpflow.nodes.quantile import lattice_groups, lattice_quantile, quantile_log_weights
+from dpflow.planner import certify
 
 
 def per_draw(fn: Callable[[int], object], count: int) -> float:
@@ -85,10 +97,80 @@ def work_table(n: int) -> list[tuple[str, list[float]]]:
     return rows
 
 
+def interleaved(fns: list[Callable[[], object]], repeat: int = 3) -> list[float]:
+    """Best-of-``repeat`` wall times of ``fns``, run in turn each round (a loaded machine slows all alike)."""
+    out = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            out[i] = min(out[i], time.perf_counter() - t0)
+    return out
+
+
+def fixed_point_tables(n: int) -> None:
+    """Section 6: fixed-point sum speed against numpy's float sum, and the accuracy cost of the exact release."""
+    d, radius = 10, 1.0
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(n, d)) * 0.3
+    backend = NumpyBackend()
+    e = grid_exponent(FloatError("fixed_sum", dp.Vectors(d=d, l2_bound=radius)).row_norm({}), SUM_BITS)
+    assert e is not None
+    t_np, t_tree, t_fixed = interleaved([lambda: X.sum(axis=0), lambda: backend.tree_sum(X),
+                                         lambda: backend.exact_sum(X, lambda B: sum_units(B, e))])
+    print()
+    print(f"| sum of {n:,} x {d} rows | time (s, best of 3, interleaved) | ratio to numpy sum |")
+    print("|---|---|---|")
+    for name, t in (("numpy X.sum(axis=0) (float)", t_np), ("NumpyBackend.tree_sum (float, blocks on threads)", t_tree),
+                    ("exact fixed point (Sum under SecureNoise)", t_fixed)):
+        print(f"| {name} | {t:.3f} | {t / t_np:.2f} |")
+
+    G = rng.normal(size=(n // 50, 50))
+    t_blas, t_exact = interleaved([lambda: backend.gram(G), lambda: backend.exact_sum(G, lambda B: gram_units(B, -20))])
+    print()
+    print(f"| Gram of {G.shape[0]:,} x 50 rows | time (s, best of 3, interleaved) | ratio to the float Gram |")
+    print("|---|---|---|")
+    print(f"| NumpyBackend.gram (float, BLAS) | {t_blas:.3f} | 1.00 |")
+    print(f"| exact fixed point (Gram without a public count; int64 products, no BLAS) | {t_exact:.3f} | "
+          f"{t_exact / t_blas:.1f} |")
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
+    plan = b.build(s=N.GaussianMech()(N.Sum()(N.Clip(radius=radius)(b.source("X", dp.Vectors(d=d))))))
+    small = X[:10_000]
+
+    def sigma(noise: dp.NoiseSource) -> float:
+        facts = execute(certify(plan, exact_noise=noise.exact), {"X": small}, noise, backend).facts
+        return float(next(f["sigma"] for fs in facts.values() for f in fs if "sigma" in f))
+
+    s_cont, s_exact = sigma(dp.SeededNoise(1)), sigma(dp.SecureNoise())
+    fe_old = FloatError("sum", dp.Vectors(d=d, l2_bound=radius), dp.Sym.const(float(n)))
+    fe_new = FloatError("fixed_sum", dp.Vectors(d=d, l2_bound=radius))
+    rho = Fraction(1, 2)
+    old = unit_lattice("l2", radius, tuple(2 * x for x in fe_old.bound({}, d)), d,  # type: ignore[arg-type]
+                       lambda x: N.GaussianMech().noise_scale(x, rho, "zcdp"))
+    new = unit_lattice("l2", radius, tuple(2 * x for x in fe_new.bound({}, d)), d,  # type: ignore[arg-type]
+                       lambda x: N.GaussianMech().noise_scale(x, rho, "zcdp"))
+    assert old is not None and new is not None
+    print()
+    print(f"| Sum of clipped rows (radius {radius}, d = {d}), zCDP 0.5 | noise std | ratio to continuous |")
+    print("|---|---|---|")
+    print(f"| add/remove, continuous noise (what SecureNoise drew before) | {s_cont:.9g} | 1 |")
+    print(f"| add/remove, SecureNoise: exact fixed-point sum on the lattice | {s_exact:.9g} | "
+          f"{s_exact / s_cont:.12f} |")
+    print(f"| public n = {n:,}, SecureNoise before: float sum, Higham term | {old.scale:.9g} | "
+          f"{old.scale / s_cont:.12f} |")
+    print(f"| public n = {n:,}, SecureNoise now: fixed-point sum | {new.scale:.9g} | {new.scale / s_cont:.12f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--large", action="store_true", help="N = 1e6 bins and 1e6 draws (default 1e5)")
+    ap.add_argument("--fixed-rows", type=int, default=10**7, help="rows of the fixed-point sum table (default 1e7)")
+    ap.add_argument("--only-fixed", action="store_true", help="print only the fixed-point tables (section 6)")
     args = ap.parse_args()
+    if args.only_fixed:
+        fixed_point_tables(args.fixed_rows)
+        return
     big = 10**6 if args.large else 10**5
     os_words = WordSource()
     ints = IntSource()
@@ -157,6 +239,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, means in work_table(2000):
         print(f"| {name} | " + " | ".join(f"{m:.2f}" for m in means) + f" | {means[3] / means[0]:.2f} |")
+
+    fixed_point_tables(args.fixed_rows)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,13 @@ def _add(*parts: np.ndarray) -> np.ndarray:
     return out
 
 
+def _add_exact(*parts: np.ndarray) -> np.ndarray:
+    out = parts[0]
+    for p in parts[1:]:  # object arrays of Python ints: exact
+        out = out + p
+    return out
+
+
 def _sorted_run(block: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], err: dict[str, str]) -> np.ndarray:
     return np.sort(np.asarray(_call(block, fn, err)).reshape(-1))
 
@@ -189,14 +196,15 @@ class DaskBackend:
                                 chunks=(X.chunks[0],))
         return X.map_blocks(_call, fn, err, dtype=meta.dtype, chunks=(X.chunks[0], *((s,) for s in meta.shape[1:])))
 
-    def _reduce(self, X: Any, fn: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
-        """``fn`` of every block, added in a fixed tree of fan-in :data:`FAN_IN` on the workers (the same
-        order of additions for the same blocks); the driver receives one partial."""
+    def _reduce(self, X: Any, fn: Callable[..., np.ndarray], *args: Any,
+                add: Callable[..., np.ndarray] = _add) -> np.ndarray:
+        """``fn`` of every block, added by ``add`` in a fixed tree of fan-in :data:`FAN_IN` on the workers
+        (the same order of additions for the same blocks); the driver receives one partial."""
         if not isinstance(X, da.Array):
             return fn(np.asarray(X), *args)
         parts = [dask.delayed(fn)(b, *args) for b in X.to_delayed().ravel()]
         while len(parts) > 1:
-            parts = [dask.delayed(_add)(*parts[i:i + FAN_IN]) for i in range(0, len(parts), FAN_IN)]
+            parts = [dask.delayed(add)(*parts[i:i + FAN_IN]) for i in range(0, len(parts), FAN_IN)]
         out: np.ndarray = self.compute(parts[0])
         return out
 
@@ -205,6 +213,10 @@ class DaskBackend:
 
     def gram(self, X: Any) -> np.ndarray:
         return self._reduce(X, block_gram)
+
+    def exact_sum(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn`` of every block on its worker, the integer partials added exactly in the same tree."""
+        return self._reduce(X, fn, add=_add_exact)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         return self._reduce(values, bin_counts, np.asarray(edges, dtype=float))

@@ -270,6 +270,16 @@ class NumpyBackend:
             return total
         return block_gram(X)
 
+    def exact_sum(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn`` of each block of rows (of the fused maps, or of the array itself: no full-size temporary),
+        the integer partials added exactly."""
+        rows = X if isinstance(X, MappedRows) else MappedRows(np.asarray(X), ())
+        parts = rows.map_blocks(fn)
+        total = parts[0]
+        for p in parts[1:]:  # Python ints: exact in any order
+            total = total + p
+        return total
+
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         if not isinstance(values, MappedRows):
             return bin_counts(values, edges)

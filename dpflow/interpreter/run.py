@@ -6,6 +6,7 @@ for it (:class:`dpflow.planner.InvocationTable`), rounds of ``Recurse`` loops in
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -75,8 +76,9 @@ class _Ctx:
             value = self.env[ref.node]
             if isinstance(ref, RowCount):
                 vals[ref] = float(self.backend.nrows(value))
-            elif isinstance(ref, ReleasedNorm):  # rounded up
-                vals[ref] = up(float(np.linalg.norm(np.asarray(value, dtype=float))))
+            elif isinstance(ref, ReleasedNorm):  # rounded up; a NaN entry makes the norm unbounded (inf)
+                norm = float(np.linalg.norm(np.asarray(value, dtype=float)))
+                vals[ref] = math.inf if math.isnan(norm) else up(norm)
             else:
                 vals[ref] = float(np.asarray(value, dtype=float))
         return vals

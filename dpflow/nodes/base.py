@@ -84,6 +84,12 @@ class Backend(Protocol):
         """``X.T @ X``."""
         ...
 
+    def exact_sum(self, X: Any, fn: Any) -> np.ndarray:
+        """The exact sum, over blocks of rows of ``X`` that partition them, of ``fn(block)``: an integer
+        array (Python ints, object dtype) that is a sum over the block's rows, so the total does not depend
+        on the blocks (the fixed-point sums of :mod:`dpflow.nodes.fixedpoint`)."""
+        ...
+
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         """Counts of ``values`` over the public bin ``edges`` (out-of-range clipped to end bins)."""
         ...

@@ -19,6 +19,7 @@ from typing import Literal
 import attrs
 
 from dpflow.domains import ReleasedNorm, Sym, SymRef, Vectors
+from dpflow.nodes.fixedpoint import GRAM_BITS, SUM_BITS, grid_exponent
 from dpflow.privacy.rounding import up
 
 U = 2.0**-53
@@ -36,6 +37,11 @@ def gamma(k: float) -> float:
     return math.nextafter(ku / (1.0 - ku) * (1.0 + 4 * U), math.inf)
 
 
+def _up(x: float) -> float:
+    """``rounding.up`` of a bound that may be infinite or NaN (kept as it is: no grid then)."""
+    return up(x) if math.isfinite(x) else x
+
+
 OVERFLOW = 2.0**1000
 """Bounds on intermediate magnitudes at or above this make the float error infinite: the
 computation might overflow (to inf on one dataset and not on its neighbour), and the bounds'
@@ -46,16 +52,19 @@ own arithmetic keeps a factor 2^23 of headroom below float64's largest value."""
 class FloatError:
     """How a query's floating-point error is bounded.
 
-    ``kind``: ``sum`` (a sum of rows), ``mean`` (sum over the public n), ``gram`` (the second
+    ``kind``: ``sum`` (a float sum of n rows), ``mean`` (sum over the public n), ``gram`` (the second
     moment about ``gram_center``), ``gram_sum`` (the same sum of outer products, not divided: ``n`` is then
-    a public bound on the number of rows, which may be private), ``step`` (``beta - eta * mean``, a gradient step from a
-    released ``beta`` with ``||beta||_2 <= offset``), ``exact`` (computed without rounding: integer
+    a public bound on the number of rows, which may be private), ``fixed_sum`` and ``fixed_gram`` (a sum
+    of rows, and of outer products about ``gram_center``, computed exactly in fixed point on the public grid
+    :meth:`grid`, :mod:`dpflow.nodes.fixedpoint`: the bound is half the sensitivity excess of the computed
+    statistic, independent of the number of rows, which may be private), ``step`` (``beta - eta * mean``, a
+    gradient step from a released ``beta`` with ``||beta||_2 <= offset``), ``exact`` (computed without rounding: integer
     counts, held exactly below 2**53, or clamped and sorted values: no error) or ``freq`` (counts over
     n: one correctly rounded division each, entries summing to at most 1, so the error is at most u in
     l2 and l1).  ``n``: the public number of rows summed; the row bounds come from ``domain``.
     """
 
-    kind: Literal["sum", "mean", "gram", "gram_sum", "step", "exact", "freq"]
+    kind: Literal["sum", "mean", "gram", "gram_sum", "fixed_sum", "fixed_gram", "step", "exact", "freq"]
     domain: Vectors
     n: Sym | None = None
     gram_center: str | None = None
@@ -94,6 +103,22 @@ class FloatError:
         r = dom.l2_bound.value(value) * (1.0 + gamma(dom.d + 2))
         return r + U * (r + value[ReleasedNorm(self.gram_center)]) * 2.0
 
+    def grid(self, value: Mapping[SymRef, float]) -> int | None:
+        """The exponent ``e`` of the fixed-point grid ``q = 2**e`` of a ``fixed_sum`` (``fixed_gram``): from
+        the widened bound on a computed (centred) row, which bounds each of its coordinates
+        (:func:`dpflow.nodes.fixedpoint.grid_exponent`); ``None`` for other kinds or without a finite bound.
+        The query quantises on this grid and the mechanism's error bound assumes it: one statement for both.
+
+        >>> FloatError("fixed_sum", Vectors(d=2, l2_bound=Sym.const(1.0))).grid({})
+        -39
+        """
+        # (rounded up: the bound's few float operations may round below the exact bound on a coordinate)
+        if self.kind == "fixed_sum":
+            return grid_exponent(_up(self.row_norm(value)), SUM_BITS)
+        if self.kind == "fixed_gram":
+            return grid_exponent(_up(self.centred_norm(value)), GRAM_BITS)
+        return None
+
     def refs(self) -> tuple[SymRef, ...]:
         """Run-time names the bound needs (see :meth:`bound`); none for exact counts, whose number of
         rows may be private."""
@@ -119,6 +144,8 @@ class FloatError:
         """
         if self.kind == "exact":
             return 0.0, 0.0
+        if self.kind in ("fixed_sum", "fixed_gram"):
+            return self._fixed_bound(value, entries)
         n = self.n.value(value) if self.n is not None else math.inf
         if not math.isfinite(n):
             return math.inf, math.inf
@@ -151,6 +178,30 @@ class FloatError:
                 # beta - eta * m for the computed mean m (|m| <= b): the error of m scaled by eta, the
                 # rounding of eta * m (u eta b) and of the subtraction (u (||beta|| + eta b))
                 l2 = self.eta * l2 + U * self.offset + 2 * U * self.eta * b
+        return self._rounded(l2, entries)
+
+    def _fixed_bound(self, value: Mapping[SymRef, float], entries: int) -> tuple[float, float]:
+        """Half the sensitivity excess of a fixed-point sum (:mod:`dpflow.nodes.fixedpoint`): each changed row
+        exceeds the declared radius by at most ``b gamma_{d+2}`` as computed (the float sum's term) and moves
+        by at most ``q sqrt(d) / 2`` when quantised; no term grows with the number of rows."""
+        e = self.grid(value)
+        if e is None:
+            return math.inf, math.inf
+        half_cell = math.ldexp(1.0, e) * math.sqrt(self.domain.d) / 2.0  # q sqrt(d) / 2
+        if self.kind == "fixed_sum":
+            l2 = (self.row_norm(value) * gamma(self.domain.d + 2) + half_cell) * self.stability
+        else:
+            # ||q Q(z)|| <= b + q sqrt(d) / 2 = b1 for computed centred rows within b: the Gram's excess over the
+            # declared sqrt(2) r^2 (replace) or r^2 (add/remove) is at most sqrt(2) (b1^2 - r^2), halved; 4 u b1
+            # restores an upper bound on b1 - r as for gram_sum
+            b1, r = self.centred_norm(value) + half_cell, self.centred_norm(value, widen=False)
+            if not b1 * b1 < OVERFLOW:
+                return math.inf, math.inf
+            l2 = (b1 - r + 4 * U * b1) * (b1 + r) * math.sqrt(2.0) * self.stability / 2.0
+        return self._rounded(l2, entries)
+
+    @staticmethod
+    def _rounded(l2: float, entries: int) -> tuple[float, float]:
         # rounded up (relative 1e-12, rounding.up): covers the rounding of the dozen operations above and
         # the second-order terms left out (|m| <= (1 + gamma_n) b, not b: a relative u gamma_n of the total)
         l2 = up(l2)

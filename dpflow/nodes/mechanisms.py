@@ -20,6 +20,7 @@ import numpy as np
 from dpflow.domains import SymRef
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of
+from dpflow.nodes.fixedpoint import lattice_units, to_float
 from dpflow.nodes.params import positive
 from dpflow.nodes.types import Allocation, Inferred, Mode, StatT, VType
 from dpflow.privacy import (
@@ -141,30 +142,32 @@ def _exact_path_text(stat: StatT, sampler: str) -> str:
     return f"; exact sources: {sampler} on a 2^-k lattice, sensitivity + lattice + 2 x float error"
 
 
-def _lattice_release(value: np.ndarray, step: float, noise: np.ndarray, symmetric: bool) -> np.ndarray:
+def _lattice_release(value: Any, step: float, noise: np.ndarray, symmetric: bool) -> np.ndarray:
     """Round the statistic to the lattice, add the integer noise exactly, map back to floats.
 
-    The last step (an exact integer times a power of two, rounded to the nearest float) is
-    post-processing of the exact release.
+    A :class:`~dpflow.nodes.fixedpoint.FixedPoint` statistic is rounded in integer arithmetic
+    (:func:`~dpflow.nodes.fixedpoint.lattice_units`), a float one by ``rint``.  The last step (an exact
+    integer times a power of two, rounded to a float) is post-processing of the exact release.
     """
-    flat = _noised_entries(np.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0), symmetric)
-    scaled = np.rint(flat / step)
+    shape = tuple(np.shape(value))
+    scaled = _noised_entries(lattice_units(value, step).reshape(shape), symmetric)
     z = noise.ravel()
     if z.dtype == np.int64 and (not scaled.size or float(np.max(np.abs(scaled))) < 2.0**62) and (
             not z.size or int(np.max(np.abs(z))) < 2**62):  # exact int64 sums (no overflow), as below
         out: np.ndarray = (scaled.astype(np.int64) + z).astype(float) * step
     else:
-        out = np.array([float(int(k) + int(e)) * step for k, e in zip(scaled.tolist(), z, strict=True)])
+        e = math.frexp(step)[1] - 1
+        out = np.array([to_float(int(k) + int(x), e) for k, x in zip(scaled.tolist(), z, strict=True)])
     if not symmetric:
-        return out.reshape(value.shape)
-    d = value.shape[0]
+        return out.reshape(shape)
+    d = shape[0]
     full = np.zeros((d, d))
     full[np.triu_indices(d)] = out
     return full + np.triu(full, 1).T
 
 
 def _lattice_noised(
-    value: np.ndarray,
+    value: Any,
     delta: float,
     stat: StatT,
     ctx: EvalContext,
@@ -173,7 +176,8 @@ def _lattice_noised(
     key: str,
     draw: Callable[[Fraction, int], np.ndarray],
 ) -> np.ndarray:
-    """Release ``value`` on a 2^-k lattice with exact integer noise.
+    """Release ``value`` (a float array or an exact :class:`~dpflow.nodes.fixedpoint.FixedPoint`) on a 2^-k
+    lattice with exact integer noise.
 
     The sensitivity ``delta`` (l2, or l1 when ``l1``) is widened by twice the floating-point error of the
     statistic and by the lattice rounding (step * sqrt(m) in l2, step * m in l1, for m noised entries);
@@ -182,7 +186,7 @@ def _lattice_noised(
     is D^2/(2 s^2)-zCDP (Canonne-Kamath-Steinke 2020 Thm. 4); with discrete Laplace noise P(k) ~
     exp(-|k|/t) it is D/t-DP (CKS20 Sec. 2; OpenDP's discrete Laplace).
     """
-    m = int(_noised_entries(value, stat.symmetric).size)
+    m = int(_noised_entries(np.empty(np.shape(value)), stat.symmetric).size)
     slacks = _slack(stat, ctx, m)
     slack = slacks[1] if l1 else slacks[0]
     if not math.isfinite(delta + slack):
@@ -191,19 +195,19 @@ def _lattice_noised(
     if cal is None:
         if scale_of(delta + slack) == 0.0:
             ctx.record(key, 0.0)
-            return value  # sensitivity 0: the statistic does not depend on the data
+            return np.asarray(value, dtype=float)  # sensitivity 0: the statistic does not depend on the data
         return _infinite_noise(value, ctx, key)
     ctx.record(key, cal.scale)
     ctx.record("lattice", {"step": cal.step, "sensitivity": cal.sensitivity, "float_slack": slack})
     return _lattice_release(value, cal.step, draw(Fraction(cal.scale) / Fraction(cal.step), m), stat.symmetric)
 
 
-def _infinite_noise(value: np.ndarray, ctx: EvalContext, key: str) -> np.ndarray:
+def _infinite_noise(value: Any, ctx: EvalContext, key: str) -> np.ndarray:
     """The release under noise of infinite scale (a sensitivity bound that is not finite, e.g. from a
     released radius that is infinite or NaN; see ``Sym.value``): every entry is NaN whatever the data,
     so it reveals nothing and never raises.  The run records the scale as ``inf``."""
     ctx.record(key, math.inf)
-    return np.full(value.shape, np.nan)
+    return np.full(np.shape(value), np.nan)
 
 
 def _sym_noise(noise: np.ndarray) -> np.ndarray:
@@ -313,9 +317,7 @@ class GaussianMech(Mechanism):
         if stat.l2 is not None and stat.l2.is_const:
             formula += f" = {self.noise_scale(stat.l2.coef, share, mode):.6g}"
         return (f"Gaussian, {formula}" + (" (upper triangle, mirrored)" if stat.symmetric else "")
-                + _exact_path_text(stat, "discrete Gaussian")
-                + (" (continuous noise when the certificate uses the exact Gaussian-DP profile)"
-                   if stat.float_error is not None else ""))
+                + _exact_path_text(stat, "discrete Gaussian"))
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
@@ -327,7 +329,7 @@ class GaussianMech(Mechanism):
             return _infinite_noise(value, ctx, "sigma")
         if _exact(ctx) and self.takes_lattice(stat, alloc):
             return _lattice_noised(
-                value, delta, stat, ctx, False, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "sigma",
+                ins[0], delta, stat, ctx, False, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "sigma",
                 lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)))
         sigma = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("sigma", sigma)
@@ -402,7 +404,7 @@ class LaplaceMech(EpsilonMechanism):
             return _infinite_noise(value, ctx, "scale")
         if _exact(ctx) and self.takes_lattice(stat, alloc):
             return _lattice_noised(
-                value, delta, stat, ctx, True, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "scale",
+                ins[0], delta, stat, ctx, True, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "scale",
                 lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
         b = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("scale", b)
@@ -522,7 +524,7 @@ class Peel(Mechanism):
         v = np.asarray(ins[0], dtype=float)
         d = v.shape[0]
         if _exact(ctx) and self.takes_lattice(stat, alloc) and math.isfinite(lam):
-            return self._lattice(v, lam, stat, ctx, lambda x: self.noise_scale(x, alloc.share, alloc.mode))
+            return self._lattice(ins[0], lam, stat, ctx, lambda x: self.noise_scale(x, alloc.share, alloc.mode))
         b = self.noise_scale(lam, alloc.share, alloc.mode)
         ctx.record("scale", b)
         scores = np.abs(v)[None, :] + ctx.noise.laplace(b, (self.s, d))
@@ -534,7 +536,7 @@ class Peel(Mechanism):
         out[chosen] = v[chosen] + ctx.noise.laplace(b, (int(chosen.sum()),))
         return out
 
-    def _lattice(self, v: np.ndarray, lam: float, stat: StatT, ctx: EvalContext,
+    def _lattice(self, value: Any, lam: float, stat: StatT, ctx: EvalContext,
                  scale_of: Callable[[float], float]) -> np.ndarray:
         """Peel on a 2^-k lattice with exact discrete Laplace noise (exact sources).
 
@@ -550,7 +552,8 @@ class Peel(Mechanism):
         P'(i) = P(Z_i >= r') >= exp(-2m/t) P(Z_i >= r*) = exp(-2m/t) P(i); symmetrically the other way.  The released
         coordinates k_j + Z_j are the discrete Laplace mechanism on integers of sensitivity m: m / t = u-DP
         (Ghosh-Roughgarden-Sundararajan 2009; CKS20 Sec. 2).  The same 2s pure steps as the continuous Peel,
-        so the same cost."""
+        so the same cost.  A fixed-point ``value`` is rounded to the lattice in integers (``lattice_units``)."""
+        v = np.asarray(value, dtype=float)
         slacks = _slack(stat, ctx, int(v.size))
         slack = slacks[0]
         cal = unit_lattice(self.noise_unit, lam, slacks, int(v.size), scale_of) if math.isfinite(slack) else None
@@ -562,13 +565,13 @@ class Peel(Mechanism):
         ctx.record("scale", cal.scale)
         ctx.record("lattice", {"step": cal.step, "sensitivity": cal.sensitivity, "float_slack": slack})
         t = Fraction(cal.scale) / Fraction(cal.step)
-        k = np.array([int(x) for x in np.rint(np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) / cal.step)],
-                     dtype=object)
+        k = np.array([int(x) for x in lattice_units(value, cal.step).ravel()], dtype=object)
         d = v.shape[0]
         chosen = _top(np.abs(k)[None, :] + ctx.noise.discrete_laplace(t, (self.s, d)).astype(object), self.s)
         release = k[chosen] + ctx.noise.discrete_laplace(t, (int(chosen.sum()),)).astype(object)
         out = np.zeros(d)
-        out[chosen] = [float(int(x)) * cal.step for x in release]
+        e = math.frexp(cal.step)[1] - 1
+        out[chosen] = [to_float(int(x), e) for x in release]
         return out
 
 

@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -38,6 +39,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.fixedpoint import FixedPoint, gram_units
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import GaussianMech
 from dpflow.nodes.queries import SecondMoment, centred_radius, centred_rows
@@ -162,8 +164,10 @@ class Gram(Query):
 
     Floating-point error (for the exact lattice release): that of a sum of at most n outer products
     (``FloatError`` kind ``gram_sum``), n the public row count or, on a value piece, the public count of the
-    rows it was split from (``Size.at_most``); without any public count (an add/remove source) none is claimed
-    and the Gaussian mechanism draws continuous noise, as the ledger says.
+    rows it was split from (``Size.at_most``).  Without any public count (an add/remove source) an exact
+    noise source gets the Gram computed exactly in fixed point (``fixed_gram``, :mod:`dpflow.nodes.fixedpoint`:
+    rows quantised to a public power-of-two grid, integer products summed in int64 blocks that cannot
+    overflow), whose error term does not grow with the private count; continuous noise adds to the float Gram.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
@@ -180,15 +184,27 @@ class Gram(Query):
         dom = rows.domain
         r = centred_radius(rows, self.center, ctx)
         fro = None if r is None else change_bound(rows, r.pow(2) * math.sqrt(2.0), r.pow(2))
-        # the float error of a sum of at most n rows: n the public row count, or the public bound on a value
-        # piece's private count (the rows it was split from); without one, exact sources add continuous noise
-        n = rows.size.sym() if has_public_n(rows) else rows.size.at_most
-        fe = None if n is None else FloatError("gram_sum", dom, n, None if self.center is None else self.center.id,
-                                              stability=rows.stability)
-        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=fe)
+        stat = StatT((dom.d, dom.d), rows.source, None, fro, None, symmetric=True, float_error=self._error(rows))
         around = "origin" if self.center is None else self.center.id
         return Inferred(stat, f"Gram about {around} over {dom.describe()}, {changes_text(rows)}: "
                               f"Frobenius {text_of(fro)}")
 
+    def _error(self, rows: RowsT) -> FloatError:
+        """The float error of a sum of at most n rows (n the public row count, or the public bound on a value
+        piece's private count, the rows it was split from), or without one the fixed-point Gram's."""
+        n = rows.size.sym() if has_public_n(rows) else rows.size.at_most
+        c = None if self.center is None else self.center.id
+        if n is None:
+            return FloatError("fixed_gram", rows.domain, None, c, stability=rows.stability)
+        return FloatError("gram_sum", rows.domain, n, c, stability=rows.stability)
+
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return ctx.backend.gram(centred_rows(ins[0], self.center, ctx))
+        Z = centred_rows(ins[0], self.center, ctx)
+        if ctx.noise.exact:
+            rows = ctx.input_type(0)
+            assert isinstance(rows, RowsT)
+            fe = self._error(rows)
+            e = fe.grid(ctx.public_values(fe.refs()))
+            if e is not None:  # fixed_gram only; (without a finite grid the error bound is infinite: NaN)
+                return FixedPoint(ctx.backend.exact_sum(Z, functools.partial(gram_units, exponent=e)), 2 * e)  # q^2 G
+        return ctx.backend.gram(Z)

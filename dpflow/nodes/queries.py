@@ -7,6 +7,7 @@ added or removed row by its norm, and ``stability`` rows may change.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -27,6 +28,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.fixedpoint import FixedPoint, sum_units
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n
 from dpflow.nodes.types import Inferred, RowsT, StatT, VType
@@ -40,6 +42,11 @@ def _div(b: Sym | None, n: Sym) -> Sym | None:
 @attrs.frozen(kw_only=True)
 class Sum(Query):
     """Sum of the rows.  Sensitivity: diameter (replace) or norm (add/remove) of a row.
+
+    For an exact noise source the sum is computed exactly in fixed point (:mod:`dpflow.nodes.fixedpoint`:
+    rows quantised to a public power-of-two grid, summed in integers), so its lattice release adds an error
+    term that does not grow with the number of rows, which may be private (``FloatError`` kind
+    ``fixed_sum``); continuous noise adds to the float sum.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -56,12 +63,23 @@ class Sum(Query):
         l2 = change_bound(rows, dom.diameter_l2(), dom.norm_l2())
         l1 = change_bound(rows, dom.diameter_l1(), dom.norm_l1())
         linf = change_bound(rows, dom.diameter_linf(), dom.norm_linf())
-        fe = FloatError("sum", dom, rows.size.sym(), stability=rows.stability) if rows.size.public else None
-        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe)
+        stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=_fixed_error(rows))
         return Inferred(stat, f"Sum over {dom.describe()}, {changes_text(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        if ctx.noise.exact:
+            input_type = ctx.input_type(0)
+            assert isinstance(input_type, RowsT)
+            fe = _fixed_error(input_type)
+            e = fe.grid(ctx.public_values(fe.refs()))
+            if e is not None:  # (without a finite grid the error bound is infinite: the release is NaN)
+                return FixedPoint(ctx.backend.exact_sum(ins[0], functools.partial(sum_units, exponent=e)), e)
         return ctx.backend.tree_sum(ins[0])
+
+
+def _fixed_error(rows: RowsT) -> FloatError:
+    """The error rule of a fixed-point sum of ``rows``: the one statement ``Sum.infer`` and ``Sum.evaluate`` share."""
+    return FloatError("fixed_sum", rows.domain, stability=rows.stability)
 
 
 @attrs.frozen(kw_only=True)

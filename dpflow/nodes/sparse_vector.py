@@ -32,6 +32,7 @@ import numpy as np
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, need, released_type, text_of
+from dpflow.nodes.fixedpoint import FixedPoint, lattice_units
 from dpflow.nodes.mechanisms import EpsilonMechanism, float_slack
 from dpflow.nodes.params import positive, released_or_finite
 from dpflow.nodes.types import Inferred, Mode, ReleasedT, StatT, VType
@@ -92,6 +93,12 @@ def _opt_finite(x: Any) -> float | None:
     if not math.isfinite(v):
         raise ValueError(f"min_threshold must be finite, got {x!r}")
     return v
+
+
+def _floor_units(x: float, step: float) -> int:
+    """``floor(x / step)`` exactly; +-2^1100 (beyond any floored finite answer) for +-inf answers and thresholds."""
+    big = 2**1100
+    return big if x == math.inf else -big if x == -math.inf else math.floor(Fraction(x) / Fraction(step))
 
 
 def found_index(released: Any) -> int | None:
@@ -204,13 +211,16 @@ class AboveThreshold(EpsilonMechanism):
         if self.margin_beta is not None:
             T -= margin(delta, m, float(eps1), float(eps2), self.margin_beta)
             ctx.record("threshold", T)
+        fixed = ins[0] if isinstance(ins[0], FixedPoint) else None
         if self.min_threshold is not None and not T >= self.min_threshold:
             f = np.full(m, -np.inf)  # public decision: the budget is too small for this threshold
             T = math.inf
+            fixed = None
         if ctx.noise.exact and stat.float_error is not None:
             slack = float_slack(stat, ctx.public_values(stat.float_error.refs()), m)[0]  # l2 >= linf
             finite = math.isfinite(delta) and math.isfinite(slack)  # the exact sum: a float sum may round down
-            return self._exact(f, T, Fraction(delta) + Fraction(slack) if finite else math.inf, eps1, eps2, ctx)
+            return self._exact(f, T, Fraction(delta) + Fraction(slack) if finite else math.inf, eps1, eps2, ctx,
+                               fixed)
         if not math.isfinite(delta):
             ctx.record("scales", (math.inf, math.inf))
             ctx.noise.laplace(1.0, (m + 1,))  # the draws do not depend on the data
@@ -223,9 +233,10 @@ class AboveThreshold(EpsilonMechanism):
         return int(above[0]) if above.size else NOT_FOUND
 
     def _exact(self, f: np.ndarray, T: float, delta: float | Fraction, eps1: Fraction, eps2: Fraction,
-               ctx: EvalContext) -> int:
+               ctx: EvalContext, fixed: FixedPoint | None = None) -> int:
         """The integer version on the lattice ``step * Z`` with exact discrete Laplace noise; ``delta`` is the
-        widened sensitivity, exact (``D = ceil(delta / step)`` must not see a sum rounded down)."""
+        widened sensitivity, exact (``D = ceil(delta / step)`` must not see a sum rounded down); the answers of
+        an exact ``fixed`` statistic are floored in integer arithmetic (``lattice_units``), not from floats."""
         m = f.shape[0]
         if not math.isfinite(delta):
             ctx.record("scales", (math.inf, math.inf))
@@ -238,12 +249,12 @@ class AboveThreshold(EpsilonMechanism):
         ctx.record("lattice", {"step": step, "sensitivity_units": D})
         rho = int(ctx.noise.discrete_laplace(t1, (1,))[0])
         nu = ctx.noise.discrete_laplace(t2, (m,))
-        big = 2**1100  # beyond any floored finite answer: +-inf answers and thresholds
-        t_int = big if T == math.inf else -big if T == -math.inf else math.floor(Fraction(T) / Fraction(step))
-        t_hat = t_int + rho
+        t_hat = _floor_units(T, step) + rho
+        if fixed is not None:
+            floors = [int(k) for k in lattice_units(fixed, step, floor=True).ravel()]
+        else:
+            floors = [_floor_units(fi, step) for fi in f.tolist()]
         for i in range(m):  # m queries (public), not rows
-            fi = f[i]
-            q = big if fi == math.inf else -big if fi == -math.inf else math.floor(Fraction(float(fi)) / Fraction(step))
-            if q + int(nu[i]) >= t_hat:
+            if floors[i] + int(nu[i]) >= t_hat:
                 return i
         return NOT_FOUND

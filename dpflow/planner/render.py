@@ -112,6 +112,8 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
             sens = deriv
             deriv = space.derivations[rec.inputs[0]]
             noise = node.noise_text(stat, alloc.share, alloc.mode)
+            if alloc.continuous_gaussian:  # never in a certificate for exact sources
+                noise += " (this certificate uses the exact Gaussian-DP profile: continuous noise on every source)"
             event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, bool(space.path),
                               alloc.continuous_gaussian, "basic" if ctx.basic else "auto")
             rule = _rule_text(ctx, space, rec)

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pytest
-from conftest import ZeroNoise
+from conftest import ExactZeroNoise, ZeroNoise
 
 import dpflow as dp
 from contract.examples import EXAMPLES, N_ROWS, Example
@@ -36,6 +36,7 @@ from dpflow.handles import Ref, Released
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import _Ctx, _Run, prepare_data
 from dpflow.nodes.dyadic import DyadicTable
+from dpflow.nodes.fixedpoint import FixedPoint
 from dpflow.nodes.stability import SparseCounts
 from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, StatT
 from dpflow.planner.certify import Certified, certify
@@ -268,10 +269,11 @@ def random_data(e: Example, rng: np.random.Generator, n: int) -> np.ndarray:
     return D
 
 
-def evaluate(cert: Certified, D: np.ndarray) -> tuple[dict[str, Any], _Ctx]:
-    """Every top-level node's value (mechanisms with zero noise) and an evaluation context that
-    evaluates declared bounds on this run (public sizes and released parameters)."""
-    run = _Run(cert, prepare_data(cert, {"X": D}), ZeroNoise(), NumpyBackend())
+def evaluate(cert: Certified, D: np.ndarray, exact: bool = False) -> tuple[dict[str, Any], _Ctx]:
+    """Every top-level node's value (mechanisms with zero noise; the statistics an exact source gets with
+    ``exact``) and an evaluation context that evaluates declared bounds on this run (public sizes and released
+    parameters)."""
+    run = _Run(cert, prepare_data(cert, {"X": D}), ExactZeroNoise() if exact else ZeroNoise(), NumpyBackend())
     run.frees = False  # every value, not only what later nodes read
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -452,6 +454,54 @@ def test_sensitivity_checks_cover_every_query_and_transform():
 
 
 # --------------------------------------------------------------------------- non-finite rows
+
+
+def _fixed_stats(kind: str, relation: str) -> tuple[str, ...]:
+    plan, frag, _ = ex(kind).plan(relation)
+    cert = certify(plan, exact_noise=True)
+    return tuple(sid for sid in frag.stats if (fe := _stat(cert, sid).float_error) is not None
+                 and fe.kind in ("fixed_sum", "fixed_gram"))
+
+
+def _stat(cert: Certified, sid: str) -> StatT:
+    st = cert.space.types[sid]
+    assert isinstance(st, StatT)
+    return st
+
+
+FIXED = [(k, rel) for k, rel in SENS if _fixed_stats(k, rel)]
+
+
+@pytest.mark.parametrize(("kind", "relation"), FIXED, ids=[f"{k}-{rel}" for k, rel in FIXED])
+def test_fixed_point_statistics_within_declared_sensitivity_plus_twice_their_error(kind, relation):
+    """What an exact source releases from a fixed-point ``Sum`` or ``Gram`` (:mod:`dpflow.nodes.fixedpoint`):
+    on every adversarial neighbour the exact change (integers, no float tolerance beyond the norm's own
+    rounding) is within the declared sensitivity plus twice the error term the lattice release adds."""
+    e = ex(kind)
+    plan, _, _ = e.plan(relation)
+    cert = certify(plan, exact_noise=True)
+    sids = _fixed_stats(kind, relation)
+    for label, D1, D2 in neighbours(e, relation, base_data(e, np.random.default_rng(7))):
+        env1, ctx = evaluate(cert, D1, exact=True)
+        env2, _ = evaluate(cert, D2, exact=True)
+        for sid in sids:
+            st = _stat(cert, sid)
+            a, b = env1[sid], env2[sid]
+            assert isinstance(a, FixedPoint) and isinstance(b, FixedPoint) and a.exponent == b.exponent, label
+            diff = a.units - b.units
+            v = np.array([float(x) for x in (np.triu(diff) if st.symmetric else diff).ravel()]) * 2.0**a.exponent
+            entries = int(np.count_nonzero(np.triu(np.ones(st.shape))) if st.symmetric else v.size)
+            assert st.float_error is not None
+            err2, err1 = st.float_error.bound(ctx.public_values(st.float_error.refs()), entries)
+            full = np.array([float(x) for x in diff.ravel()]) * 2.0**a.exponent
+            realised = {"l2": float(np.linalg.norm(full)), "l1": float(np.sum(np.abs(v))),
+                        "linf": float(np.max(np.abs(full), initial=0.0))}
+            tol = 1 + 4e-16 * (entries + 4)  # the float norm of the exact change
+            for which, err in (("l2", err2), ("l1", err1), ("linf", err2)):
+                bound = getattr(st, which)
+                if bound is not None:
+                    allowed = ctx.bound(bound) + 2 * err
+                    assert realised[which] <= allowed * tol, (label, sid, which, realised[which], allowed)
 
 
 def hostile_data(e: Example, n: int) -> np.ndarray:

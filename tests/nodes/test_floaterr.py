@@ -246,7 +246,7 @@ def test_queries_declare_the_float_error_of_their_computation() -> None:
 
     n = dp.Sym.const(100.0)
     bounded = dp.Vectors(d=3, l2_bound=2.0)
-    assert fe("sum") == FloatError("sum", bounded, n)
+    assert fe("sum") == FloatError("fixed_sum", bounded)
     assert fe("mean") == FloatError("mean", bounded, n)
     assert fe("gram0") == FloatError("gram", bounded, n)
     assert fe("gramc") == FloatError("gram", dp.Vectors(d=3, l2_bound=2.0, center=c.id), n, c.id)
@@ -254,11 +254,11 @@ def test_queries_declare_the_float_error_of_their_computation() -> None:
     assert fe("trunc") == FloatError("mean", dp.Vectors(d=3, l2_bound=1.5 * math.sqrt(3)), n)
     assert fe("step") == FloatError("step", dp.Vectors(d=2, l2_bound=3.0 * 2.0 * math.sqrt(2)), n,
                                     eta=0.25, offset=1.5)
-    # a sum over a private number of rows has no float-error bound (its release is continuous)
+    # a sum over a private number of rows: the same fixed-point rule (no row count in it)
     ar = dp.PlanBuilder(budget=dp.ZCDP(0.5), neighbors="add_remove")
     s = N.Sum()(N.Clip(radius=1.0)(ar.source("X", dp.Vectors(d=2))))
     t = certify(ar.build(s=N.GaussianMech()(s))).space.types[s.id]
-    assert isinstance(t, StatT) and t.float_error is None
+    assert isinstance(t, StatT) and t.float_error == FloatError("fixed_sum", dp.Vectors(d=2, l2_bound=1.0))
 
 
 @pytest.mark.parametrize("kind", ["sum", "mean", "gram", "gram_sum", "step"])

@@ -73,14 +73,15 @@ def test_a_piece_bounds_its_gram_by_the_public_count_it_was_split_from(nested: b
     assert "continuous noise on every source" not in ledger
 
 
-def test_a_gram_on_public_n_rows_uses_n_and_without_any_public_count_has_no_bound() -> None:
+def test_a_gram_on_public_n_rows_uses_n_and_without_any_public_count_is_fixed_point() -> None:
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     G = N.Gram()(N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=50)))
     fe = _float_error(b.build(G=N.GaussianMech()(G)), G.id)
     assert fe == FloatError("gram_sum", dp.Vectors(d=2, l2_bound=1.0), dp.Sym.const(50.0))
     plan, gid = _piece_plan("add_remove")
-    assert _float_error(plan, gid) is None  # no public count anywhere: continuous noise, and the ledger says so
-    assert "continuous noise on every source" in str(plan.check().to_json())
+    fe = _float_error(plan, gid)  # no public count anywhere: the exact fixed-point Gram, on the lattice
+    assert fe is not None and fe.kind == "fixed_gram" and fe.n is None
+    assert not [e.noise for e in plan.check().entries if "continuous noise" in e.noise]
 
 
 def _adversarial_rows(m: int, seed: int) -> np.ndarray:

@@ -272,9 +272,10 @@ def test_quantile_end_to_end_matches_brute_force_and_is_eps_dp() -> None:
 
 
 @pytest.mark.parametrize("mech", ["laplace", "gaussian"])
-def test_a_statistic_without_float_error_bound_is_ledgered_and_drawn_as_continuous_noise(mech: str) -> None:
-    """A sum over a private row count (add/remove) has no float-error bound, so an exact source cannot
-    take the lattice path: the ledger must say continuous noise, and the run must draw it."""
+def test_a_sum_over_a_private_row_count_is_ledgered_and_drawn_on_the_lattice(mech: str) -> None:
+    """A sum over a private row count (add/remove) is computed in fixed point, whose error term does not need
+    the count: an exact source takes the lattice path, the ledger says so, and the run draws exact noise only
+    (before issue 9's fixed-point sum it drew continuous noise)."""
     budget = dp.PureDP(1.0) if mech == "laplace" else dp.ZCDP(0.5)
     b = dp.PlanBuilder(budget=budget, neighbors="add_remove")
     X = b.source("X", dp.Vectors(d=2))
@@ -282,10 +283,10 @@ def test_a_statistic_without_float_error_bound_is_ledgered_and_drawn_as_continuo
     plan = b.build(s=N.LaplaceMech()(s) if mech == "laplace" else N.GaussianMech()(s))
     cert = certify(plan)
     entry = next(e for e in cert.ledger.entries if e.kind in ("LaplaceMech", "GaussianMech"))
-    assert "2^-k lattice" not in entry.noise and "continuous noise on every source" in entry.noise
+    assert "2^-k lattice" in entry.noise and "continuous noise" not in entry.noise
     noise = RecordingNoise(1)
     execute(cert, {"X": RNG.normal(size=(20, 2))}, noise, NumpyBackend())
-    assert [c[0] for c in noise.calls] == ["laplace" if mech == "laplace" else "normal"]
+    assert [c[0] for c in noise.calls] == ["discrete_laplace" if mech == "laplace" else "discrete_gaussian"]
 
 
 def test_a_statistic_with_float_error_bound_promises_the_lattice() -> None:
