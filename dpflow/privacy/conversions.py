@@ -311,6 +311,14 @@ def approx_zcdp_to_approx_dp(rho: Real, delta0: Real, delta: Real) -> float:
     Source: Bun & Steinke 2016, Sec. 8 (approximate zCDP is (delta0, rho)-zCDP on an event of
     probability 1 - delta0) with Canonne, Kamath & Steinke 2020, Prop. 12.
 
+    Why no factor 1 / (1 - delta0): events E, E' of probability p, p' >= 1 - delta0 with
+    D_alpha(M(x)|E || M(x')|E') <= rho alpha give the mixtures M(x) = (1 - delta0) P + delta0 P'' with
+    P = M(x)|E (split M(x) = p M(x)|E + (1 - p) M(x)|E^c and move p - (1 - delta0) of the first part into
+    P''), and M(x') = (1 - delta0) Q + delta0 Q'' with Q = M(x')|E' likewise (Steinke 2022's mixture form).
+    P is (epsilon, delta1)-indistinguishable from Q by the CKS conversion, so for every set S:
+    M(x)(S) <= (1 - delta0) P(S) + delta0 <= (1 - delta0)(e^epsilon Q(S) + delta1) + delta0
+    <= e^epsilon M(x')(S) + delta1 + delta0, as (1 - delta0) Q(S) <= M(x')(S).
+
     >>> round(approx_zcdp_to_approx_dp(0.5, 1e-6, 2e-6), 6)
     5.221534
     """
