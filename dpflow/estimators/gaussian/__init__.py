@@ -48,6 +48,11 @@ PCE_PPC_SHARE = 0.25
 """PCE's budget share for the PPC rounds (the rest goes to the final NaivePCE); chosen by measurement."""
 
 
+PURE_ERROR_WARN = 1.0
+"""A ``PureDP`` :func:`gaussian` plan warns when :func:`coinpress.laplace_cov_schedule` predicts a covariance
+error (Mahalanobis, spectral) above this: the estimate would be off by more than the covariance itself."""
+
+
 def _refuse(where: str, problem: str, fix: str) -> DomainError:
     return DomainError(where, problem, fix)
 
@@ -202,14 +207,14 @@ def univariate_mean(
 
 
 def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, method: CovMethod, weight: float,
-              t: int, beta: float | None, mech: coinpress.Mech = "gaussian"
-              ) -> tuple[Released[Any], Released[Any] | None]:
+              t: int, beta: float | None, mech: coinpress.Mech = "gaussian",
+              sched: tuple[Fraction, ...] | None = None) -> tuple[Released[Any], Released[Any] | None]:
     """(covariance estimate, whitening preconditioner or None) of m mean-zero rows."""
     if m < d + 1:
         _warn(b, f"only {m} (pair) rows for d={d}: the second moment is rank deficient")
     if method == "coinpress":
         A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} ({spec('gaussian.md', '1.3')})")
-        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta, mech=mech)
+        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta, sched, mech)
         return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get("A_next")(state)
     if method == "pce":
         R = klsu.ppc_rounds(K)
@@ -331,17 +336,33 @@ def gaussian(
     _check_bound(where, "K", K, 1.0)
     if not 0.0 < split < 1.0:
         raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    if (t_cov is not None and t_cov < 1) or (t_mean is not None and t_mean < 1):
+        raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
+    sched: tuple[Fraction, ...] | None = None
+    if pure:  # Laplace rounds: the schedule from their per-round contraction (coinpress.laplace_cov_schedule)
+        assert isinstance(budget, PureDP)
+        sched, predicted = coinpress.laplace_cov_schedule(n // 2, d, float(budget.epsilon) * split, K, t_cov)
+        t_cov = len(sched)
     t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
     t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
-    if t_cov < 1 or t_mean < 1:
-        raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_full")
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{spec('gaussian.md', '1.4')} [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
     N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
-    N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
+    if sched is None:
+        N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
+    else:
+        N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance: coinpress.laplace_cov_schedule (Laplace "
+                "rounds' contraction), mean: default_rounds(R, d, 2)")
+        N.param(b, "cov_schedule", [float(s) for s in sched], "covariance rounds' shares of its budget: "
+                f"coinpress.laplace_cov_schedule(n // 2, d, eps * split, K); predicted error {predicted:.3g}")
+        if predicted > PURE_ERROR_WARN:
+            _warn(b, f"PureDP: n={n} rows are too few for d={d}, K={K:.3g} at epsilon={float(budget.epsilon):g}: "
+                     f"the Laplace CoinPress rounds cannot shrink the condition bound enough (predicted covariance "
+                     f"error {predicted:.3g}, Mahalanobis; coinpress.laplace_cov_schedule); more rows, a larger "
+                     f"epsilon, a tighter bound K or a zCDP / approximate-DP budget fix this")
     mech: coinpress.Mech = "laplace" if pure else "gaussian"
-    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None, mech)
+    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None, mech, sched)
     assert A is not None
     Y = N.Precondition(matrix=A)(X)
     if not pure:
