@@ -268,3 +268,21 @@ def test_pure_fit_without_bounds_at_condition_number_1e12() -> None:
     assert cov_err < 0.1, cov_err
     assert float(np.linalg.norm(W @ (f.mean - mu))) < 0.05
     assert not f.report.ledger.warnings
+
+
+def test_pure_fit_warns_before_any_data_when_even_a_spherical_gaussian_is_out_of_reach() -> None:
+    """From public d, n and epsilon alone: the scale search's ledger warns when the Laplace rounds are predicted
+    to err above 1 at the smallest bound the search can release (K = 32); not when they reach it."""
+    assert U.SMALLEST_K == 32.0
+    _, err = gaussian.coinpress.laplace_cov_schedule(5_000, 5, 0.4, 32.0)
+    assert err > 1.0
+    X = np.random.default_rng(0).normal(size=(10_000, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = gaussian.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(0))
+    assert f.scale is not None
+    shown = [w for w in f.scale.report.ledger.warnings if "spherical" in w]
+    assert len(shown) == 1 and f"err {err:.3g}" in shown[0] and "d=5" in shown[0]
+    assert gaussian._pure_reach(160_000, 5, dp.PureDP(Fraction(4, 5)), 0.5) is None
+    assert gaussian._pure_reach(160_000, 50, dp.PureDP(Fraction(4, 5)), 0.5) is not None
+    assert gaussian._pure_reach(160_000, 50, dp.ZCDP(Fraction(4, 5)), 0.5) is None

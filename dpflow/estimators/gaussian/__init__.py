@@ -315,8 +315,11 @@ def gaussian(
 
     A ``PureDP`` budget runs the same rounds with Laplace noise (:mod:`.coinpress`, ``mech="laplace"``:
     each round a clipped mean or a clipped second moment, l1 sensitivities ``2 clip sqrt(d) / n`` and
-    ``(d + 1) gamma^2 / n`` derived by the ``Mean`` and ``SecondMoment`` nodes); the radius schedule
-    is not predicted (no vacuity warning).
+    ``(d + 1) gamma^2 / n`` derived by the ``Mean`` and ``SecondMoment`` nodes).  The covariance rounds and
+    their budget schedule come from the Laplace rounds' per-round contraction
+    (:func:`coinpress.laplace_cov_schedule`; ``t_cov`` fixes the count), shown in the ledger as
+    ``cov_schedule`` with the predicted covariance error; above :data:`PURE_ERROR_WARN` the plan warns before
+    reading data.  The mean's radius schedule is not predicted (no vacuity warning).
 
     >>> import dpflow as dp
     >>> gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0).check().totals[0].rho
@@ -541,6 +544,22 @@ def fit(
     return _fit_unbounded(X, budget, t_cov, t_mean, split, noise, Fraction(scale_share))
 
 
+def _pure_reach(n: int, d: int, b_fit: Measure, split: float) -> str | None:
+    """Before any data is read: under ``PureDP`` the warning that the Laplace CoinPress rounds cannot reach a
+    covariance error of ``PURE_ERROR_WARN`` even for the smallest bound the scale search can release
+    (``K = 32``: the spherical case, :func:`unbounded.bounds_from`); ``None`` otherwise."""
+    if not isinstance(b_fit, PureDP):
+        return None
+    eps = float(b_fit.epsilon) * split
+    _, err = coinpress.laplace_cov_schedule(n // 2, d, eps, unbounded.SMALLEST_K)
+    if err <= PURE_ERROR_WARN:
+        return None
+    return (f"PureDP: n={n} rows are too few for d={d}: even for a spherical Gaussian (K = "
+            f"{unbounded.SMALLEST_K:g}) the Laplace CoinPress rounds at epsilon={eps:g} are predicted to err "
+            f"{err:.3g} (Mahalanobis; coinpress.laplace_cov_schedule), and more for larger condition numbers; more "
+            f"rows, a larger epsilon or a zCDP / approximate-DP budget fix this")
+
+
 def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
                    share: Fraction) -> Fit:
     n, d = np.shape(X)
@@ -551,7 +570,7 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
     if not 0 < share < 1:
         raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
     b_scale, b_fit = sequential_split(budget, [share, 1 - share])
-    p1 = unbounded.scale_plan(d, n, b_scale, share, budget)
+    p1 = unbounded.scale_plan(d, n, b_scale, share, budget, _pure_reach(n, d, b_fit, split))
     r1 = p1.run({"X": X}, noise=noise)
     sc = unbounded.bounds_from(r1.released, d)
     plan = gaussian(d=d, n=n, budget=b_fit, R=sc.R, K=sc.K, t_cov=t_cov, t_mean=t_mean, split=split)

@@ -145,7 +145,7 @@ def laplace_cov_schedule(n: int, d: int, eps: float, K: float, t: int | None = N
 
     >>> sched, err = laplace_cov_schedule(80_000, 5, 0.4, 1e6)
     >>> len(sched), str(sched[-1]), round(err, 3)
-    (9, '5/8', 0.035)
+    (7, '1/2', 0.043)
     >>> laplace_cov_schedule(80_000, 5, 0.4, 1e6, t=1)[0]
     (Fraction(1, 1),)
     """
