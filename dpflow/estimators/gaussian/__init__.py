@@ -342,9 +342,9 @@ def gaussian(
     if (t_cov is not None and t_cov < 1) or (t_mean is not None and t_mean < 1):
         raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
     sched: tuple[Fraction, ...] | None = None
+    eps = float(budget.epsilon) if isinstance(budget, PureDP) else 0.0
     if pure:  # Laplace rounds: the schedule from their per-round contraction (coinpress.laplace_cov_schedule)
-        assert isinstance(budget, PureDP)
-        sched, predicted = coinpress.laplace_cov_schedule(n // 2, d, float(budget.epsilon) * split, K, t_cov)
+        sched, predicted = coinpress.laplace_cov_schedule(n // 2, d, eps * split, K, t_cov)
         t_cov = len(sched)
     t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
     t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
@@ -360,7 +360,7 @@ def gaussian(
         N.param(b, "cov_schedule", [float(s) for s in sched], "covariance rounds' shares of its budget: "
                 f"coinpress.laplace_cov_schedule(n // 2, d, eps * split, K); predicted error {predicted:.3g}")
         if predicted > PURE_ERROR_WARN:
-            _warn(b, f"PureDP: n={n} rows are too few for d={d}, K={K:.3g} at epsilon={float(budget.epsilon):g}: "
+            _warn(b, f"PureDP: n={n} rows are too few for d={d}, K={K:.3g} at epsilon={eps:g}: "
                      f"the Laplace CoinPress rounds cannot shrink the condition bound enough (predicted covariance "
                      f"error {predicted:.3g}, Mahalanobis; coinpress.laplace_cov_schedule); more rows, a larger "
                      f"epsilon, a tighter bound K or a zCDP / approximate-DP budget fix this")

@@ -140,8 +140,9 @@ def laplace_cov_schedule(n: int, d: int, eps: float, K: float, t: int | None = N
     considered (unless ``t`` is given).  The final round (``(1 - p) eps``) errs by about
     ``nu_final / floor`` (Mahalanobis, spectral).  This picks ``t`` (up to :data:`LAPLACE_MAX_ROUNDS`, or the
     given ``t``) and the preconditioning share ``p`` in :data:`LAPLACE_SHARES` with the least noisy rounds
-    among those whose predicted error is within :data:`LAPLACE_ERROR_SLACK` of the smallest: schedule ``[p / (t - 1)] * (t - 1) + [1 - p]``.  Accuracy only: any schedule is private (the
-    planner charges the rounds' weights).
+    among those whose predicted error is within :data:`LAPLACE_ERROR_SLACK` of the smallest: schedule
+    ``[p / (t - 1)] * (t - 1) + [1 - p]``.  The prediction leaves out the sampling error (about the
+    non-private error).  Accuracy only: any schedule is private (the planner charges the rounds' weights).
 
     >>> sched, err = laplace_cov_schedule(80_000, 5, 0.4, 1e6)
     >>> len(sched), str(sched[-1]), round(err, 3)
@@ -152,7 +153,8 @@ def laplace_cov_schedule(n: int, d: int, eps: float, K: float, t: int | None = N
     gamma = chi_radius(d, beta)
     eta = 0.5 * (2.0 * math.sqrt(d / n) + d / n)
     nu = steps.laplace_noise_edge((d + 1) * gamma * gamma / n, d)  # per unit epsilon
-    options = [(nu / eps * K, 0.0, (Fraction(1),))]  # (predicted error, preconditioning rounds' noise, schedule)
+    # (predicted error, preconditioning rounds' noise, schedule)
+    options: list[tuple[float, float, tuple[Fraction, ...]]] = [(nu / eps * K, 0.0, (Fraction(1),))]
     for rounds in range(2, LAPLACE_MAX_ROUNDS + 1) if t is None else ([t] if t > 1 else []):
         for p in LAPLACE_SHARES:
             nu_k = nu * (rounds - 1) / (eps * float(p))
