@@ -46,8 +46,8 @@ def test_approx_dp_split_stays_basic() -> None:
     certifying both as one delta/2-approximate zCDP budget (rho = CKS rho of (1, delta/2), the search rho/5 with
     the stability histograms' delta/2, the fit 4 rho/5) gives the search's eigenvalue histograms under half the
     rho of the basic split's (eps/5, delta/5) plan (PLD mode), and the fit only 1.4% more rho than the exact
-    Gaussian-DP profile gives its basic share (4/5, 8e-7).  Measured: the search then finds the scale at d = 5, n = 20,000
-    in 0 of 5 seeds, against 4 of 5 (docs/gaussian.md, "The ApproxDP split")."""
+    Gaussian-DP profile gives its basic share (4/5, 8e-7).  Measured: the search then finds the scale at d = 5,
+    n = 20,000 in 0 of 5 seeds, against 4 of 5 (docs/gaussian.md, "The ApproxDP split")."""
     from dpflow.privacy import gaussian_budget_rho, zcdp_rho_for_approx_dp
 
     with warnings.catch_warnings():
