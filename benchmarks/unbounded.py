@@ -10,6 +10,9 @@ Prints Markdown tables; ``--out FILE`` also writes them and a PNG plot next to i
         [--out benchmarks/results/unbounded.md]
     python benchmarks/unbounded.py --d 50 --ns 40000,160000,640000 --skip-heavy \
         --out benchmarks/results/unbounded_d50.md   # the issue's largest setting (slow)
+    python benchmarks/unbounded.py --pure [--pure-d 5,20] [--pure-ns 40000,160000,640000] \
+        [--pure-kappas 1,1e3,1e6,1e9,1e12] --out benchmarks/results/unbounded_pure.md
+        # section (3) only: PureDP over kappa 1 .. 1e12
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _gaussian_data(rng: np.random.Generator, n: int, d: int, kappa: float,
     return X, mu, Q, scales
 
 
-def bench_unbounded(d: int, ns: list[int], trials: int) -> tuple[str, dict[str, list[float]]]:
+def bench_unbounded(d: int, ns: list[int], trials: int, pure: bool = True) -> tuple[str, dict[str, list[float]]]:
     rows = []
     curves: dict[str, list[float]] = {}
     for kappa, mu_norm in ((1.0, 0.0), (1e6, 1e4), (1e12, 1e8)):
@@ -67,8 +70,11 @@ def bench_unbounded(d: int, ns: list[int], trials: int) -> tuple[str, dict[str, 
                 res["nobounds"].append(_errors(f.mean, f.covariance, mu, W))
                 fz = G.fit(X, budget=dp.ZCDP(1), noise=dp.SeededNoise(t))
                 res["nobounds_zcdp"].append(_errors(fz.mean, fz.covariance, mu, W))
-                fp = G.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(t))
-                res["nobounds_pure"].append(_errors(fp.mean, fp.covariance, mu, W))
+                if pure:
+                    fp = G.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(t))
+                    res["nobounds_pure"].append(_errors(fp.mean, fp.covariance, mu, W))
+                else:  # not run (--no-pure): shown as nan
+                    res["nobounds_pure"].append((math.nan, math.nan))
                 lo = float(scales.min() ** 2)  # the oracle: true floor, ||mu|| and kappa, rows rescaled publicly
                 s = math.sqrt(lo)
                 o = G.fit(X / s, budget=BUDGET, mean_bound=max(mu_norm / s, 1.0) * 1.01,
@@ -84,6 +90,7 @@ def bench_unbounded(d: int, ns: list[int], trials: int) -> tuple[str, dict[str, 
             cells += [f"{med[k][0]:.4f}" for k in KEYS] + [f"**{ratio_c:.2f}**"]
             cells += [f"{med[k][1]:.4f}" for k in KEYS] + [f"**{ratio_m:.2f}**"]
             rows.append("| " + " | ".join(cells) + " |")
+            print(rows[-1], flush=True)  # row by row: the large settings run for a long time
             if kappa == 1e12:
                 for k in ("nobounds", "oracle", "np"):
                     curves.setdefault(k, []).append(med[k][0])
@@ -97,6 +104,50 @@ def bench_unbounded(d: int, ns: list[int], trials: int) -> tuple[str, dict[str, 
             "mean no-bounds | mean zCDP | mean pure | mean oracle | mean np | mean ratio |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     return head + "\n".join(rows) + "\n", curves
+
+
+def _predicted(report: object) -> float:
+    """The covariance error the ledger of a pure :func:`G.gaussian` plan predicts (its ``cov_schedule``)."""
+    for e in report.ledger.entries:  # type: ignore[attr-defined]
+        if e.kind == "Public" and e.derivation.startswith("cov_schedule"):
+            return float(e.derivation.split("predicted error ")[1].split(")")[0])
+    return math.nan
+
+
+def bench_pure(ds: list[int], ns: list[int], trials: int, kappas: tuple[float, ...]) -> str:
+    """Section (3): ``gaussian.fit`` without bounds under ``PureDP(1)`` against ``ZCDP(0.5)`` (the same
+    epsilon^2 / 2) over condition numbers; the pure plan's predicted covariance error and whether it warned."""
+    rows = []
+    for d in ds:
+        for kappa in kappas:
+            for n in ns:
+                res: dict[str, list[tuple[float, float]]] = {"pure": [], "zcdp": []}
+                pred, warned = [], 0
+                for t in range(trials):
+                    rng = np.random.default_rng(1000 * t + n % 997)
+                    X, mu, Q, scales = _gaussian_data(rng, n, d, kappa, 2e3)
+                    W = (Q / scales) @ Q.T
+                    fp = G.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(t))
+                    res["pure"].append(_errors(fp.mean, fp.covariance, mu, W))
+                    pred.append(_predicted(fp.report) if fp.scale is not None and fp.scale.bounds.found else math.inf)
+                    warned += bool(fp.report.ledger.warnings)
+                    fz = G.fit(X, budget=dp.ZCDP(0.5), noise=dp.SeededNoise(t))
+                    res["zcdp"].append(_errors(fz.mean, fz.covariance, mu, W))
+                med = {k: (float(np.median([a for a, _ in v])), float(np.median([b for _, b in v])))
+                       for k, v in res.items()}
+                rows.append(f"| {d} | {kappa:.0e} | {n} | {med['pure'][0]:.4g} | {float(np.median(pred)):.3g} | "
+                            f"{warned}/{trials} | {med['zcdp'][0]:.4g} | **{med['pure'][0] / med['zcdp'][0]:.2f}** | "
+                            f"{med['pure'][1]:.4g} | {med['zcdp'][1]:.4g} |")
+                print(rows[-1], flush=True)
+    head = (f"### (3) Pure DP over condition numbers ({trials} trials; PureDP(1) against ZCDP(0.5), the same "
+            "epsilon^2 / 2)\n\n"
+            "`gaussian.fit(X, budget)` without bounds on rotated spectra of condition number kappa, ||mu|| = 2e3.  "
+            "predicted = the covariance error the pure plan's ledger predicts from the released K "
+            "(`coinpress.laplace_cov_schedule`; inf: the scale search released 'not found'); warned = runs whose "
+            "ledger carries the accuracy warning (predicted error above 1).  Errors are Mahalanobis (medians).\n\n"
+            "| d | kappa | n | cov pure | predicted | warned | cov zCDP | pure / zCDP | mean pure | mean zCDP |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
+    return head + "\n".join(rows) + "\n"
 
 
 def mvt(rng: np.random.Generator, n: int, nu: float, scales: np.ndarray, Q: np.ndarray) -> np.ndarray:
@@ -194,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heavy-ns", type=str, default="20000,100000")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--skip-heavy", action="store_true", help="run section (1) only")
+    ap.add_argument("--pure", action="store_true", help="run section (3) only: PureDP over condition numbers")
+    ap.add_argument("--no-pure", action="store_true", help="section (1) without its PureDP column (nan)")
+    ap.add_argument("--pure-d", type=str, default="5")
+    ap.add_argument("--pure-ns", type=str, default="40000,160000,640000")
+    ap.add_argument("--pure-kappas", type=str, default="1,1e3,1e6,1e9,1e12")
     args = ap.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",")]
     heavy_ns = [int(x) for x in args.heavy_ns.split(",")]
@@ -203,7 +259,16 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"numpy {np.__version__}.  Command: `python benchmarks/unbounded.py {' '.join(argv or sys.argv[1:])}`.\n",
     ]
-    text, unb = bench_unbounded(args.d, ns, args.trials)
+    if args.pure:
+        parts.append(bench_pure([int(x) for x in args.pure_d.split(",")], [int(x) for x in args.pure_ns.split(",")],
+                                args.trials, tuple(float(x) for x in args.pure_kappas.split(","))))
+        parts.append(f"Total benchmark time: {time.perf_counter() - t0:.0f} s.\n")
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text("\n".join(parts))
+            print(f"wrote {args.out}")
+        return 0
+    text, unb = bench_unbounded(args.d, ns, args.trials, not args.no_pure)
     parts.append(text)
     print(text, flush=True)
     heavy: dict[str, list[float]] = {}

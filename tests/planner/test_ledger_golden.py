@@ -117,6 +117,14 @@ Changes recorded so far:
     ``noisy_gd`` and ``sufficient_statistics`` 0.0259075 (x 1.064), ``truncated_mean_upper`` 0.0249844
     (x 1.026); ``truncated_mean`` stays in zCDP mode (its PLD total is below CKS); the plans without a
     Gaussian mechanism (``sparse_mean*``, ``niht``, ``*_histogram``, ``merr``) are unchanged.
+* issue 11 round 4 (the Laplace rounds' schedule): under ``PureDP`` the CoinPress covariance rounds and their
+  budget schedule come from ``coinpress.laplace_cov_schedule`` (the Laplace rounds' per-round contraction)
+  instead of ``default_rounds`` and CoinPress's [1/4 over t - 1, 3/4]: for d = 3, n = 4,000, K = 30 two rounds
+  [5/8, 3/8] instead of three [1/8, 1/8, 3/4].  Exactly one entry changed, ``gaussian_gaussian/pure``: still
+  epsilon 1, half to each part (shares 1/2 exactly, the float weights now summing to 1 exactly), the body's
+  nodes renumbered (``recurse_10/b1.laplace_mech_8``, ``recurse_18/b2.laplace_mech_10``), total rho
+  0.15104 -> 0.14453 (fewer, larger rounds) and its conversions accordingly.  No released golden has a pure
+  Gaussian entry.
 """
 
 from __future__ import annotations

@@ -48,6 +48,11 @@ PCE_PPC_SHARE = 0.25
 """PCE's budget share for the PPC rounds (the rest goes to the final NaivePCE); chosen by measurement."""
 
 
+PURE_ERROR_WARN = 1.0
+"""A ``PureDP`` :func:`gaussian` plan warns when :func:`coinpress.laplace_cov_schedule` predicts a covariance
+error (Mahalanobis, spectral) above this: the estimate would be off by more than the covariance itself."""
+
+
 def _refuse(where: str, problem: str, fix: str) -> DomainError:
     return DomainError(where, problem, fix)
 
@@ -202,14 +207,14 @@ def univariate_mean(
 
 
 def _cov_part(b: PlanBuilder, rows: Sensitive[Rows], m: int, d: int, K: float, method: CovMethod, weight: float,
-              t: int, beta: float | None, mech: coinpress.Mech = "gaussian"
-              ) -> tuple[Released[Any], Released[Any] | None]:
+              t: int, beta: float | None, mech: coinpress.Mech = "gaussian",
+              sched: tuple[Fraction, ...] | None = None) -> tuple[Released[Any], Released[Any] | None]:
     """(covariance estimate, whitening preconditioner or None) of m mean-zero rows."""
     if m < d + 1:
         _warn(b, f"only {m} (pair) rows for d={d}: the second moment is rank deficient")
     if method == "coinpress":
         A0 = N.param(b, "A0", np.eye(d) / math.sqrt(K), f"I / sqrt(K), K={K:g} ({spec('gaussian.md', '1.3')})")
-        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta, mech=mech)
+        state = coinpress.mvc_rec(rows, A0, m, d, weight, t, 0.1 if beta is None else beta, sched, mech)
         return N.Apply(fn=steps.cov_from_state, shape=(d, d))(state), N.Get("A_next")(state)
     if method == "pce":
         R = klsu.ppc_rounds(K)
@@ -310,8 +315,11 @@ def gaussian(
 
     A ``PureDP`` budget runs the same rounds with Laplace noise (:mod:`.coinpress`, ``mech="laplace"``:
     each round a clipped mean or a clipped second moment, l1 sensitivities ``2 clip sqrt(d) / n`` and
-    ``(d + 1) gamma^2 / n`` derived by the ``Mean`` and ``SecondMoment`` nodes); the radius schedule
-    is not predicted (no vacuity warning).
+    ``(d + 1) gamma^2 / n`` derived by the ``Mean`` and ``SecondMoment`` nodes).  The covariance rounds and
+    their budget schedule come from the Laplace rounds' per-round contraction
+    (:func:`coinpress.laplace_cov_schedule`; ``t_cov`` fixes the count), shown in the ledger as
+    ``cov_schedule`` with the predicted covariance error; above :data:`PURE_ERROR_WARN` the plan warns before
+    reading data.  The mean's radius schedule is not predicted (no vacuity warning).
 
     >>> import dpflow as dp
     >>> gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0).check().totals[0].rho
@@ -331,17 +339,33 @@ def gaussian(
     _check_bound(where, "K", K, 1.0)
     if not 0.0 < split < 1.0:
         raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    if (t_cov is not None and t_cov < 1) or (t_mean is not None and t_mean < 1):
+        raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
+    sched: tuple[Fraction, ...] | None = None
+    eps = float(budget.epsilon) if isinstance(budget, PureDP) else 0.0
+    if pure:  # Laplace rounds: the schedule from their per-round contraction (coinpress.laplace_cov_schedule)
+        sched, predicted = coinpress.laplace_cov_schedule(n // 2, d, eps * split, K, t_cov)
+        t_cov = len(sched)
     t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
     t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
-    if t_cov < 1 or t_mean < 1:
-        raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_full")
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{spec('gaussian.md', '1.4')} [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
     N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
-    N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
+    if sched is None:
+        N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance, mean: default_rounds(K, d, 3), (R, d, 2)")
+    else:
+        N.param(b, "rounds", [float(t_cov), float(t_mean)], "covariance: coinpress.laplace_cov_schedule (Laplace "
+                "rounds' contraction), mean: default_rounds(R, d, 2)")
+        N.param(b, "cov_schedule", [float(s) for s in sched], "covariance rounds' shares of its budget: "
+                f"coinpress.laplace_cov_schedule(n // 2, d, eps * split, K); predicted error {predicted:.3g}")
+        if predicted > PURE_ERROR_WARN:
+            _warn(b, f"PureDP: n={n} rows are too few for d={d}, K={K:.3g} at epsilon={eps:g}: "
+                     f"the Laplace CoinPress rounds cannot shrink the condition bound enough (predicted covariance "
+                     f"error {predicted:.3g}, Mahalanobis; coinpress.laplace_cov_schedule); more rows, a larger "
+                     f"epsilon, a tighter bound K or a zCDP / approximate-DP budget fix this")
     mech: coinpress.Mech = "laplace" if pure else "gaussian"
-    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None, mech)
+    cov, A = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, t_cov, None, mech, sched)
     assert A is not None
     Y = N.Precondition(matrix=A)(X)
     if not pure:
@@ -520,6 +544,22 @@ def fit(
     return _fit_unbounded(X, budget, t_cov, t_mean, split, noise, Fraction(scale_share))
 
 
+def _pure_reach(n: int, d: int, b_fit: Measure, split: float) -> str | None:
+    """Before any data is read: under ``PureDP`` the warning that the Laplace CoinPress rounds cannot reach a
+    covariance error of ``PURE_ERROR_WARN`` even for the smallest bound the scale search can release
+    (``K = 32``: the spherical case, :func:`unbounded.bounds_from`); ``None`` otherwise."""
+    if not isinstance(b_fit, PureDP):
+        return None
+    eps = float(b_fit.epsilon) * split
+    _, err = coinpress.laplace_cov_schedule(n // 2, d, eps, unbounded.SMALLEST_K)
+    if err <= PURE_ERROR_WARN:
+        return None
+    return (f"PureDP: n={n} rows are too few for d={d}: even for a spherical Gaussian (K = "
+            f"{unbounded.SMALLEST_K:g}) the Laplace CoinPress rounds at epsilon={eps:g} are predicted to err "
+            f"{err:.3g} (Mahalanobis; coinpress.laplace_cov_schedule), and more for larger condition numbers; more "
+            f"rows, a larger epsilon or a zCDP / approximate-DP budget fix this")
+
+
 def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
                    share: Fraction) -> Fit:
     n, d = np.shape(X)
@@ -530,7 +570,7 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
     if not 0 < share < 1:
         raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
     b_scale, b_fit = sequential_split(budget, [share, 1 - share])
-    p1 = unbounded.scale_plan(d, n, b_scale, share, budget)
+    p1 = unbounded.scale_plan(d, n, b_scale, share, budget, _pure_reach(n, d, b_fit, split))
     r1 = p1.run({"X": X}, noise=noise)
     sc = unbounded.bounds_from(r1.released, d)
     plan = gaussian(d=d, n=n, budget=b_fit, R=sc.R, K=sc.K, t_cov=t_cov, t_mean=t_mean, split=split)

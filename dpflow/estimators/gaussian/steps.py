@@ -121,6 +121,19 @@ def mvc_update(Z: Any, A: Any, eta: Any) -> np.ndarray:
     return out
 
 
+def laplace_noise_edge(b: float, d: int) -> float:
+    """The spectral norm of a symmetric d x d matrix whose upper-triangle entries (the diagonal included) are
+    i.i.d. Laplace(b), at the edge of its semicircle: ``2 sigma sqrt(d)`` with the Laplace standard deviation
+    ``sigma = sqrt(2) b`` (Wigner; Bandeira-van Handel 2016: the norm concentrates there).  Measured medians
+    per unit b (2,000 draws): 0.71, 4.75, 7.82, 12.0, 19.6 at d = 1, 5, 10, 20, 50; this 2.83, 6.32, 8.94,
+    12.6, 20.0.  Accuracy only (:func:`dpflow.estimators.gaussian.coinpress.laplace_cov_schedule`).
+
+    >>> round(laplace_noise_edge(1.0, 5), 4)
+    6.3246
+    """
+    return 2.0 * math.sqrt(2.0 * d) * float(b)
+
+
 def unwhiten(A: Any, Z: Any) -> np.ndarray:
     """``A^{-1} Z A^{-T}`` (gaussian.md 1.3: the last Z with the A that produced it), symmetrised."""
     A, Z = _finite(A), _finite(Z)

@@ -84,6 +84,9 @@ CENTER_WIDTH = 2.0
 """Width of the centre bins, in units of the square root of the found top eigenvalue."""
 SCALE_SHARE = Fraction(1, 5)
 """Share of the budget spent on finding the scale when no bounds are given (the rest goes to CoinPress)."""
+SMALLEST_K = 32.0
+"""The smallest condition bound :func:`bounds_from` releases: ``8 lambda_1-hat / lower`` with
+``lower <= lambda_d-hat / 4 <= lambda_1-hat / 4``."""
 FLOOR_RATIO = 2.0**-80
 """Declared floor on the condition number: an eigenvalue estimate below ``FLOOR_RATIO`` times the top one
 (or zero) counts as ``FLOOR_RATIO`` times the top one."""
@@ -466,13 +469,15 @@ def coarse_preconditioner(d: int, n: int, budget: Measure, k: int, gamma: float,
 # ------------------------------------------------------------------------------ the scale search
 
 
-def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, of: Measure | None = None) -> Plan:
+def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, of: Measure | None = None,
+               warning: str | None = None) -> Plan:
     """Phase 1 of the no-bounds fit: outputs ``eigenvalues`` (estimates of the top and the bottom
     eigenvalue of Sigma) and ``center`` (approximate budgets: a centre found coordinate by coordinate by
     stability histograms of bins ``CENTER_WIDTH sqrt(lambda_1)`` wide) or ``radius`` (``ZCDP``, ``PureDP``:
     twice the top of the modal log2 bin of the row norms; Gaussian or Laplace noise).  The centre's (or the
     radius's) histograms share :data:`CENTER_SHARE` of ``budget``, the eigenvalue histograms (buckets
-    :data:`SCALE_WIDTH` wide) the rest.
+    :data:`SCALE_WIDTH` wide) the rest.  ``warning`` (public text, e.g. that the plan to follow cannot reach
+    its target) is added to the ledger's accuracy warnings.
 
     >>> import dpflow as dp
     >>> sorted(name for name, _ in scale_plan(2, 5000, dp.ApproxZCDP(0.1, 1e-6)).outputs)
@@ -483,6 +488,8 @@ def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, o
     approx = noise == "stability"
     ks = (0,) if d == 1 else (0, d - 1)
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_scale_search")
+    if warning is not None:
+        accuracy_warning(b, warning)
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{REF_EIG}; centre: coordinate-wise stability histograms (KMSSU / Karwa-Vadhan "
                                  f"over an unbounded grid); zCDP / pure DP: log2 exponent-bin histograms with "
