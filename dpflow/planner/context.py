@@ -3,15 +3,17 @@ mechanisms and sources, and the memo of per-invocation costs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 import attrs
 
 from dpflow.nodes import Mechanism, NodeRecord, Source
-from dpflow.nodes.types import Allocation, Relation
+from dpflow.nodes.types import Allocation, Mode, Relation, StatT
 from dpflow.plan.graph import Plan
 from dpflow.planner.infer import TypedScope, _key, _mechanisms, _source_of
 from dpflow.planner.validate import _validated_space
+from dpflow.privacy.ratio import share_at_ratio
 
 
 @attrs.frozen(eq=False)
@@ -62,3 +64,40 @@ class PlanContext:
         return cls(plan=plan, relation=plan.neighbors, space=space, mechs=_mechanisms(space),
                    sources=[r for r in space.order if isinstance(r.node, Source)],
                    basic=plan.accounting == "basic", exact_noise=exact_noise)
+
+
+_ONE = Fraction(1)
+
+
+def one_sided_ratio(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> Fraction:
+    """The one-sided ratio the planner charges mechanism ``rec`` (of ``space``): its own
+    (:meth:`~dpflow.nodes.base.Mechanism.one_sided_ratio` of its input) under replace-one neighbours in automatic
+    accounting; 1 otherwise (add/remove neighbours have no replacement to split; basic accounting calibrates each
+    mechanism to its own (epsilon, delta), which a one-sided change is not charged below).
+
+    >>> import dpflow as dp
+    >>> from dpflow import nodes as N
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> inside, _ = N.split(N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=2), n=100)),
+    ...                     N.PartitionByBall(center=(0.0, 0.0), radius=0.5))
+    >>> ctx = PlanContext.of(b.build(s=N.GaussianMech()(N.Sum()(inside))))
+    >>> [one_sided_ratio(ctx, sp, rec) for sp, rec, _ in ctx.mechs]
+    [Fraction(1, 2)]
+    """
+    node = rec.node
+    if ctx.relation != "replace" or ctx.basic or not isinstance(node, Mechanism):
+        return _ONE
+    stat = space.types[rec.inputs[0]]
+    assert isinstance(stat, StatT)
+    return node.one_sided_ratio(stat)
+
+
+def one_sided_factor(ctx: PlanContext, mode: Mode) -> Callable[[TypedScope, NodeRecord], Fraction]:
+    """Each mechanism's one-sided factor in ``mode`` units: ``privacy.ratio.share_at_ratio`` of a unit share at its
+    :func:`~dpflow.planner.context.one_sided_ratio`, which bounds its one-sided cost over its share
+    (:meth:`~dpflow.nodes.base.Mechanism.one_sided_cost`), so the shares folded with it are within the budget."""
+    def factor(sp: TypedScope, rec: NodeRecord) -> Fraction:
+        ratio = one_sided_ratio(ctx, sp, rec)
+        return ratio if ratio == 1 else share_at_ratio(Fraction(1), ratio, mode)
+
+    return factor

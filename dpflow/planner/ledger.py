@@ -179,10 +179,13 @@ composition under add/remove and replace-one."""
 
 @attrs.frozen
 class Charge:
-    """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight)."""
+    """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight).  ``one``, when
+    given, is its cost when a record only enters or leaves its rows (the value piece it reads gains or loses the
+    record of a replace-one change: :func:`split_rule`'s ``one``), with the same noise; else ``cost``."""
 
     node: str
     cost: Cost
+    one: Cost | None = None
 
 
 @attrs.frozen
@@ -231,7 +234,8 @@ def composition_to_data(c: Composition) -> dict[str, Any]:
     'm'
     """
     if isinstance(c, Charge):
-        return {"charge": c.node, "cost": cost_to_data(c.cost)}
+        one = {} if c.one is None else {"one": cost_to_data(c.one)}
+        return {"charge": c.node, "cost": cost_to_data(c.cost)} | one
     if isinstance(c, Sequential):
         return {"sequential": [composition_to_data(p) for p in c.parts]}
     if isinstance(c, Parallel):
@@ -242,7 +246,7 @@ def composition_to_data(c: Composition) -> dict[str, Any]:
 def composition_from_data(d: dict[str, Any]) -> Composition:
     """The inverse of :func:`composition_to_data`."""
     if "charge" in d:
-        return Charge(d["charge"], cost_from_data(d["cost"]))
+        return Charge(d["charge"], cost_from_data(d["cost"]), None if "one" not in d else cost_from_data(d["one"]))
     if "sequential" in d:
         return Sequential(tuple(composition_from_data(p) for p in d["sequential"]))
     if "parallel" in d:
@@ -268,7 +272,7 @@ def _recompose(c: Composition) -> PerRecord[Cost]:
     """The per-record costs of a tree (one record added or removed, one replaced): splits by
     :func:`split_rule`, the one statement of the parallel rule."""
     if isinstance(c, Charge):
-        return PerRecord(c.cost, c.cost)
+        return PerRecord(c.cost if c.one is None else c.one, c.cost)
     if isinstance(c, Sequential):
         return seq_pairs([_recompose(p) for p in c.parts], COST_OPS)
     if isinstance(c, Parallel):

@@ -28,6 +28,8 @@ from .pld import (
     VALUE_DISCRETIZATION_INTERVAL,
     ApproxPLD,
     GaussianPLD,
+    LatticeGaussianPLD,
+    PldEvent,
     PldEvents,
     PurePLD,
     pld_epsilon,
@@ -128,18 +130,19 @@ def _parallel_pld(plds: Sequence[PldEvents | None], relation: Literal["replace",
     Under add/remove neighbours one record changes one piece; under replace-one it can change two
     pieces, whose outputs are independent, so their losses add (a sequential composition; the
     dominating pairs of every event here are symmetric, so leaving one piece and entering another
-    compose like two add/remove steps).  Exact when the charged pieces form a chain of sub-multisets
-    (identical pieces in particular): a composition dominates each of its parts (post-processing), so
-    the largest piece dominates every piece, and the largest two every pair.  Otherwise every change is
+    compose like two add/remove steps).  Exact when the charged pieces form a chain under
+    :func:`_dominated` (identical pieces, sub-multisets, or the same events at smaller parameters, such as a
+    piece's one-sided cost next to its two-sided one): the largest piece dominates every piece, and the largest
+    two every pair (dominating pairs compose: Zhu, Dong & Wang 2022, Thm. 10).  Otherwise every change is
     dominated by the sequential composition of all charged pieces, which is used (valid, looser).
     ``None`` if a piece has no PLD.
     """
     if any(p is None for p in plds):
         return None
-    charged = sorted((p for p in plds if p is not None and p.counts), key=lambda p: sum(k for _, k in p.counts))
+    charged = sorted((p for p in plds if p is not None and p.counts), key=_dominance_key)
     if not charged:
         return _NO_PLD
-    chain = all(_within(a, b) for a, b in zip(charged, charged[1:], strict=False))
+    chain = all(_dominated(a, b) for a, b in zip(charged, charged[1:], strict=False))
     if not chain:
         return _capped(PldEvents.sequential(charged))
     if relation == "replace" and len(charged) >= 2:
@@ -147,10 +150,63 @@ def _parallel_pld(plds: Sequence[PldEvents | None], relation: Literal["replace",
     return charged[-1]
 
 
-def _within(a: PldEvents, b: PldEvents) -> bool:
-    """Whether the multiset ``a`` is contained in ``b`` (``b`` is ``a`` composed with more events)."""
-    have = dict(b.counts)
-    return all(have.get(e, 0) >= k for e, k in a.counts)
+def _families(p: PldEvents) -> tuple[Fraction, Fraction, int, list[tuple[Fraction, int]], dict[PldEvent, int]]:
+    """The parts of a multiset that :func:`_dominated` compares: the summed mu^2 of its continuous Gaussian events,
+    that of its lattice Gaussian events and their number, its pure epsilons (largest first, with counts), and its
+    other events."""
+    g, lg, nl = Fraction(0), Fraction(0), 0
+    pure: list[tuple[Fraction, int]] = []
+    other: dict[PldEvent, int] = {}
+    for e, k in p.counts:
+        if isinstance(e, GaussianPLD):
+            g += e.mu2 * k
+        elif isinstance(e, LatticeGaussianPLD):
+            lg, nl = lg + e.mu2 * k, nl + k
+        elif isinstance(e, PurePLD):
+            pure.append((e.epsilon, k))
+        else:
+            other[e] = k
+    pure.sort(reverse=True)
+    return g, lg, nl, pure, other
+
+
+def _dominance_key(p: PldEvents) -> tuple[int, int, Fraction, Fraction, Fraction]:
+    """A key that never decreases along :func:`_dominated` (each part is monotone), so a chain sorts in order."""
+    g, lg, nl, pure, other = _families(p)
+    return (sum(k for _, k in pure) + sum(other.values()), nl, g, lg, sum((e * k for e, k in pure), Fraction(0)))
+
+
+def _dominated(a: PldEvents, b: PldEvents) -> bool:
+    """Whether the composition ``b`` dominates ``a`` (every privacy profile of ``a`` is at most ``b``'s), by
+    families: continuous Gaussian events compose to one Gaussian of summed mu^2 (Dong, Roth & Su 2022, Cor. 3.3),
+    and a smaller mu is dominated by a larger (mu-GDP implies mu'-GDP for mu' >= mu); lattice Gaussian events the
+    same, with no more of them (their smoothing slack counts events: :class:`~dpflow.privacy.pld.LatticeGaussianPLD`);
+    pure events by a matching of a's epsilons, largest first, to at least as large epsilons of ``b`` (randomized
+    response at epsilon dominates every epsilon-DP pair, so every epsilon' <= epsilon one: Kairouz, Oh & Viswanath
+    2015, Thm. 2.4); any other event must be present in ``b`` as often.  Dominating pairs compose (Zhu, Dong & Wang
+    2022, Thm. 10), so ``b`` dominates ``a``.  A sub-multiset is always dominated.
+
+    >>> from .pld import PurePLD as P
+    >>> _dominated(PldEvents.of([P(Fraction(1, 2)), P(Fraction(1))]), PldEvents.of([P(Fraction(1))] * 2))
+    True
+    >>> _dominated(PldEvents.of([P(Fraction(1))] * 2), PldEvents.of([P(Fraction(3))]))
+    False
+    """
+    ga, la, na, pa, oa = _families(a)
+    gb, lb, nb, pb, ob = _families(b)
+    if ga > gb or la > lb or na > nb or any(ob.get(e, 0) < k for e, k in oa.items()):
+        return False
+    i, left = 0, pb[0][1] if pb else 0  # pure events of b not yet matched, largest first
+    for eps, k in pa:
+        while k:
+            if i >= len(pb) or pb[i][0] < eps:
+                return False
+            take = min(k, left)
+            k, left = k - take, left - take
+            if not left:
+                i += 1
+                left = pb[i][1] if i < len(pb) else 0
+    return True
 
 
 _REF_CKS = (
