@@ -43,7 +43,10 @@ are not tracked by the garbage collector (every full collection would walk a lis
 
 
 def _fold_steps(space: TypedScope) -> list[_Step]:
-    """The sensitive nodes of a space, children before parents, tagged with how they fold."""
+    """The sensitive nodes of a space, children before parents, tagged with how they fold.  A split of rows of
+    stability s > 1 folds its pieces sequentially: the s rows of one record are split row by row, so they may lie in
+    s pieces (and a replaced record's in 2s), each of which then sees up to s rows change, which its own sensitivity
+    covers; the parallel rules (one record in one piece, or one piece within, or two pieces one-sided) would not."""
     steps: list[_Step] = []
     for rec in reversed(space.order):
         kids = tuple(k.id for k in space.children.get(rec.id, ()))
@@ -52,6 +55,8 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
             steps.append((StepKind.MECH, rec, kids, (), None))
         elif isinstance(rec.node, Recurse):
             steps.append((StepKind.RECURSE, rec, kids, (), None))
+        elif isinstance(t, PiecesT) and t.rows.stability > 1:  # a record's rows may lie in several pieces
+            steps.append((StepKind.SEQ, rec, kids, (), None))
         elif isinstance(t, PiecesT):
             groups: dict[int, list[str]] = defaultdict(list)
             for k in space.children.get(rec.id, ()):

@@ -76,9 +76,13 @@ def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
             split_id = parents[cur]
             pt = space.types[split_id]
             assert isinstance(pt, PiecesT)
-            how = ("max over index blocks" if pt.rule is SplitRule.INDEX
-                   else (_VALUE_REPLACE if ctx.relation == "replace" else "max"))
-            parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
+            if pt.rows.stability > 1:
+                parts.append(f"piece {node.index} of {space.path}{split_id}: sequential (a record has "
+                             f"{pt.rows.stability} rows, which may lie in different pieces)")
+            else:
+                how = ("max over index blocks" if pt.rule is SplitRule.INDEX
+                       else (_VALUE_REPLACE if ctx.relation == "replace" else "max"))
+                parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
         cur = parents[cur]
     src_t = space.types[rec.inputs[0]]
     source = src_t.source if isinstance(src_t, (StatT, RowsT)) else "?"

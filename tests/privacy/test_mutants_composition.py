@@ -23,12 +23,12 @@ from dpflow.privacy.composition import (
     Cost,
     _basic,
     _capped,
+    _dominance_key,
+    _dominated,
     _fsum,
     _parallel_pld,
     _sum_opt,
     _top_two_sum,
-    _dominance_key,
-    _dominated,
     advanced_composition,
 )
 from dpflow.privacy.conversions import (
