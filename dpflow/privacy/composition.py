@@ -7,6 +7,7 @@ marks the tightest.  Floating point enters only in those final conversions, roun
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
@@ -144,10 +145,59 @@ def _parallel_pld(plds: Sequence[PldEvents | None], relation: Literal["replace",
         return _NO_PLD
     chain = all(_dominated(a, b) for a, b in zip(charged, charged[1:], strict=False))
     if not chain:
-        return _capped(PldEvents.sequential(charged))
+        return _capped(_join(charged) if relation == "add_remove" else PldEvents.sequential(charged))
     if relation == "replace" and len(charged) >= 2:
         return _capped(PldEvents.sequential(charged[-2:]))
     return charged[-1]
+
+
+def _join(plds: Sequence[PldEvents]) -> PldEvents:
+    """A composition that dominates each of ``plds`` (:func:`_dominated`), so bounds the one that a change of one
+    piece charges: family by family, the continuous Gaussian events of the piece with the largest mu^2 sum; the
+    lattice Gaussian events of the piece with the largest mu^2 sum if it also has the most of them, else all
+    pieces' lattice events together; the k-th largest pure epsilon of the join is the largest k-th largest
+    epsilon of the pieces; every other event as often as the piece that has it most.  Never more than the
+    sequential composition of all of them.
+
+    >>> from .pld import PurePLD as P, GaussianPLD as G
+    >>> str(_join([PldEvents.of([G(Fraction(1)), P(Fraction(1))]), PldEvents.of([G(Fraction(1, 2)), P(Fraction(1, 2)),
+    ...                                                                   P(Fraction(1, 2))])]))
+    'gaussian(1)x1; pure(1/2)x1; pure(1)x1'
+    """
+    fams = [(_families(p), p) for p in plds]
+    gauss = max(fams, key=lambda f: f[0][0])[1]
+    out: list[tuple[PldEvent, int]] = [(e, k) for e, k in gauss.counts if isinstance(e, GaussianPLD)]
+    top = max(fams, key=lambda f: (f[0][1], f[0][2]))
+    lattice = [top[1]] if all(f[0][2] <= top[0][2] for f in fams) else [p for _, p in fams]
+    out.extend((e, k) for p in lattice for e, k in p.counts if isinstance(e, LatticeGaussianPLD))
+    out.extend(_pure_join([f[0][3] for f in fams]))
+    other: dict[PldEvent, int] = {}
+    for f, _ in fams:
+        for e, k in f[4].items():
+            other[e] = max(other.get(e, 0), k)
+    out.extend(other.items())
+    return PldEvents.of(out)
+
+
+def _pure_join(lists: Sequence[list[tuple[Fraction, int]]]) -> list[tuple[PurePLD, int]]:
+    """The pure epsilons whose k-th largest is the largest k-th largest of ``lists`` (each largest first, as
+    (epsilon, count) runs): between two consecutive run ends of any list every list is constant."""
+    ends = sorted({e for runs in lists for e in itertools.accumulate(k for _, k in runs)})
+    out: list[tuple[PurePLD, int]] = []
+    start = 0
+    pos = [0] * len(lists)  # the run of each list that holds position ``start``
+    done = [0] * len(lists)  # positions of each list before that run
+    for end in ends:
+        best = Fraction(0)
+        for i, runs in enumerate(lists):
+            while pos[i] < len(runs) and done[i] + runs[pos[i]][1] <= start:
+                done[i] += runs[pos[i]][1]
+                pos[i] += 1
+            if pos[i] < len(runs):
+                best = max(best, runs[pos[i]][0])
+        out.append((PurePLD(best), end - start))
+        start = end
+    return out
 
 
 def _families(p: PldEvents) -> tuple[Fraction, Fraction, int, list[tuple[Fraction, int]], dict[PldEvent, int]]:
