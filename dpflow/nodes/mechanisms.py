@@ -113,8 +113,11 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
     if scale0 == 0.0 or not math.isfinite(scale0):
         return None
     step = _lattice_step(scale0)
-    extra = slack + step * (entries if l1 else math.sqrt(entries))
-    widened = up(delta + (extra if ratio == 1 else up(extra) / float(ratio)))  # float(ratio): exact (2^-20 grid)
+    rounding = step * (entries if l1 else math.sqrt(entries))
+    if ratio == 1:
+        widened = up(delta + slack + rounding)
+    else:  # float(ratio) is exact (a multiple of 2^-20)
+        widened = up(delta + up(slack + rounding) / float(ratio))
     # scale / step >= 2^40 = LATTICE_MIN_SIGMA (what the lattice Gaussian PLD assumes): scale0 / step >= 2^40
     # unless the step is clamped at MIN_LATTICE_STEP; then the scale is raised (more noise is never less private)
     return LatticeCalibration(step, widened, max(scale_of(widened), step * LATTICE_MIN_SIGMA))

@@ -28,10 +28,11 @@ from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, 
 from dpflow.privacy import Conversion, Cost
 
 LEDGER_SCHEMA = "dpflow.ledger"
-LEDGER_SCHEMA_VERSION = 3
-"""Version 3: the noise calibration of every mechanism invocation (``noise_calibrations``, for
-:meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and exact composed costs per
-source (version 1, ``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
+LEDGER_SCHEMA_VERSION = 4
+"""Version 4: a composition tree's charge may carry its one-sided cost (``Charge.one``: a value piece under
+replace-one, :mod:`dpflow.privacy.ratio`).  Version 3: the noise calibration of every mechanism invocation
+(``noise_calibrations``, for :meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and
+exact composed costs per source (version 1, ``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
 
 Accounting = Literal["auto", "basic"]
 
@@ -438,8 +439,9 @@ class Ledger:
         if schema != LEDGER_SCHEMA or version != LEDGER_SCHEMA_VERSION:
             found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
             raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
-                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text and a version 2 "
-                             "ledger has no noise calibrations, so neither can be read: certify the plan again "
+                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text, a version 2 "
+                             "ledger has no noise calibrations and a version 3 ledger no one-sided charges, so none "
+                             "can be read: certify the plan again "
                              "(Plan.from_json(...).check()) to get a current ledger")
         ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
                            "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),
