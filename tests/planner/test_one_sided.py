@@ -18,6 +18,8 @@ from conftest import bound_value, run_zero
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.interpreter.run import execute
 from dpflow.nodes.base import unit_ratio
 from dpflow.nodes.mechanisms import lattice_calibration
 from dpflow.nodes.types import StatT
@@ -288,3 +290,30 @@ def test_lattice_release_divides_its_slack_by_the_ratio() -> None:
     extra = 1e-6 + half.step * np.sqrt(3)
     assert half.sensitivity >= 2.0 + 2 * extra and Fraction(1, 2) * half.sensitivity >= 1.0 + extra
     assert full.sensitivity < 2.0 + 2 * extra
+
+
+def test_lattice_runs_use_the_divided_slack_and_the_ledger_says_the_same() -> None:
+    """An exact source releases a Laplace histogram and a Gaussian Gram of value pieces on the lattice at the
+    widening of ``lattice_calibration`` with their ratio; the ledger's accuracy rows give the same scales."""
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=3), n=50))
+    p, q = N.split(X, N.PartitionByBall(center=[0.0, 0.0, 0.0], radius=0.5))
+    h = N.LaplaceMech()(N.Histogram(edges=[-1, 0, 1])(N.Columns(keep=[0])(p)))
+    g = N.GaussianMech()(N.Gram()(q))
+    cert = certify(b.build(h=h, g=g), exact_noise=True)
+    cal = {c.node: c for c in cert.ledger.noise_calibrations}
+    data = {"X": np.random.default_rng(0).normal(size=(50, 3)) * 0.5}
+    facts = execute(cert, data, dp.SeededNoise(0, exact=True), NumpyBackend()).facts
+    for node, key in ((h.id, "scale"), (g.id, "sigma")):
+        stat = cert.space.types[cert.space.records[node].inputs[0]]
+        assert isinstance(stat, StatT) and unit_ratio(stat, "l1" if key == "scale" else "l2") < 1
+        if cal[node].lattice_scale is not None:  # known before data (the histogram's exact float error)
+            assert facts[node][0][key] == cal[node].lattice_scale
+        lattice = facts[node][1]["lattice"]
+        assert lattice["sensitivity"] > bound_value(stat.l1 if key == "scale" else stat.l2)
+    alloc, h_node = cert.allocations[h.id], N.LaplaceMech()
+    slack = facts[h.id][1]["lattice"]["float_slack"]
+    l1 = cert.space.types[cert.space.records[h.id].inputs[0]].l1  # type: ignore[union-attr]
+    want = lattice_calibration(l1.value({}), slack, 2, True, lambda d: h_node.noise_scale(d, alloc.share, alloc.mode),
+                               Fraction(1, 2))
+    assert want is not None and facts[h.id][1]["lattice"]["sensitivity"] == want.sensitivity
