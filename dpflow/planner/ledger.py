@@ -137,6 +137,9 @@ def split_rule(pieces: Sequence[PerRecord[T]], rule: SplitRule, ops: Ops[T]) -> 
     the record's own value and released parameters: if i = j that piece sees a replacement (``both_i``),
     otherwise piece i loses x and piece j gains x' (``one_i + one_j``), and no other piece changes.  So
     ``both = max(max_i both_i, max_{i != j} (one_i + one_j))``, bounded by ``max(max_i both_i, top_two(one))``.
+    A mechanism's ``one`` is its cost at the add/remove sensitivity of its statistic with the same noise, which
+    can be less than its full cost (:mod:`dpflow.privacy.ratio`: a Gaussian sum of rows in a ball costs a
+    quarter of its rho when one row leaves or enters), so one split of such leaves costs one leaf, not two.
 
     Proof that nesting is then charged for two leaves, not 2^L: by induction on the depth, ``one`` of a
     subtree is the largest cost along one root-to-leaf path (each partition keeps the record on one path)

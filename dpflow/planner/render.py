@@ -25,6 +25,7 @@ from dpflow.planner.ledger import (
     SourceTotal,
 )
 from dpflow.privacy import ApproxDP, ApproxZCDP, Cost
+from dpflow.privacy.ratio import RATIO_REFERENCE
 from dpflow.privacy.rounding import up
 from dpflow.references import spec
 
@@ -147,8 +148,7 @@ def _composition_notes(ctx: PlanContext) -> list[str]:
         notes.append(f"index splits: a record stays in its block, so pieces take the max ({REF_PAR})")
     if has_value:
         how = ("a replaced record changes one piece within, or leaves one piece and enters another: the worst of "
-               "one piece's full cost and two pieces' one-sided costs (a mechanism whose cost scales with its "
-               "sensitivity is charged its add/remove sensitivity there, with the same noise: dpflow.privacy.ratio)"
+               f"one piece's full cost and two pieces' one-sided costs ({RATIO_REFERENCE})"
                if ctx.relation == "replace" else "one record is in one piece: max")
         notes.append(f"value partitions: {how} ({REF_PAR}; {spec('accounting.md', '1.5')})")
     if has_rec:
