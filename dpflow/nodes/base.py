@@ -29,7 +29,7 @@ from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value
 from dpflow.nodes.types import Allocation, Inferred, Mode, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost
-from dpflow.privacy.ratio import sensitivity_ratio
+from dpflow.privacy.ratio import ONE, sensitivity_ratio
 from dpflow.references import Reference
 
 # --------------------------------------------------------------------------- contexts
@@ -325,7 +325,7 @@ class Mechanism(Node):
         """An upper bound ``q`` on how much smaller a one-sided change of ``stat`` is (:attr:`StatT.one_sided`) than
         the sensitivity the noise is calibrated to, for a mechanism whose cost scales with it
         (:meth:`one_sided_cost`); 1 for every other mechanism (a one-sided change is charged in full)."""
-        return Fraction(1)
+        return ONE
 
     def one_sided_cost(self, share: Fraction, mode: Mode, ratio: Fraction) -> Cost:
         """The certified cost at ``share`` of a change of at most ``ratio`` times the sensitivity, with the same
@@ -447,10 +447,10 @@ def unit_ratio(stat: StatT, unit: str) -> Fraction:
     Fraction(1, 2)
     """
     if stat.one_sided is None:
-        return Fraction(1)
+        return ONE
     one, full = stat.one_sided[_UNIT_INDEX[unit]], getattr(stat, unit)
     if one is None or full is None or (one.factors != full.factors and one.coef != 0.0):
-        return Fraction(1)
+        return ONE
     return sensitivity_ratio(one.coef, full.coef)
 
 

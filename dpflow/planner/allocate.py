@@ -32,6 +32,7 @@ from dpflow.privacy import (
 )
 from dpflow.privacy.calibration import _grid_floor, _grid_value, largest_on_grid
 from dpflow.privacy.pld import pld_epsilon_lower
+from dpflow.privacy.ratio import ONE
 
 
 @attrs.frozen
@@ -209,16 +210,21 @@ def cost_leaf(ctx: PlanContext, allocations: dict[str, Allocation]) -> CostLeaf:
     """The leaf of the per-source cost folds: a mechanism's certified costs at round weight ``mult``, one-sided (at
     its :func:`~dpflow.planner.context.one_sided_ratio`, the same noise:
     :meth:`~dpflow.nodes.base.Mechanism.one_sided_cost`) and in full."""
+    full: dict[int, tuple[Allocation, PerRecord[Cost]]] = {}  # charged in full, by the invocation's identity
     pairs: dict[tuple[int, Fraction], tuple[Allocation, PerRecord[Cost]]] = {}
 
     def leaf(sp: TypedScope, rec: NodeRecord, mult: Fraction) -> PerRecord[Cost]:
         node = _mech(rec)
         inv = _invocation(ctx, allocations[_key(sp, rec.id)], node, mult)
         ratio = one_sided_ratio(ctx, sp, rec)
+        if ratio is ONE:
+            hit = full.get(id(inv))
+            if hit is None or hit[0] is not inv:  # the entry holds ``inv``: its id is not reused while it lives
+                hit = full[id(inv)] = (inv, PerRecord(inv.cost, inv.cost))
+            return hit[1]
         hit = pairs.get((id(inv), ratio))
-        if hit is None or hit[0] is not inv:  # the entry holds ``inv``: its id is not reused while the entry lives
-            one = inv.cost if ratio == 1 else node.one_sided_cost(inv.share, inv.mode, ratio)
-            hit = pairs[id(inv), ratio] = (inv, PerRecord(one, inv.cost))
+        if hit is None or hit[0] is not inv:
+            hit = pairs[id(inv), ratio] = (inv, PerRecord(node.one_sided_cost(inv.share, inv.mode, ratio), inv.cost))
         return hit[1]
 
     return leaf

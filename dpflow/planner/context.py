@@ -13,7 +13,7 @@ from dpflow.nodes.types import Allocation, Mode, Relation, StatT
 from dpflow.plan.graph import Plan
 from dpflow.planner.infer import TypedScope, _key, _mechanisms, _source_of
 from dpflow.planner.validate import _validated_space
-from dpflow.privacy.ratio import share_at_ratio
+from dpflow.privacy.ratio import ONE, share_at_ratio
 
 
 @attrs.frozen(eq=False)
@@ -50,12 +50,18 @@ class PlanContext:
     arithmetic when a fold asks again), each with both objects."""
     folds: dict[str, dict[str, tuple[Fraction, Fraction]]] = attrs.field(factory=dict, init=False)
     """Per budget unit, every source's folded fixed shares and weights: see ``allocate.source_folds``."""
+    one_sided: bool = attrs.field(init=False)
+    """Whether some mechanism may be charged a one-sided cost below its full cost (its statistic has one-sided
+    sensitivities, :attr:`~dpflow.nodes.types.StatT.one_sided`, under replace-one in automatic accounting): when
+    not, the folds skip :func:`one_sided_ratio` altogether."""
 
     def __attrs_post_init__(self) -> None:
         index: dict[tuple[Mechanism, str], int] = {}
         object.__setattr__(self, "classes", [
             (_key(sp, rec.id), index.setdefault((node, source), len(index)), source)
             for sp, rec, node in self.mechs for source in (_source_of(sp, rec),)])
+        object.__setattr__(self, "one_sided", self.relation == "replace" and not self.basic and any(
+            getattr(sp.types[rec.inputs[0]], "one_sided", None) is not None for sp, rec, _ in self.mechs))
 
     @classmethod
     def of(cls, plan: Plan, exact_noise: bool = False) -> PlanContext:
@@ -64,9 +70,6 @@ class PlanContext:
         return cls(plan=plan, relation=plan.neighbors, space=space, mechs=_mechanisms(space),
                    sources=[r for r in space.order if isinstance(r.node, Source)],
                    basic=plan.accounting == "basic", exact_noise=exact_noise)
-
-
-_ONE = Fraction(1)
 
 
 def one_sided_ratio(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> Fraction:
@@ -85,19 +88,23 @@ def one_sided_ratio(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> Fra
     [Fraction(1, 2)]
     """
     node = rec.node
-    if ctx.relation != "replace" or ctx.basic or not isinstance(node, Mechanism):
-        return _ONE
+    if not ctx.one_sided or not isinstance(node, Mechanism):
+        return ONE
     stat = space.types[rec.inputs[0]]
     assert isinstance(stat, StatT)
-    return node.one_sided_ratio(stat)
+    return ONE if stat.one_sided is None else node.one_sided_ratio(stat)
 
 
-def one_sided_factor(ctx: PlanContext, mode: Mode) -> Callable[[TypedScope, NodeRecord], Fraction]:
+def one_sided_factor(ctx: PlanContext, mode: Mode) -> Callable[[TypedScope, NodeRecord], Fraction] | None:
     """Each mechanism's one-sided factor in ``mode`` units: ``privacy.ratio.share_at_ratio`` of a unit share at its
     :func:`~dpflow.planner.context.one_sided_ratio`, which bounds its one-sided cost over its share
-    (:meth:`~dpflow.nodes.base.Mechanism.one_sided_cost`), so the shares folded with it are within the budget."""
+    (:meth:`~dpflow.nodes.base.Mechanism.one_sided_cost`), so the shares folded with it are within the budget;
+    ``None`` when every factor is 1 (:attr:`PlanContext.one_sided`)."""
+    if not ctx.one_sided:
+        return None
+
     def factor(sp: TypedScope, rec: NodeRecord) -> Fraction:
         ratio = one_sided_ratio(ctx, sp, rec)
-        return ratio if ratio == 1 else share_at_ratio(Fraction(1), ratio, mode)
+        return ONE if ratio == 1 else share_at_ratio(ONE, ratio, mode)
 
     return factor

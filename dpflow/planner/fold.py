@@ -18,13 +18,13 @@ from dpflow.nodes.types import PiecesT, Relation, RowsT, SplitRule, StatT
 from dpflow.planner.ledger import COST_OPS, Ops, PerRecord, of_relation, seq_pairs, split_rule
 from dpflow.privacy import Cost
 from dpflow.privacy.composition import _fsum as exact_sum
+from dpflow.privacy.ratio import ONE
 
 if TYPE_CHECKING:
     from dpflow.planner.infer import TypedScope
 
 T = TypeVar("T")
 _ZERO = Cost.zero()
-_ONE = Fraction(1)
 
 
 class StepKind(enum.Enum):
@@ -138,7 +138,7 @@ def _round_weights(node: Recurse) -> Counter[Fraction]:
 
 Factor = Callable[["TypedScope", NodeRecord], Fraction]
 """A mechanism's one-sided factor: its cost when a record only enters or leaves its rows is at most this fraction
-of its full cost (``privacy.ratio.share_at_ratio`` of a unit share; 1 when charged in full)."""
+of its full cost (``privacy.ratio.share_at_ratio`` of a unit share; ``privacy.ratio.ONE`` when charged in full)."""
 
 
 def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
@@ -164,8 +164,8 @@ def _fold_frac(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRe
 
     def leaf2(sp: TypedScope, rec: NodeRecord) -> PerRecord[Fraction]:
         x = leaf(sp, rec)
-        f = _ONE if factor is None else factor(sp, rec)
-        return PerRecord(x, x) if f == 1 else PerRecord(x * f, x)
+        f = ONE if factor is None else factor(sp, rec)
+        return PerRecord(x, x) if f is ONE else PerRecord(x * f, x)
 
     return _fold_pairs(space, start, leaf2, rec_fn, _FRAC_OPS)
 

@@ -25,7 +25,7 @@ from dpflow.planner.ledger import (
     SourceTotal,
 )
 from dpflow.privacy import ApproxDP, ApproxZCDP, Cost
-from dpflow.privacy.ratio import RATIO_REFERENCE
+from dpflow.privacy.ratio import ONE, RATIO_REFERENCE
 from dpflow.privacy.rounding import up
 from dpflow.references import spec
 
@@ -117,7 +117,7 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
             alloc = allocations[key]
             sens = deriv
             ratio = one_sided_ratio(ctx, space, rec)
-            if ratio != 1:
+            if ratio is not ONE:
                 sens += f"; a record entering or leaving the piece: at most {float(ratio):.6g} x that (one-sided)"
             deriv = space.derivations[rec.inputs[0]]
             noise = node.noise_text(stat, alloc.share, alloc.mode)

@@ -36,7 +36,10 @@ import math
 from fractions import Fraction
 from typing import Literal
 
-__all__ = ["RATIO_BITS", "RATIO_REFERENCE", "sensitivity_ratio", "share_at_ratio"]
+__all__ = ["ONE", "RATIO_BITS", "RATIO_REFERENCE", "sensitivity_ratio", "share_at_ratio"]
+
+ONE = Fraction(1)
+"""The ratio of a change charged in full (one object, so the planner's folds can test it by identity)."""
 
 RATIO_BITS = 20
 """Ratios are rounded up to multiples of 2^-20 (small exact fractions; at most 1e-6 looser than exact)."""
@@ -58,10 +61,11 @@ def sensitivity_ratio(one: float, both: float) -> Fraction:
     True
     """
     if not (math.isfinite(one) and math.isfinite(both) and both > 0) or one >= both:
-        return Fraction(1)
+        return ONE
     grid = 1 << RATIO_BITS
     exact_ratio = Fraction(max(one, 0.0)) / Fraction(both)
-    return Fraction(max(math.ceil(exact_ratio * grid), 1), grid)
+    q = Fraction(max(math.ceil(exact_ratio * grid), 1), grid)
+    return ONE if q == 1 else q
 
 
 def share_at_ratio(share: Fraction, ratio: Fraction, mode: Literal["zcdp", "pure"]) -> Fraction:
