@@ -29,6 +29,7 @@ from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value
 from dpflow.nodes.types import Allocation, Inferred, Mode, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import Cost
+from dpflow.privacy.ratio import ONE, sensitivity_ratio
 from dpflow.references import Reference
 
 # --------------------------------------------------------------------------- contexts
@@ -326,6 +327,18 @@ class Mechanism(Node):
         """The certified cost of running with budget ``share`` (rho in zcdp mode, eps in pure mode)."""
         raise PlanTypeError(self.kind, "abstract mechanism has no cost", "report this as a dpflow bug")
 
+    def one_sided_ratio(self, stat: StatT) -> Fraction:
+        """An upper bound ``q`` on how much smaller a one-sided change of ``stat`` is (:attr:`StatT.one_sided`) than
+        the sensitivity the noise is calibrated to, for a mechanism whose cost scales with it
+        (:meth:`one_sided_cost`); 1 for every other mechanism (a one-sided change is charged in full)."""
+        return ONE
+
+    def one_sided_cost(self, share: Fraction, mode: Mode, ratio: Fraction) -> Cost:
+        """The certified cost at ``share`` of a change of at most ``ratio`` times the sensitivity, with the same
+        noise; at most ``privacy.ratio.share_at_ratio(share, ratio, mode)`` in the share's unit (the planner
+        allocates with that bound).  By default the full cost (valid: ``ratio <= 1``)."""
+        return self.cost(share, mode)
+
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         """The noise distribution and scale, as the ledger shows it."""
         return ""
@@ -424,6 +437,27 @@ def sym_max(a: Bound, b: Bound) -> Bound:
         f"cannot compare the bounds {a.text()} and {b.text()} statically",
         "declare constant bounds, or bounds with the same released factors",
     )
+
+
+_UNIT_INDEX = {"l1": 0, "l2": 1, "linf": 2}
+
+
+def unit_ratio(stat: StatT, unit: str) -> Fraction:
+    """The one-sided ratio of ``stat`` in the ``unit`` sensitivity (``"l1"``, ``"l2"``, ``"linf"``): an upper
+    bound on ``one_sided / sensitivity`` (:func:`~dpflow.privacy.ratio.sensitivity_ratio`) when both bounds have
+    the same run-time factors, so that their ratio is the ratio of their coefficients whatever the released
+    values; 1 otherwise.
+
+    >>> from dpflow.nodes.types import StatT
+    >>> unit_ratio(StatT((1,), "X", None, Sym.const(2.0), None, one_sided=(None, Sym.const(1.0), None)), "l2")
+    Fraction(1, 2)
+    """
+    if stat.one_sided is None:
+        return ONE
+    one, full = stat.one_sided[_UNIT_INDEX[unit]], getattr(stat, unit)
+    if one is None or full is None or (one.factors != full.factors and one.coef != 0.0):
+        return ONE
+    return sensitivity_ratio(one.coef, full.coef)
 
 
 def change_bound(rows: RowsT, diameter: Bound, norm: Bound) -> Bound:

@@ -19,7 +19,7 @@ import numpy as np
 
 from dpflow.domains import SymRef
 from dpflow.errors import DomainError, UnboundedSensitivityError
-from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of
+from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of, unit_ratio
 from dpflow.nodes.fixedpoint import lattice_units, to_float
 from dpflow.nodes.params import positive
 from dpflow.nodes.types import Allocation, Inferred, Mode, StatT, VType
@@ -34,6 +34,7 @@ from dpflow.privacy import (
     pure_to_zcdp,
 )
 from dpflow.privacy.pld import LATTICE_MIN_SIGMA
+from dpflow.privacy.ratio import share_at_ratio
 from dpflow.privacy.rounding import up
 
 
@@ -95,12 +96,15 @@ class LatticeCalibration:
 
 
 def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
-                        scale_of: Callable[[float], float]) -> LatticeCalibration | None:
+                        scale_of: Callable[[float], float], ratio: Fraction = Fraction(1)) -> LatticeCalibration | None:
     """The lattice release of a statistic of sensitivity ``delta`` with float slack ``slack`` and
     ``entries`` noised entries: step from the unwidened scale, sensitivity widened by the slack and the
     lattice rounding (step * sqrt(m) in l2, step * m in l1), scale at the widened sensitivity.  ``None``
     when no lattice release is made (the unwidened scale is 0 or not finite).  The one statement of the
-    widening: the release and the ledger's accuracy rows both use it.
+    widening: the release and the ledger's accuracy rows both use it.  With a one-sided ``ratio`` q < 1 (the
+    statistic's :meth:`~dpflow.nodes.base.Mechanism.one_sided_ratio`) the slack and the rounding are divided by q:
+    a one-sided change then moves the rounded statistic by at most ``q delta + slack + rounding``, which is q times
+    the widened sensitivity, as the one-sided cost assumes (:mod:`dpflow.privacy.ratio`).
 
     >>> c = lattice_calibration(1.0, 0.0, 1, True, lambda d: 2 * d)
     >>> c.step == 2.0 ** -39 and 1.0 + c.step <= c.sensitivity < 1.0 + 2 * c.step and c.scale == 2 * c.sensitivity
@@ -110,14 +114,18 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
     if scale0 == 0.0 or not math.isfinite(scale0):
         return None
     step = _lattice_step(scale0)
-    widened = up(delta + slack + step * (entries if l1 else math.sqrt(entries)))
+    rounding = step * (entries if l1 else math.sqrt(entries))
+    if ratio == 1:
+        widened = up(delta + slack + rounding)
+    else:  # float(ratio) is exact (a multiple of 2^-20)
+        widened = up(delta + up(slack + rounding) / float(ratio))
     # scale / step >= 2^40 = LATTICE_MIN_SIGMA (what the lattice Gaussian PLD assumes): scale0 / step >= 2^40
     # unless the step is clamped at MIN_LATTICE_STEP; then the scale is raised (more noise is never less private)
     return LatticeCalibration(step, widened, max(scale_of(widened), step * LATTICE_MIN_SIGMA))
 
 
 def unit_lattice(unit: str | None, delta: float, slacks: tuple[float, float], entries: int,
-                 scale_of: Callable[[float], float]) -> LatticeCalibration | None:
+                 scale_of: Callable[[float], float], ratio: Fraction = Fraction(1)) -> LatticeCalibration | None:
     """The lattice release of a mechanism whose noise is calibrated to its ``unit`` sensitivity (``"l2"``,
     ``"l1"``, ``"linf"``), given the (l2, l1) float slack of its ``entries`` noised entries: the one statement
     the releases and the ledger's accuracy rows share.  An l-infinity mechanism (Peel) releases one coordinate
@@ -129,9 +137,9 @@ def unit_lattice(unit: str | None, delta: float, slacks: tuple[float, float], en
     """
     s2, s1 = slacks
     if unit == "linf":
-        return lattice_calibration(delta, s2, 1, False, scale_of)
+        return lattice_calibration(delta, s2, 1, False, scale_of, ratio)
     l1 = unit == "l1"
-    return lattice_calibration(delta, s1 if l1 else s2, entries, l1, scale_of)
+    return lattice_calibration(delta, s1 if l1 else s2, entries, l1, scale_of, ratio)
 
 
 def _exact_path_text(stat: StatT, sampler: str) -> str:
@@ -175,6 +183,7 @@ def _lattice_noised(
     scale_of: Callable[[float], float],
     key: str,
     draw: Callable[[Fraction, int], np.ndarray],
+    ratio: Fraction = Fraction(1),
 ) -> np.ndarray:
     """Release ``value`` (a float array or an exact :class:`~dpflow.nodes.fixedpoint.FixedPoint`) on a 2^-k
     lattice with exact integer noise.
@@ -191,7 +200,7 @@ def _lattice_noised(
     slack = slacks[1] if l1 else slacks[0]
     if not math.isfinite(delta + slack):
         return _infinite_noise(value, ctx, key)
-    cal = unit_lattice("l1" if l1 else "l2", delta, slacks, m, scale_of)
+    cal = unit_lattice("l1" if l1 else "l2", delta, slacks, m, scale_of, ratio)
     if cal is None:
         if scale_of(delta + slack) == 0.0:
             ctx.record(key, 0.0)
@@ -302,6 +311,19 @@ class GaussianMech(Mechanism):
             raise self.pure_refusal(self.kind)
         return Cost.gaussian_zcdp(share)
 
+    def one_sided_ratio(self, stat: StatT) -> Fraction:
+        """The ratio of the one-sided l2 sensitivity to the l2 sensitivity (:func:`~dpflow.nodes.base.unit_ratio`)."""
+        return unit_ratio(stat, "l2")
+
+    def one_sided_cost(self, share: Fraction, mode: Mode, ratio: Fraction) -> Cost:
+        """The same noise at l2 shift ``ratio * Delta_2``: ``ratio^2 rho``-zCDP, its Gaussian-DP profile and PLD at
+        ``ratio^2 mu^2`` (:mod:`dpflow.privacy.ratio`).
+
+        >>> GaussianMech().one_sided_cost(Fraction(1, 2), "zcdp", Fraction(1, 2)).rho
+        Fraction(1, 8)
+        """
+        return self.cost(share_at_ratio(share, ratio, "zcdp"), mode)
+
     def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
         """sigma = Delta_2 / sqrt(2 rho), rounded up (rho = ``share``; no pure mode).
 
@@ -330,7 +352,7 @@ class GaussianMech(Mechanism):
         if _exact(ctx) and self.takes_lattice(stat, alloc):
             return _lattice_noised(
                 ins[0], delta, stat, ctx, False, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "sigma",
-                lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)))
+                lambda ratio, m: ctx.noise.discrete_gaussian(ratio * ratio, (m,)), self.one_sided_ratio(stat))
         sigma = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("sigma", sigma)
         noise = ctx.noise.normal(sigma, value.shape)
@@ -378,6 +400,18 @@ class LaplaceMech(EpsilonMechanism):
             raise _unbounded(ctx, "l1")
         return f"l1 = {stat.l1.text()}" + (" (upper triangle)" if stat.symmetric else "")
 
+    def one_sided_ratio(self, stat: StatT) -> Fraction:
+        """The ratio of the one-sided l1 sensitivity to the l1 sensitivity (:func:`~dpflow.nodes.base.unit_ratio`)."""
+        return unit_ratio(stat, "l1")
+
+    def one_sided_cost(self, share: Fraction, mode: Mode, ratio: Fraction) -> Cost:
+        """The same noise at l1 shift ``ratio * Delta_1``: ``ratio * epsilon``-DP (:mod:`dpflow.privacy.ratio`).
+
+        >>> LaplaceMech().one_sided_cost(Fraction(1), "pure", Fraction(1, 2)).pure_eps
+        Fraction(1, 2)
+        """
+        return Cost.pure(share_at_ratio(self.eps(share, mode), ratio, "pure"))
+
     def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
         """b = Delta_1 / epsilon, rounded up (epsilon = :meth:`eps` of the share).
 
@@ -405,7 +439,7 @@ class LaplaceMech(EpsilonMechanism):
         if _exact(ctx) and self.takes_lattice(stat, alloc):
             return _lattice_noised(
                 ins[0], delta, stat, ctx, True, lambda d: self.noise_scale(d, alloc.share, alloc.mode), "scale",
-                lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)))
+                lambda ratio, m: ctx.noise.discrete_laplace(ratio, (m,)), self.one_sided_ratio(stat))
         b = self.noise_scale(delta, alloc.share, alloc.mode)
         ctx.record("scale", b)
         noise = ctx.noise.laplace(b, value.shape)

@@ -118,6 +118,13 @@ class StatT:
     rank: Bound = None
     """Order statistics only: how far one record's change can move the count of values below any
     threshold (the utility sensitivity of a private quantile); ``None`` for every other statistic."""
+    one_sided: tuple[Bound, Bound, Bound] | None = None
+    """The (l1, l2, linf) sensitivities when one record only enters or leaves the rows (an add/remove change),
+    where the rows also allow replacements and that is less: a value piece under replace-one, whose rows lose
+    or gain the record that moves to or from another piece.  Derived by the planner, which infers the query
+    again on the same rows with add/remove changes only (``planner.infer``); ``None`` when not less.  A
+    mechanism whose cost scales with its sensitivity charges a piece ``one`` at it with the same noise
+    (:mod:`dpflow.privacy.ratio`)."""
 
 
 @attrs.frozen

@@ -299,7 +299,8 @@ def calibrator(node: Mechanism, stat: StatT,
             else:
                 if not slack:
                     slack.append(float_slack(stat, {}, entries))
-                cal = unit_lattice(unit, delta, slack[0], entries, lambda d: node.noise_scale(d, share, mode))
+                cal = unit_lattice(unit, delta, slack[0], entries, lambda d: node.noise_scale(d, share, mode),
+                                   node.one_sided_ratio(stat))
                 if cal is not None:
                     step, lat_scale = cal.step, cal.scale
         return NoiseCalibration(path, node.kind, family, rounds, text, False, scale, entries, lattice,

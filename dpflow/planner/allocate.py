@@ -14,9 +14,10 @@ import attrs
 from dpflow.errors import BudgetError, PlanError, PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
 from dpflow.nodes.types import Allocation, Mode
-from dpflow.planner.context import PlanContext
-from dpflow.planner.fold import _round_weights, fold_cost, fold_frac
+from dpflow.planner.context import PlanContext, one_sided_factor, one_sided_ratio
+from dpflow.planner.fold import CostLeaf, _round_weights, fold_cost, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
+from dpflow.planner.ledger import PerRecord
 from dpflow.planner.modes import Accounting, ModeChoice, PldSearch
 from dpflow.privacy import (
     PLD_RULE,
@@ -31,6 +32,7 @@ from dpflow.privacy import (
 )
 from dpflow.privacy.calibration import _grid_floor, _grid_value, largest_on_grid
 from dpflow.privacy.pld import pld_epsilon_lower
+from dpflow.privacy.ratio import ONE
 
 
 @attrs.frozen
@@ -70,7 +72,8 @@ SourceFolds = dict[str, tuple[Fraction, Fraction]]
 
 
 def source_folds(ctx: PlanContext, mode: Mode) -> SourceFolds:
-    """The fixed shares and the weights of every source in ``mode`` units, folded as the costs are."""
+    """The fixed shares and the weights of every source in ``mode`` units, folded as the costs are (a mechanism's
+    one-sided value at its :func:`~dpflow.planner.context.one_sided_factor`)."""
     def fixed_leaf(sp: TypedScope, rec: NodeRecord) -> Fraction:
         f = _mech(rec).fixed_share(mode)
         return f if f is not None else Fraction(0)
@@ -80,9 +83,10 @@ def source_folds(ctx: PlanContext, mode: Mode) -> SourceFolds:
         return Fraction(0) if m.fixed_share(mode) is not None else Fraction(m.weight)
 
     if mode not in ctx.folds:  # the mode choice, the PLD search and the allocation all ask: fold once
+        factor = one_sided_factor(ctx, mode)
         ctx.folds[mode] = {
-            _source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, per_round=False),
-                                fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, per_round=True))
+            _source_name(src): (fold_frac(ctx.space, ctx.relation, src.id, fixed_leaf, False, factor),
+                                fold_frac(ctx.space, ctx.relation, src.id, weight_leaf, True, factor))
             for src in ctx.sources}
     return ctx.folds[mode]
 
@@ -202,18 +206,31 @@ def _invocations(ctx: PlanContext, space: TypedScope, allocations: dict[str, All
                 _invocations(ctx, space.bodies[rec.id], allocations, (*classes, i), mult * w, rounds, table)
 
 
-_Leaf = Callable[[TypedScope, NodeRecord, Fraction], Cost]
+def cost_leaf(ctx: PlanContext, allocations: dict[str, Allocation]) -> CostLeaf:
+    """The leaf of the per-source cost folds: a mechanism's certified costs at round weight ``mult``, one-sided (at
+    its :func:`~dpflow.planner.context.one_sided_ratio`, the same noise:
+    :meth:`~dpflow.nodes.base.Mechanism.one_sided_cost`) and in full."""
+    full: dict[int, tuple[Allocation, PerRecord[Cost]]] = {}  # charged in full, by the invocation's identity
+    pairs: dict[tuple[int, Fraction], tuple[Allocation, PerRecord[Cost]]] = {}
 
-
-def cost_leaf(ctx: PlanContext, allocations: dict[str, Allocation]) -> _Leaf:
-    """The leaf of the per-source cost folds: a mechanism's certified cost at round weight ``mult``."""
-    def leaf(sp: TypedScope, rec: NodeRecord, mult: Fraction) -> Cost:
-        return _invocation(ctx, allocations[_key(sp, rec.id)], _mech(rec), mult).cost
+    def leaf(sp: TypedScope, rec: NodeRecord, mult: Fraction) -> PerRecord[Cost]:
+        node = _mech(rec)
+        inv = _invocation(ctx, allocations[_key(sp, rec.id)], node, mult)
+        ratio = one_sided_ratio(ctx, sp, rec)
+        if ratio is ONE:
+            hit = full.get(id(inv))
+            if hit is None or hit[0] is not inv:  # the entry holds ``inv``: its id is not reused while it lives
+                hit = full[id(inv)] = (inv, PerRecord(inv.cost, inv.cost))
+            return hit[1]
+        hit = pairs.get((id(inv), ratio))
+        if hit is None or hit[0] is not inv:
+            hit = pairs[id(inv), ratio] = (inv, PerRecord(node.one_sided_cost(inv.share, inv.mode, ratio), inv.cost))
+        return hit[1]
 
     return leaf
 
 
-def source_cost(ctx: PlanContext, src: NodeRecord, leaf: _Leaf) -> Cost:
+def source_cost(ctx: PlanContext, src: NodeRecord, leaf: CostLeaf) -> Cost:
     """The composed per-record cost on source ``src``: the fold of the ledger's totals (and of the PLD search)."""
     return fold_cost(ctx.space, ctx.relation, src.id, leaf)
 

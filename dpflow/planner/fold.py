@@ -18,6 +18,7 @@ from dpflow.nodes.types import PiecesT, Relation, RowsT, SplitRule, StatT
 from dpflow.planner.ledger import COST_OPS, Ops, PerRecord, of_relation, seq_pairs, split_rule
 from dpflow.privacy import Cost
 from dpflow.privacy.composition import _fsum as exact_sum
+from dpflow.privacy.ratio import ONE
 
 if TYPE_CHECKING:
     from dpflow.planner.infer import TypedScope
@@ -42,7 +43,10 @@ are not tracked by the garbage collector (every full collection would walk a lis
 
 
 def _fold_steps(space: TypedScope) -> list[_Step]:
-    """The sensitive nodes of a space, children before parents, tagged with how they fold."""
+    """The sensitive nodes of a space, children before parents, tagged with how they fold.  A split of rows of
+    stability s > 1 folds its pieces sequentially: the s rows of one record are split row by row, so they may lie in
+    s pieces (and a replaced record's in 2s), each of which then sees up to s rows change, which its own sensitivity
+    covers; the parallel rules (one record in one piece, or one piece within, or two pieces one-sided) would not."""
     steps: list[_Step] = []
     for rec in reversed(space.order):
         kids = tuple(k.id for k in space.children.get(rec.id, ()))
@@ -51,6 +55,8 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
             steps.append((StepKind.MECH, rec, kids, (), None))
         elif isinstance(rec.node, Recurse):
             steps.append((StepKind.RECURSE, rec, kids, (), None))
+        elif isinstance(t, PiecesT) and t.rows.stability > 1:  # a record's rows may lie in several pieces
+            steps.append((StepKind.SEQ, rec, kids, (), None))
         elif isinstance(t, PiecesT):
             groups: dict[int, list[str]] = defaultdict(list)
             for k in space.children.get(rec.id, ()):
@@ -101,21 +107,12 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
     return acc[alias.get(start, start)]
 
 
-def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], T],
+def _fold_pairs(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], PerRecord[T]],
                 rec_fn: Callable[[TypedScope, NodeRecord], PerRecord[T]], ops: Ops[T]) -> PerRecord[T]:
-    """The per-record costs below ``start``: a mechanism costs the same for either kind of change (its
-    sensitivity covers the changes its rows can see), uses of the same rows add, splits follow
+    """The per-record costs below ``start``: a mechanism's pair is ``leaf``'s (its cost when a record only enters
+    or leaves its rows, and its full cost), uses of the same rows add, splits follow
     :func:`~dpflow.planner.ledger.split_rule`."""
-    pairs: dict[int, PerRecord[T]] = {}  # by the leaf value's identity: mechanisms share their cost objects
-
-    def leaf2(sp: TypedScope, rec: NodeRecord) -> PerRecord[T]:
-        c = leaf(sp, rec)
-        p = pairs.get(id(c))
-        if p is None or p.one is not c:  # the pair holds ``c``, so its id is not reused while the pair lives
-            p = pairs[id(c)] = PerRecord(c, c)
-        return p
-
-    return _fold(space, start, leaf2, rec_fn, lambda ps: seq_pairs(ps, ops),
+    return _fold(space, start, leaf, rec_fn, lambda ps: seq_pairs(ps, ops),
                  lambda ps, rule: split_rule(ps, rule, ops))
 
 
@@ -139,37 +136,50 @@ def _round_weights(node: Recurse) -> Counter[Fraction]:
     return Counter(Fraction(node.weight_of_round(k)) for k in range(node.times))
 
 
+Factor = Callable[["TypedScope", NodeRecord], Fraction]
+"""A mechanism's one-sided factor: its cost when a record only enters or leaves its rows is at most this fraction
+of its full cost (``privacy.ratio.share_at_ratio`` of a unit share; ``privacy.ratio.ONE`` when charged in full)."""
+
+
 def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
-              per_round: bool) -> Fraction:
+              per_round: bool, factor: Factor | None = None) -> Fraction:
     """Fold fractions (shares, weights) below ``start``; a loop multiplies by the sum of its round
-    weights (``per_round``) or by its number of rounds."""
-    return of_relation(relation, _fold_frac(space, start, leaf, per_round))
+    weights (``per_round``) or by its number of rounds.  With ``factor``, a mechanism's one-sided value is its
+    value times its factor (the folds that allocate the budget: they bound the one-sided costs)."""
+    return of_relation(relation, _fold_frac(space, start, leaf, per_round, factor))
 
 
 _FRAC_OPS: Ops[Fraction] = Ops(_sum_frac, _max_frac, _top_two_frac)
 
 
 def _fold_frac(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
-               per_round: bool) -> PerRecord[Fraction]:
+               per_round: bool, factor: Factor | None) -> PerRecord[Fraction]:
     def rec_fn(sp: TypedScope, rec: NodeRecord) -> PerRecord[Fraction]:
         node = rec.node
         assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
-        inner = _fold_frac(body, _body_start(body), leaf, per_round)
+        inner = _fold_frac(body, _body_start(body), leaf, per_round, factor)
         mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
         return PerRecord(inner.one * mult, inner.both * mult)
 
-    return _fold_pairs(space, start, leaf, rec_fn, _FRAC_OPS)
+    def leaf2(sp: TypedScope, rec: NodeRecord) -> PerRecord[Fraction]:
+        x = leaf(sp, rec)
+        f = ONE if factor is None else factor(sp, rec)
+        return PerRecord(x, x) if f is ONE else PerRecord(x * f, x)
+
+    return _fold_pairs(space, start, leaf2, rec_fn, _FRAC_OPS)
 
 
-def fold_cost(space: TypedScope, relation: Relation, start: str,
-              leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost], mult: Fraction = Fraction(1)) -> Cost:
-    """Fold the certified costs below ``start``, each mechanism charged ``leaf``'s cost at round weight ``mult``."""
+CostLeaf = Callable[["TypedScope", NodeRecord, Fraction], PerRecord[Cost]]
+"""A mechanism's certified costs at a round weight: when a record only enters or leaves its rows, and in full."""
+
+
+def fold_cost(space: TypedScope, relation: Relation, start: str, leaf: CostLeaf, mult: Fraction = Fraction(1)) -> Cost:
+    """Fold the certified costs below ``start``, each mechanism charged ``leaf``'s costs at round weight ``mult``."""
     return of_relation(relation, _fold_cost(space, start, leaf, mult))
 
 
-def _fold_cost(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost],
-               mult: Fraction) -> PerRecord[Cost]:
+def _fold_cost(space: TypedScope, start: str, leaf: CostLeaf, mult: Fraction) -> PerRecord[Cost]:
     def rec_fn(sp: TypedScope, rec: NodeRecord) -> PerRecord[Cost]:
         node = rec.node
         assert isinstance(node, Recurse)

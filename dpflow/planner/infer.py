@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import attrs
 
 from dpflow.domains import RowCount
-from dpflow.errors import PlanTypeError
+from dpflow.errors import PlanError, PlanTypeError
 from dpflow.handles import Ref
-from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
+from dpflow.nodes import Mechanism, Node, NodeRecord, Recurse, Source
 from dpflow.nodes.control import Input, Round, State
 from dpflow.nodes.types import Inferred, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import topological
@@ -93,6 +93,8 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
             res = _infer_recurse(rec, ins, relation, path, bodies)
         else:
             res = node.infer(ins, ctx)
+            if isinstance(res.out, StatT) and ins and isinstance(ins[0], RowsT) and ins[0].changes == _BOTH:
+                res = attrs.evolve(res, out=_with_one_sided(node, ins, ctx, res.out))
         if isinstance(node, Mechanism):
             stat = ins[0]
             assert isinstance(stat, StatT)
@@ -103,6 +105,27 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
         if rec.inputs and not isinstance(types[rec.inputs[0]], ReleasedT):
             children[rec.inputs[0]].append(rec)
     return TypedScope(path, order, types, derivations, children, bodies)
+
+
+_BOTH = frozenset({"replace", "add_remove"})
+_ADD_REMOVE = frozenset({"add_remove"})
+
+
+def _with_one_sided(node: Node, ins: list[VType], ctx: _Ctx, stat: StatT) -> StatT:
+    """``stat`` with its one-sided sensitivities (:attr:`StatT.one_sided`) when they are less: the same query
+    inferred again on the same rows with add/remove changes only.  That is the definition: the rows of a value
+    piece under replace-one change either by a replacement within them or by one record entering or leaving (the
+    record moved to or from another piece), and the query's own rule for add/remove rows bounds the latter.  A
+    query that refuses add/remove rows keeps the relation's sensitivity (charged in full)."""
+    rows = ins[0]
+    assert isinstance(rows, RowsT)
+    try:
+        alt = node.infer([attrs.evolve(rows, changes=_ADD_REMOVE), *ins[1:]], ctx).out
+    except PlanError:
+        return stat
+    if not isinstance(alt, StatT) or (alt.l1, alt.l2, alt.linf) == (stat.l1, stat.l2, stat.linf):
+        return stat
+    return attrs.evolve(stat, one_sided=(alt.l1, alt.l2, alt.linf))
 
 
 def _bound_here(t: VType, ctx: _Ctx) -> VType:

@@ -28,10 +28,11 @@ from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, 
 from dpflow.privacy import Conversion, Cost
 
 LEDGER_SCHEMA = "dpflow.ledger"
-LEDGER_SCHEMA_VERSION = 3
-"""Version 3: the noise calibration of every mechanism invocation (``noise_calibrations``, for
-:meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and exact composed costs per
-source (version 1, ``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
+LEDGER_SCHEMA_VERSION = 4
+"""Version 4: a composition tree's charge may carry its one-sided cost (``Charge.one``: a value piece under
+replace-one, :mod:`dpflow.privacy.ratio`).  Version 3: the noise calibration of every mechanism invocation
+(``noise_calibrations``, for :meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and
+exact composed costs per source (version 1, ``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
 
 Accounting = Literal["auto", "basic"]
 
@@ -136,6 +137,9 @@ def split_rule(pieces: Sequence[PerRecord[T]], rule: SplitRule, ops: Ops[T]) -> 
     the record's own value and released parameters: if i = j that piece sees a replacement (``both_i``),
     otherwise piece i loses x and piece j gains x' (``one_i + one_j``), and no other piece changes.  So
     ``both = max(max_i both_i, max_{i != j} (one_i + one_j))``, bounded by ``max(max_i both_i, top_two(one))``.
+    A mechanism's ``one`` is its cost at the add/remove sensitivity of its statistic with the same noise, which
+    can be less than its full cost (:mod:`dpflow.privacy.ratio`: a Gaussian sum of rows in a ball costs a
+    quarter of its rho when one row leaves or enters), so one split of such leaves costs one leaf, not two.
 
     Proof that nesting is then charged for two leaves, not 2^L: by induction on the depth, ``one`` of a
     subtree is the largest cost along one root-to-leaf path (each partition keeps the record on one path)
@@ -179,10 +183,13 @@ composition under add/remove and replace-one."""
 
 @attrs.frozen
 class Charge:
-    """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight)."""
+    """A leaf of a composition tree: mechanism ``node`` charged ``cost`` (at its round weight).  ``one``, when
+    given, is its cost when a record only enters or leaves its rows (the value piece it reads gains or loses the
+    record of a replace-one change: :func:`split_rule`'s ``one``), with the same noise; else ``cost``."""
 
     node: str
     cost: Cost
+    one: Cost | None = None
 
 
 @attrs.frozen
@@ -231,7 +238,8 @@ def composition_to_data(c: Composition) -> dict[str, Any]:
     'm'
     """
     if isinstance(c, Charge):
-        return {"charge": c.node, "cost": cost_to_data(c.cost)}
+        one = {} if c.one is None else {"one": cost_to_data(c.one)}
+        return {"charge": c.node, "cost": cost_to_data(c.cost)} | one
     if isinstance(c, Sequential):
         return {"sequential": [composition_to_data(p) for p in c.parts]}
     if isinstance(c, Parallel):
@@ -242,7 +250,7 @@ def composition_to_data(c: Composition) -> dict[str, Any]:
 def composition_from_data(d: dict[str, Any]) -> Composition:
     """The inverse of :func:`composition_to_data`."""
     if "charge" in d:
-        return Charge(d["charge"], cost_from_data(d["cost"]))
+        return Charge(d["charge"], cost_from_data(d["cost"]), None if "one" not in d else cost_from_data(d["one"]))
     if "sequential" in d:
         return Sequential(tuple(composition_from_data(p) for p in d["sequential"]))
     if "parallel" in d:
@@ -268,7 +276,7 @@ def _recompose(c: Composition) -> PerRecord[Cost]:
     """The per-record costs of a tree (one record added or removed, one replaced): splits by
     :func:`split_rule`, the one statement of the parallel rule."""
     if isinstance(c, Charge):
-        return PerRecord(c.cost, c.cost)
+        return PerRecord(c.cost if c.one is None else c.one, c.cost)
     if isinstance(c, Sequential):
         return seq_pairs([_recompose(p) for p in c.parts], COST_OPS)
     if isinstance(c, Parallel):
@@ -434,8 +442,9 @@ class Ledger:
         if schema != LEDGER_SCHEMA or version != LEDGER_SCHEMA_VERSION:
             found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
             raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
-                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text and a version 2 "
-                             "ledger has no noise calibrations, so neither can be read: certify the plan again "
+                             "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text, a version 2 "
+                             "ledger has no noise calibrations and a version 3 ledger no one-sided charges, so none "
+                             "can be read: certify the plan again "
                              "(Plan.from_json(...).check()) to get a current ledger")
         ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
                            "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),

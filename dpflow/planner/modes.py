@@ -14,7 +14,7 @@ import attrs
 from dpflow.errors import PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
 from dpflow.nodes.types import Mode
-from dpflow.planner.context import PlanContext
+from dpflow.planner.context import PlanContext, one_sided_factor
 from dpflow.planner.fold import fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _spaces
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho, zcdp_rho_for_approx_dp
@@ -162,7 +162,8 @@ def _noise_variance(ctx: PlanContext, mode: Mode, total: Fraction) -> Fraction:
     var = Fraction(0)
     inverse: dict[tuple[Mechanism, Fraction], Fraction] = {}  # equal mechanisms at equal shares: cost each once
     for src in ctx.sources:
-        weights = fold_frac(ctx.space, ctx.relation, src.id, lambda sp, r: Fraction(_mech(r).weight), per_round=True)
+        weights = fold_frac(ctx.space, ctx.relation, src.id, lambda sp, r: Fraction(_mech(r).weight), True,
+                            one_sided_factor(ctx, mode))
         if weights > 0:
             unit = total / weights
 

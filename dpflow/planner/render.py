@@ -3,7 +3,7 @@ composition trees, from the typed scopes and the allocations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 import attrs
@@ -11,8 +11,8 @@ import attrs
 from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
 from dpflow.nodes.base import text_of
 from dpflow.nodes.types import Allocation, Mode, PiecesT, RowsT, SplitRule, StatT, VType
-from dpflow.planner.context import PlanContext
-from dpflow.planner.fold import _body_start, _fold, _round_weights
+from dpflow.planner.context import PlanContext, one_sided_ratio
+from dpflow.planner.fold import CostLeaf, _body_start, _fold, _round_weights
 from dpflow.planner.infer import TypedScope, _key, _spaces
 from dpflow.planner.ledger import (
     Charge,
@@ -25,11 +25,13 @@ from dpflow.planner.ledger import (
     SourceTotal,
 )
 from dpflow.privacy import ApproxDP, ApproxZCDP, Cost
+from dpflow.privacy.ratio import ONE, RATIO_REFERENCE
 from dpflow.privacy.rounding import up
 from dpflow.references import spec
 
 REF_SEQ = "sequential composition (Bun-Steinke 2016 Lemma 1.7; Dwork-Roth 2014 Thm 3.16)"
 REF_PAR = "parallel composition over disjoint pieces (McSherry 2009, PINQ)"
+_VALUE_REPLACE = "worst of one piece in full and two pieces one-sided (replace-one)"
 
 
 def _conversion_delta(ctx: PlanContext, cost: Cost, delta: float) -> float:
@@ -75,9 +77,13 @@ def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
             split_id = parents[cur]
             pt = space.types[split_id]
             assert isinstance(pt, PiecesT)
-            how = ("max over index blocks" if pt.rule is SplitRule.INDEX
-                   else ("two largest pieces add (replace-one)" if ctx.relation == "replace" else "max"))
-            parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
+            if pt.rows.stability > 1:
+                parts.append(f"piece {node.index} of {space.path}{split_id}: sequential (a record has "
+                             f"{pt.rows.stability} rows, which may lie in different pieces)")
+            else:
+                how = ("max over index blocks" if pt.rule is SplitRule.INDEX
+                       else (_VALUE_REPLACE if ctx.relation == "replace" else "max"))
+                parts.append(f"piece {node.index} of {space.path}{split_id}: parallel, {how}")
         cur = parents[cur]
     src_t = space.types[rec.inputs[0]]
     source = src_t.source if isinstance(src_t, (StatT, RowsT)) else "?"
@@ -110,6 +116,9 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
             assert isinstance(stat, StatT)
             alloc = allocations[key]
             sens = deriv
+            ratio = one_sided_ratio(ctx, space, rec)
+            if ratio is not ONE:
+                sens += f"; a record entering or leaving the piece: at most {float(ratio):.6g} x that (one-sided)"
             deriv = space.derivations[rec.inputs[0]]
             noise = node.noise_text(stat, alloc.share, alloc.mode)
             if alloc.continuous_gaussian:  # never in a certificate for exact sources
@@ -140,7 +149,8 @@ def _composition_notes(ctx: PlanContext) -> list[str]:
     if has_index:
         notes.append(f"index splits: a record stays in its block, so pieces take the max ({REF_PAR})")
     if has_value:
-        how = ("a replaced record can leave one piece and enter another: the two largest pieces add"
+        how = ("a replaced record changes one piece within, or leaves one piece and enters another: the worst of "
+               f"one piece's full cost and two pieces' one-sided costs ({RATIO_REFERENCE})"
                if ctx.relation == "replace" else "one record is in one piece: max")
         notes.append(f"value partitions: {how} ({REF_PAR}; {spec('accounting.md', '1.5')})")
     if has_rec:
@@ -162,10 +172,9 @@ _NO_PLD_TEXT = ("no privacy-loss-distribution (PLD) figure for a source with: a 
 _NOTHING = Sequential(())
 
 
-def _composition_tree(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord, Fraction], Cost],
-                      mult: Fraction = Fraction(1)) -> Composition:
+def _composition_tree(space: TypedScope, start: str, leaf: CostLeaf, mult: Fraction = Fraction(1)) -> Composition:
     """The composition tree below ``start``: the structure :func:`~dpflow.planner.fold.fold_cost` composes, with each
-    mechanism charged ``leaf``'s cost at its round weight (parts that charge nothing are left out, a
+    mechanism charged ``leaf``'s costs at its round weight (parts that charge nothing are left out, a
     one-part sequence is its part: neither changes the composed cost)."""
     def seq(parts: Sequence[Composition]) -> Composition:
         kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
@@ -182,7 +191,11 @@ def _composition_tree(space: TypedScope, start: str, leaf: Callable[[TypedScope,
         kept = tuple(p for p in parts if not (isinstance(p, Sequential) and not p.parts))
         return Parallel(rule, kept) if kept else _NOTHING
 
-    return _fold(space, start, lambda sp, r: Charge(_key(sp, r.id), leaf(sp, r, mult)), rec_fn, seq, par)
+    def charge(sp: TypedScope, r: NodeRecord) -> Composition:
+        pair = leaf(sp, r, mult)
+        return Charge(_key(sp, r.id), pair.both, None if pair.one is pair.both else pair.one)
+
+    return _fold(space, start, charge, rec_fn, seq, par)
 
 
 def _describe(t: VType) -> str:

@@ -7,6 +7,7 @@ marks the tightest.  Floating point enters only in those final conversions, roun
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
@@ -28,6 +29,8 @@ from .pld import (
     VALUE_DISCRETIZATION_INTERVAL,
     ApproxPLD,
     GaussianPLD,
+    LatticeGaussianPLD,
+    PldEvent,
     PldEvents,
     PurePLD,
     pld_epsilon,
@@ -128,29 +131,132 @@ def _parallel_pld(plds: Sequence[PldEvents | None], relation: Literal["replace",
     Under add/remove neighbours one record changes one piece; under replace-one it can change two
     pieces, whose outputs are independent, so their losses add (a sequential composition; the
     dominating pairs of every event here are symmetric, so leaving one piece and entering another
-    compose like two add/remove steps).  Exact when the charged pieces form a chain of sub-multisets
-    (identical pieces in particular): a composition dominates each of its parts (post-processing), so
-    the largest piece dominates every piece, and the largest two every pair.  Otherwise every change is
+    compose like two add/remove steps).  Exact when the charged pieces form a chain under
+    :func:`_dominated` (identical pieces, sub-multisets, or the same events at smaller parameters, such as a
+    piece's one-sided cost next to its two-sided one): the largest piece dominates every piece, and the largest
+    two every pair (dominating pairs compose: Zhu, Dong & Wang 2022, Thm. 10).  Otherwise every change is
     dominated by the sequential composition of all charged pieces, which is used (valid, looser).
     ``None`` if a piece has no PLD.
     """
     if any(p is None for p in plds):
         return None
-    charged = sorted((p for p in plds if p is not None and p.counts), key=lambda p: sum(k for _, k in p.counts))
+    charged = sorted((p for p in plds if p is not None and p.counts), key=_dominance_key)
     if not charged:
         return _NO_PLD
-    chain = all(_within(a, b) for a, b in zip(charged, charged[1:], strict=False))
+    chain = all(_dominated(a, b) for a, b in zip(charged, charged[1:], strict=False))
     if not chain:
-        return _capped(PldEvents.sequential(charged))
+        return _capped(_join(charged) if relation == "add_remove" else PldEvents.sequential(charged))
     if relation == "replace" and len(charged) >= 2:
         return _capped(PldEvents.sequential(charged[-2:]))
     return charged[-1]
 
 
-def _within(a: PldEvents, b: PldEvents) -> bool:
-    """Whether the multiset ``a`` is contained in ``b`` (``b`` is ``a`` composed with more events)."""
-    have = dict(b.counts)
-    return all(have.get(e, 0) >= k for e, k in a.counts)
+def _join(plds: Sequence[PldEvents]) -> PldEvents:
+    """A composition that dominates each of ``plds`` (:func:`_dominated`), so bounds the one that a change of one
+    piece charges: family by family, the continuous Gaussian events of the piece with the largest mu^2 sum; the
+    lattice Gaussian events of the piece with the largest mu^2 sum if it also has the most of them, else all
+    pieces' lattice events together; the k-th largest pure epsilon of the join is the largest k-th largest
+    epsilon of the pieces; every other event as often as the piece that has it most.  Never more than the
+    sequential composition of all of them.
+
+    >>> from .pld import PurePLD as P, GaussianPLD as G
+    >>> str(_join([PldEvents.of([G(Fraction(1)), P(Fraction(1))]), PldEvents.of([G(Fraction(1, 2)), P(Fraction(1, 2)),
+    ...                                                                   P(Fraction(1, 2))])]))
+    'gaussian(1)x1; pure(1/2)x1; pure(1)x1'
+    """
+    fams = [(_families(p), p) for p in plds]
+    gauss = max(fams, key=lambda f: f[0][0])[1]
+    out: list[tuple[PldEvent, int]] = [(e, k) for e, k in gauss.counts if isinstance(e, GaussianPLD)]
+    top = max(fams, key=lambda f: (f[0][1], f[0][2]))
+    lattice = [top[1]] if all(f[0][2] <= top[0][2] for f in fams) else [p for _, p in fams]
+    out.extend((e, k) for p in lattice for e, k in p.counts if isinstance(e, LatticeGaussianPLD))
+    out.extend(_pure_join([f[0][3] for f in fams]))
+    other: dict[PldEvent, int] = {}
+    for f, _ in fams:
+        for e, k in f[4].items():
+            other[e] = max(other.get(e, 0), k)
+    out.extend(other.items())
+    return PldEvents.of(out)
+
+
+def _pure_join(lists: Sequence[list[tuple[Fraction, int]]]) -> list[tuple[PurePLD, int]]:
+    """The pure epsilons whose k-th largest is the largest k-th largest of ``lists`` (each largest first, as
+    (epsilon, count) runs): between two consecutive run ends of any list every list is constant."""
+    ends = sorted({e for runs in lists for e in itertools.accumulate(k for _, k in runs)})
+    out: list[tuple[PurePLD, int]] = []
+    start = 0
+    pos = [0] * len(lists)  # the run of each list that holds position ``start``
+    done = [0] * len(lists)  # positions of each list before that run
+    for end in ends:
+        best = Fraction(0)
+        for i, runs in enumerate(lists):
+            while pos[i] < len(runs) and done[i] + runs[pos[i]][1] <= start:
+                done[i] += runs[pos[i]][1]
+                pos[i] += 1
+            if pos[i] < len(runs):
+                best = max(best, runs[pos[i]][0])
+        out.append((PurePLD(best), end - start))
+        start = end
+    return out
+
+
+def _families(p: PldEvents) -> tuple[Fraction, Fraction, int, list[tuple[Fraction, int]], dict[PldEvent, int]]:
+    """The parts of a multiset that :func:`_dominated` compares: the summed mu^2 of its continuous Gaussian events,
+    that of its lattice Gaussian events and their number, its pure epsilons (largest first, with counts), and its
+    other events."""
+    g, lg, nl = Fraction(0), Fraction(0), 0
+    pure: list[tuple[Fraction, int]] = []
+    other: dict[PldEvent, int] = {}
+    for e, k in p.counts:
+        if isinstance(e, GaussianPLD):
+            g += e.mu2 * k
+        elif isinstance(e, LatticeGaussianPLD):
+            lg, nl = lg + e.mu2 * k, nl + k
+        elif isinstance(e, PurePLD):
+            pure.append((e.epsilon, k))
+        else:
+            other[e] = k
+    pure.sort(reverse=True)
+    return g, lg, nl, pure, other
+
+
+def _dominance_key(p: PldEvents) -> tuple[int, int, Fraction, Fraction, Fraction]:
+    """A key that never decreases along :func:`_dominated` (each part is monotone), so a chain sorts in order."""
+    g, lg, nl, pure, other = _families(p)
+    return (sum(k for _, k in pure) + sum(other.values()), nl, g, lg, sum((e * k for e, k in pure), Fraction(0)))
+
+
+def _dominated(a: PldEvents, b: PldEvents) -> bool:
+    """Whether the composition ``b`` dominates ``a`` (every privacy profile of ``a`` is at most ``b``'s), by
+    families: continuous Gaussian events compose to one Gaussian of summed mu^2 (Dong, Roth & Su 2022, Cor. 3.3),
+    and a smaller mu is dominated by a larger (mu-GDP implies mu'-GDP for mu' >= mu); lattice Gaussian events the
+    same, with no more of them (their smoothing slack counts events: :class:`~dpflow.privacy.pld.LatticeGaussianPLD`);
+    pure events by a matching of a's epsilons, largest first, to at least as large epsilons of ``b`` (randomized
+    response at epsilon dominates every epsilon-DP pair, so every epsilon' <= epsilon one: Kairouz, Oh & Viswanath
+    2015, Thm. 2.4); any other event must be present in ``b`` as often.  Dominating pairs compose (Zhu, Dong & Wang
+    2022, Thm. 10), so ``b`` dominates ``a``.  A sub-multiset is always dominated.
+
+    >>> from .pld import PurePLD as P
+    >>> _dominated(PldEvents.of([P(Fraction(1, 2)), P(Fraction(1))]), PldEvents.of([P(Fraction(1))] * 2))
+    True
+    >>> _dominated(PldEvents.of([P(Fraction(1))] * 2), PldEvents.of([P(Fraction(3))]))
+    False
+    """
+    ga, la, na, pa, oa = _families(a)
+    gb, lb, nb, pb, ob = _families(b)
+    if ga > gb or la > lb or na > nb or any(ob.get(e, 0) < k for e, k in oa.items()):
+        return False
+    i, left = 0, pb[0][1] if pb else 0  # pure events of b not yet matched, largest first
+    for eps, k in pa:
+        while k:
+            if i >= len(pb) or pb[i][0] < eps:
+                return False
+            take = min(k, left)
+            k, left = k - take, left - take
+            if not left:
+                i += 1
+                left = pb[i][1] if i < len(pb) else 0
+    return True
 
 
 _REF_CKS = (

@@ -17,9 +17,10 @@ from dpflow.report.html import render_html
 from dpflow.report.markdown import render_markdown
 
 REPORT_SCHEMA = "dpflow.report"
-REPORT_SCHEMA_VERSION = 3
-"""Version 3 embeds a version 3 ledger (noise calibrations for the accuracy section); version 2 embedded a
-version 2 ledger (typed cost events and exact totals; docs/report_schema.md)."""
+REPORT_SCHEMA_VERSION = 4
+"""Version 4 embeds a version 4 ledger (one-sided charges of value pieces); version 3 embedded a version 3
+ledger (noise calibrations for the accuracy section); version 2 embedded a version 2 ledger (typed cost events
+and exact totals; docs/report_schema.md)."""
 REPORT_FILES = ("report.json", "report.md", "report.html")
 NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are reproducible from the seed, "
                    "not private")

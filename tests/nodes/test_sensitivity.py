@@ -448,16 +448,17 @@ def test_record_moving_between_value_pieces_changes_each_piece_within_its_bound(
 
 @pytest.mark.parametrize(
     ("relation", "expected"),
-    [("replace", Fraction(3, 10)), ("add_remove", Fraction(1, 5))],
+    [("replace", Fraction(9, 40)), ("add_remove", Fraction(1, 5))],
 )
 def test_value_partition_cost_rule(relation, expected):
-    """Under replace a record can leave one piece and enter the other: the two largest pieces add.
-    Under add/remove a record is in one piece: the max."""
+    """Under replace a record can leave one piece and enter the other: each is charged its one-sided cost (the
+    Gaussian sum at (1/2)^2 of its rho: norm against diameter; the count in full), or one piece changes within:
+    max(1/10, 1/5, 1/40 + 1/5) = 9/40.  Under add/remove a record is in one piece: the max."""
     plan, _ = partition_plan(relation, fixed=("1/10", "1/5"))
     ledger = certify(plan).ledger
     assert Fraction(ledger.totals[0].rho) == expected
     joined = " ".join(e.rule for e in ledger.entries if e.kind == "GaussianMech")
-    assert ("two largest" in joined) == (relation == "replace")
+    assert ("two pieces one-sided" in joined) == (relation == "replace")
 
 
 # --------------------------------------------------------------------------- Peel's input

@@ -125,6 +125,12 @@ Changes recorded so far:
   nodes renumbered (``recurse_10/b1.laplace_mech_8``, ``recurse_18/b2.laplace_mech_10``), total rho
   0.15104 -> 0.14453 (fewer, larger rounds) and its conversions accordingly.  No released golden has a pure
   Gaussian entry.
+* issue 10 (one-sided costs of value pieces, ``dpflow.privacy.ratio``; the PLD join of add/remove pieces that
+  are not a chain; splits of rows of stability > 1 folded sequentially): no golden changed, none was
+  regenerated.  No estimator of this file has a value partition (the mixture estimators, which do, are not
+  pinned here: their shares grow x 1.26 to x 1.30, every noise std x 0.88, see ``tests/planner/test_one_sided.py``
+  and the issue 10 report), no split of stability > 1 rows, and no add/remove parallel composition whose pieces
+  are not a chain.
 """
 
 from __future__ import annotations

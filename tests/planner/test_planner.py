@@ -451,8 +451,11 @@ def test_two_mechanisms_in_one_index_piece_share_that_piece():
     assert Fraction(cert.ledger.totals[0].rho) == 1
 
 
-@pytest.mark.parametrize(("relation", "share"), [("replace", Fraction(1, 2)), ("add_remove", Fraction(1))])
+@pytest.mark.parametrize(("relation", "share"), [("replace", Fraction(4, 5)), ("add_remove", Fraction(1))])
 def test_value_partition_shares(relation, share):
+    """Replace-one: the Gaussian sum is charged (1/2)^2 of its rho when a record enters or leaves its piece (norm 1
+    against the diameter 2), the count in full, so the weights fold to max(1, 1, 1/4 + 1) = 5/4 and each share is
+    4/5 (the two largest pieces in full would give 1/2 each)."""
     b = dp.PlanBuilder(budget=dp.ZCDP(1), neighbors=relation)
     X = b.source("X", dp.Vectors(d=2))
     inside, outside = N.split(X, N.PartitionByBall(center=[0.0, 0.0], radius=1.0))
@@ -463,7 +466,7 @@ def test_value_partition_shares(relation, share):
     assert cert.allocations[c.id].share == share
     assert Fraction(cert.ledger.totals[0].rho) == 1
     rules = " ".join(e.rule for e in cert.ledger.entries)
-    assert ("two largest" in rules) == (relation == "replace")
+    assert ("two pieces one-sided" in rules) == (relation == "replace")
 
 
 def recurse_plan(times: int, round_weights: list[float] | None, budget: str = "1",

@@ -23,11 +23,14 @@ from dpflow.privacy.composition import (
     Cost,
     _basic,
     _capped,
+    _dominance_key,
+    _dominated,
     _fsum,
+    _join,
     _parallel_pld,
+    _pure_join,
     _sum_opt,
     _top_two_sum,
-    _within,
     advanced_composition,
 )
 from dpflow.privacy.conversions import (
@@ -37,7 +40,15 @@ from dpflow.privacy.conversions import (
     gdp_mu_of_mu2,
 )
 from dpflow.privacy.measures import ZCDP, ApproxZCDP, PureDP
-from dpflow.privacy.pld import MAX_DISTINCT_EVENTS, ApproxPLD, GaussianPLD, PldEvents, PurePLD, pld_epsilon
+from dpflow.privacy.pld import (
+    MAX_DISTINCT_EVENTS,
+    ApproxPLD,
+    GaussianPLD,
+    LatticeGaussianPLD,
+    PldEvents,
+    PurePLD,
+    pld_epsilon,
+)
 from dpflow.privacy.rounding import to_float_up
 
 F = Fraction
@@ -87,10 +98,10 @@ def test_sum_helpers() -> None:
     assert _basic(F(1), F(1)) == (None, 0) and _basic(None, F(0)) == (None, 0)
 
 
-def test_within_and_capped() -> None:
+def test_dominated_and_capped() -> None:
     a, b = ev(PurePLD(F(1))), ev(PurePLD(F(1)), PurePLD(F(1)), GaussianPLD(F(1)))
-    assert _within(a, b) and not _within(b, a) and _within(a, a)
-    assert not _within(ev(PurePLD(F(1)), PurePLD(F(1)), PurePLD(F(1))), b)
+    assert _dominated(a, b) and not _dominated(b, a) and _dominated(a, a)
+    assert not _dominated(ev(PurePLD(F(1)), PurePLD(F(1)), PurePLD(F(1))), b)
     many = ev(*(PurePLD(F(i + 1)) for i in range(MAX_DISTINCT_EVENTS)))
     assert _capped(many) is many
     assert _capped(ev(*(PurePLD(F(i + 1)) for i in range(MAX_DISTINCT_EVENTS + 1)))) is None
@@ -102,13 +113,52 @@ def test_parallel_pld() -> None:
     assert _parallel_pld([small, big], "add_remove") == big
     assert _parallel_pld([big, small], "replace") == PldEvents.sequential([small, big])
     assert _parallel_pld([big], "replace") == big
-    assert _parallel_pld([small, other], "add_remove") == PldEvents.sequential([small, other])  # not a chain
-    assert _parallel_pld([small, other, other], "add_remove") == PldEvents.sequential([small, other, other])
+    # not a chain: under add/remove the join (per family the largest), under replace every piece composed
+    assert _parallel_pld([small, other], "add_remove") == PldEvents.sequential([small, other])
+    assert _parallel_pld([small, other, other], "add_remove") == PldEvents.sequential([small, other])
+    assert _parallel_pld([small, other, other], "replace") == PldEvents.sequential([small, other, other])
     assert _parallel_pld([small, None], "add_remove") is None
     assert _parallel_pld([PldEvents(()), PldEvents(())], "replace") == PldEvents(())
     assert _parallel_pld([PldEvents(()), small], "replace") == small
-    wide = [ev(PurePLD(F(i + 1))) for i in range(MAX_DISTINCT_EVENTS + 1)]
-    assert _parallel_pld(wide, "add_remove") is None
+    wide = [ev(PurePLD(F(i + 1)), GaussianPLD(F(1, i + 1))) for i in range(MAX_DISTINCT_EVENTS + 1)]
+    assert _parallel_pld(wide, "replace") is None  # no chain: every piece composed, too many events
+    assert _parallel_pld(wide, "add_remove") == ev(PurePLD(F(MAX_DISTINCT_EVENTS + 1)), GaussianPLD(F(1)))
+    rising = [ev(PurePLD(F(i + 1))) for i in range(MAX_DISTINCT_EVENTS + 1)]
+    assert _parallel_pld(rising[::-1], "add_remove") == rising[-1]  # a chain by dominance: the largest
+    assert _parallel_pld(rising, "replace") == PldEvents.sequential(rising[-2:])
+
+
+def test_join_dominates_every_piece_family_by_family() -> None:
+    """The max of pieces that are not a chain (add/remove): per family the largest, never their composition."""
+    g, lg, p, a = GaussianPLD, LatticeGaussianPLD, PurePLD, ApproxPLD(F(1), F(1, 10**6))
+    x = ev(g(F(1)), p(F(1)), a, lg(F(1, 4)))
+    y = ev(g(F(1, 4)), g(F(1, 4)), p(F(1, 2)), p(F(1, 2)), a, a, lg(F(1, 8)), lg(F(1, 8)))
+    j = _join([x, y])
+    assert j == ev(g(F(1)), p(F(1)), p(F(1, 2)), a, a, lg(F(1, 8)), lg(F(1, 8)))  # y: the same mu^2 in more events
+    assert _dominated(x, j) and _dominated(y, j) and _dominated(j, PldEvents.sequential([x, y]))
+    assert _join([x, ev(lg(F(1, 8)))]) == x  # x's lattice part has the larger mu^2 and at least as many events
+    assert _parallel_pld([x, y], "add_remove") == j and _parallel_pld([x, y], "replace") == PldEvents.sequential([x, y])
+    runs = _pure_join([[(F(3), 2), (F(1), 1)], [(F(2), 1)], [(F(5), 1), (F(1), 4)]])
+    assert ev(*runs) == ev(p(F(5)), p(F(3)), p(F(1)), p(F(1)), p(F(1)))
+
+
+def test_dominated_by_family() -> None:
+    """Smaller parameters of the same family are dominated (the one-sided cost of a piece next to its full cost);
+    each family is compared on its own, and anything else must be a sub-multiset."""
+    g, lg = GaussianPLD, LatticeGaussianPLD
+    assert _dominated(ev(g(F(1, 4)), g(F(1, 4))), ev(g(F(1, 2)))) and not _dominated(ev(g(F(1, 2))), ev(g(F(1, 3))))
+    assert _dominated(ev(g(F(1, 2))), ev(g(F(1, 2)))) and not _dominated(ev(g(F(1, 2)), g(F(1, 100))), ev(g(F(1, 2))))
+    assert _dominated(ev(lg(F(1, 4))), ev(lg(F(1, 2)))) and not _dominated(ev(lg(F(1, 4)), lg(F(1, 4))), ev(lg(F(1))))
+    assert not _dominated(ev(lg(F(1, 4))), ev(g(F(1)))) and not _dominated(ev(g(F(1, 4))), ev(lg(F(1))))
+    p = PurePLD
+    assert _dominated(ev(p(F(1)), p(F(1, 2))), ev(p(F(1)), p(F(1))))
+    assert not _dominated(ev(p(F(1)), p(F(1))), ev(p(F(1)), p(F(1, 2))))
+    assert _dominated(ev((p(F(1)), 3), (p(F(1, 2)), 2)), ev((p(F(2)), 4), (p(F(1)), 1)))
+    assert not _dominated(ev((p(F(1)), 3), (p(F(1, 2)), 3)), ev((p(F(2)), 4), (p(F(1)), 1)))
+    assert not _dominated(ev((p(F(2)), 1)), ev((p(F(1)), 5)))
+    a = ApproxPLD(F(1), F(1, 10**6))
+    assert _dominated(ev(a), ev(a, p(F(1)))) and not _dominated(ev(ApproxPLD(F(1, 2), F(1, 10**6))), ev(a))
+    assert _dominance_key(ev(p(F(1)), a, g(F(1, 2)))) == (2, 0, F(1, 2), 0, 1)
 
 
 # ---------------------------------------------------------------------------------------------- constructors

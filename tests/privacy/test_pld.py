@@ -316,9 +316,13 @@ def test_parallel_rules() -> None:
     # a chain of sub-multisets: the largest (add/remove), the largest two (replace)
     assert _ev(Cost.parallel([a, ab, ab.then(b)], "add_remove")) == _ev(ab.then(b))
     assert _ev(Cost.parallel([a, ab, ab.then(b)], "replace")) == _ev(ab.then(ab.then(b)))
+    # a chain by dominance (the same family at smaller parameters): the largest, the largest two
+    assert _ev(Cost.parallel([a, b], "add_remove")) == _ev(a)
+    assert _ev(Cost.parallel([a, b, a], "replace")) == _ev(a.scaled(2))
     # pieces that are not a chain: the sequential composition of all of them (valid, looser)
-    assert _ev(Cost.parallel([a, b], "add_remove")) == _ev(ab)
-    assert _ev(Cost.parallel([a, b, a], "replace")) == _ev(a.then(b).then(a))
+    g = Cost.gaussian_zcdp(Fraction(1, 8))
+    assert _ev(Cost.parallel([a, g], "add_remove")) == _ev(a.then(g))
+    assert _ev(Cost.parallel([a, g, a], "replace")) == _ev(a.then(g).then(a))
     # a piece with no PLD: none
     assert Cost.parallel([a, Cost.zcdp(Fraction(1, 8))], "add_remove").pld is None
 
