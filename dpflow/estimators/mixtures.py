@@ -97,9 +97,28 @@ def sa_div(w: int) -> float:
 
 
 GRAM_WIDEN = 1.5
-"""The Gram matrix of a leaf is taken over the ball of 1.5 times the radius holding 97% of its rows.  Measured
-(``tests/estimators/test_mixtures.py``, d = 2, n = 6000): at the 97% radius itself the truncation biases the
-covariance about 14% low; at 1.5 times it the bias is within the noise."""
+"""In d = 2 the Gram matrix of a leaf is taken over the ball of 1.5 times the radius holding 97% of its rows.
+Measured (``tests/estimators/test_mixtures.py``, d = 2, n = 6000): at the 97% radius itself the truncation
+biases the covariance about 14% low; at 1.5 times it the bias is within the noise.  Other dimensions use the
+widening with the same truncation bias (:func:`gram_widen`)."""
+
+
+def gram_widen(d: int) -> float:
+    """The factor applied to a leaf's 97% radius for its Gram matrix (and, from a sample-and-aggregate start,
+    its second mean) in dimension ``d``: the one whose truncation bias on a Gaussian part equals that of
+    :data:`GRAM_WIDEN` in d = 2.  For ``z ~ N(0, I_d)``, ``E[z z^T 1{|z|^2 > s}] = P(chi2_{d+2} > s) I``, so
+    the relative bias at ``f`` times the 97% radius is ``tau = P(chi2_{d+2} > f^2 chi2_d^{-1}(0.97))``;
+    ``tau = 0.00333`` at d = 2, f = 1.5, and ``f(d) = sqrt(chi2_{d+2}^{-1}(1 - tau) / chi2_d^{-1}(0.97))``.
+    The norms of a d-dimensional Gaussian concentrate, so f falls towards 1 as d grows: 1.1 at d = 50, where
+    1.5 made the Gram's noise (its sensitivity grows as the square of the radius) 1.86 times larger than
+    needed (rounded up to two decimals; public).
+
+    >>> [gram_widen(d) for d in (1, 2, 10, 50)]
+    [1.71, 1.5, 1.22, 1.1]
+    """
+    tau = float(stats.chi2.sf(GRAM_WIDEN**2 * stats.chi2.ppf(0.97, 2), 4))
+    f = math.sqrt(float(stats.chi2.isf(tau, d + 2) / stats.chi2.ppf(0.97, d)))
+    return math.ceil(f * 100 - 1e-9) / 100
 
 
 def stack_scalars(*xs: Any) -> np.ndarray:
@@ -191,7 +210,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     for i, Xl in enumerate(parts):
-        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, starts[i] if starts else None)
+        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None)
     return b.build(**out)
 
 
@@ -295,23 +314,26 @@ def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k:
     return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k]), C
 
 
-def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int,
+def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int, widen: float,
           start: Any = None) -> dict[str, Any]:
     """PGME's estimates of one part: a noisy count, the mean within the bounding ball (or a released ``start``:
     the part's location from sample-and-aggregate), the radius holding 97% of the part around it
     (``AboveThreshold`` on nested-ball counts, threshold 0.97 x the noisy count; not searched when its margin
     lowers the threshold below ``t / 2``, half the target part size: the radius is then "not found" and the
-    mean stays the first one, rather than a mean of a few rows), the mean within that radius (1.5 times it from
-    a start), and the Gram matrix about it of the rows within 1.5 times it.  Measured on the benchmark's data
-    (k = 3, d = 5): from the within-ball mean, a refused radius search at n = 2000 left centre errors of 2.7;
-    from the start, 0.4 to 0.7; the widened second mean brought k = 2, d = 2, n = 16000 from 0.084 to 0.03."""
+    mean stays the first one, rather than a mean of a few rows), the mean within that radius (``widen`` times
+    it from a start: :func:`gram_widen`), and the Gram matrix about it of the rows within ``widen`` times it.
+    Measured on the benchmark's data (k = 3, d = 5): from the within-ball mean, a refused radius search at
+    n = 2000 left centre errors of 2.7; from the start, 0.4 to 0.7; the widened second mean brought k = 2,
+    d = 2, n = 16000 from 0.084 to 0.03.  Widening by gram_widen(d) rather than 1.5 (median of 3 seeds,
+    sample_aggregate): k = 5, d = 50, n = 10,000 covariance error 10.6 -> 5.7, centre error 1.06 -> 0.80;
+    n = 40,000: 3.6 -> 1.9, 0.29 -> 0.22; k = 3, d = 10, n = 10,000: 0.87 -> 0.59, 0.20 -> 0.16."""
     cnt = N.LaplaceMech(weight=w_leaf * 0.08)(N.Count()(Xl))
     p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03) if start is None else start
     w_radius = w_leaf * (0.08 if start is None else 0.21)  # with a start, the first mean's share goes here
     jl = N.AboveThreshold(threshold=N.ScaleShift(scale=0.97)(cnt), margin_beta=BETA, min_threshold=t / 2,
                           weight=w_radius)(N.BallCounts(center=p1, radii=radii_l)(Xl))
     r1 = N.GridValue(values=radii_l)(jl)
-    rg = N.ScaleShift(scale=GRAM_WIDEN)(r1)  # the 97% radius widened: the Gram is then barely truncated
+    rg = N.ScaleShift(scale=widen)(r1)  # the 97% radius widened: the Gram is then barely truncated
     # from a start (a cell centre, off by up to a cell), the 97% ball is lopsided: its mean is pulled towards
     # the start, so the mean is taken over the widened ball too
     p2 = N.ball_mean(Xl, p1, r1 if start is None else rg, w_leaf * 0.18, w_leaf * 0.03)
@@ -340,6 +362,13 @@ class GaussianMixture:
     as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"rpgmp"`` (default),
     ``"sample_aggregate"`` (finds the parts at smaller n; k >= 2) or ``"warmup"`` (strongly bounded spherical
     mixtures: ``radius`` a tight public bound on the means).
+
+    Covariances need more rows than means: each part's Gram matrix gets Gaussian noise scaled by the square of
+    its radius (about ``d`` component variances), so the spectral error falls as ``d^1.5 / (rows per part)``.
+    Measured with ``method="sample_aggregate"`` at (2, 1e-6)-DP, k = 5, d = 50 (unit covariances,
+    ``benchmarks/mixtures.py``): 5.7, 1.9, 0.95 and 0.52 at n = 10,000, 40,000, 80,000 and 160,000, so an
+    error below 1 in d = 50 needs about 16,000 rows per component (centre error 0.8 and 0.22 at 10,000 and
+    40,000).
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(0)
