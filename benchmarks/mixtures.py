@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
              "",
              "| k | d | sep | n | method | centre err | cov err | weight err | misclass. | found | secs |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    curves: dict[tuple[int, int, str], list[tuple[int, float]]] = {}
+    curves: dict[tuple[int, int, float, str], list[tuple[int, float]]] = {}
+    misses: dict[tuple[int, int, float, str], list[tuple[int, float]]] = {}
     for k, d, sep, n in grid:
         agg: dict[str, list[dict[str, float]]] = {}
         for s in range(args.trials):
@@ -149,18 +150,36 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {k} | {d} | {sep:g} | {n} | {name} | {_fmt(med['centre'])} | {_fmt(med['cov'])} | "
                          f"{_fmt(med['weight'])} | {_fmt(med['miss'])} | {_fmt(med.get('found', math.nan))} | "
                          f"{_fmt(med.get('secs', math.nan))} |")
-            curves.setdefault((k, d, name), []).append((n, med["centre"]))
+            curves.setdefault((k, d, sep, name), []).append((n, med["centre"]))
+            misses.setdefault((k, d, sep, name), []).append((n, med["miss"]))
         print(*lines[-len(agg):], sep="\n", flush=True)
-    text = "\n".join(lines) + "\n"
+        if args.out is not None:  # written after every cell: a long run keeps what it measured
+            args.out.write_text("\n".join(lines + targets(curves, misses)) + "\n")
     if args.out is not None:
-        args.out.write_text(text)
         _plot(curves, args.out.with_suffix(".png"))
-    else:
-        print(text)
+    print(*targets(curves, misses), sep="\n")
     return 0
 
 
-def _plot(curves: dict[tuple[int, int, str], list[tuple[int, float]]], path: Path) -> None:
+def targets(curves: dict[tuple[int, int, float, str], list[tuple[int, float]]],
+            misses: dict[tuple[int, int, float, str], list[tuple[int, float]]]) -> list[str]:
+    """The issue's target lines, per setting and dpflow method: centre error below diffprivlib's at every n
+    measured, and the smallest n at which misclassification (median) is at most 1%."""
+    out = ["", f"## Targets (epsilon = {EPS:g}, delta = {DELTA:g})", "",
+           "| k | d | sep | method | centre err < diffprivlib at every n | smallest n with misclass. <= 1% |",
+           "|---|---|---|---|---|---|"]
+    for (k, d, sep, name), pts in sorted(curves.items()):
+        if not name.startswith("dpflow"):
+            continue
+        dpl = dict(curves.get((k, d, sep, "diffprivlib KMeans"), []))
+        below = [n for n, e in pts if n in dpl and e < dpl[n]]
+        verdict = "yes" if len(below) == len(pts) else f"no ({len(below)} of {len(pts)} n)"
+        ok = [n for n, m in misses[(k, d, sep, name)] if m <= 0.01]
+        out.append(f"| {k} | {d} | {sep:g} | {name} | {verdict} | {min(ok) if ok else 'none in the grid'} |")
+    return out
+
+
+def _plot(curves: dict[tuple[int, int, float, str], list[tuple[int, float]]], path: Path) -> None:
     try:
         import matplotlib
 
@@ -168,21 +187,26 @@ def _plot(curves: dict[tuple[int, int, str], list[tuple[int, float]]], path: Pat
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    settings = sorted({(k, d) for k, d, _ in curves})
-    fig, axes = plt.subplots(1, len(settings), figsize=(4.5 * len(settings), 3.6), squeeze=False)
-    for ax, (k, d) in zip(axes[0], settings, strict=True):
-        for (kk, dd, name), pts in sorted(curves.items()):
+    ks, ds = sorted({k for k, _, _, _ in curves}), sorted({d for _, d, _, _ in curves})
+    names = sorted({name for _, _, _, name in curves})
+    colour = {name: f"C{i}" for i, name in enumerate(names)}
+    fig, axes = plt.subplots(len(ks), len(ds), figsize=(4.5 * len(ds), 3.6 * len(ks)), squeeze=False)
+    for (row, k), (col, d) in itertools.product(enumerate(ks), enumerate(ds)):
+        ax = axes[row][col]
+        seps = sorted({sp for kk, dd, sp, _ in curves if (kk, dd) == (k, d)})
+        for (kk, dd, sep, name), pts in sorted(curves.items()):
             if (kk, dd) != (k, d):
                 continue
             xs = [p[0] for p in pts]
             ys = [p[1] if math.isfinite(p[1]) else np.nan for p in pts]
-            ax.plot(xs, ys, marker="o", label=name)
+            label = name if len(seps) == 1 else f"{name}, sep {sep:g}"
+            ax.plot(xs, ys, marker="o", label=label, color=colour[name], linestyle="-" if sep == seps[0] else "--")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("n")
         ax.set_ylabel("centre error (max over components)")
         ax.set_title(f"k={k}, d={d}, eps={EPS:g}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

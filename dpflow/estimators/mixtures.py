@@ -22,7 +22,9 @@ component, a non-private k-means per block, and a group-level 1-cluster over the
 that counts each block at most once per cell, whatever order its k-means put the centres in
 (``dpflow.nodes.tuples``: self-scaled cells in the private top-k projection, ``GaussianStabilityHistogram``);
 the rows are then split by their nearest released location and each part is estimated as above.  It finds
-the parts at sample sizes where RPGMP's radius search cannot (``benchmarks/results/mixtures.md``).
+the parts at sample sizes where RPGMP's radius search cannot (``benchmarks/results/mixtures.md``).  With
+``means="blocks"`` the means are instead private averages of the blocks' matched centres (mixtures.md 8,
+step 4; measured less accurate: :data:`MEANS`).
 
 ``method="warmup"`` is Algorithm 1 (mixtures.md 7) for strongly bounded spherical mixtures: no private
 bounding step (``radius`` is taken to bound the means tightly: every row is clipped to the public ball it
@@ -61,6 +63,21 @@ WEIGHTS_SA = {"locate": 0.05, "pca": 0.1, "cells": 0.5, "leaves": 0.5}
 the group-level cell histogram, and the per-part estimates."""
 
 METHODS = ("rpgmp", "sample_aggregate", "warmup")
+
+MEANS = ("parts", "blocks")
+"""Where the means of ``method="sample_aggregate"`` come from: each part's rows (``"parts"``, the default) or
+a clipped mean over the blocks of each block's k-means centre nearest to the released location
+(``"blocks"``, :func:`block_means`).  Measured (centre error, median of 3 seeds, (2, 1e-6)-DP, the
+benchmark's data, same budget): k = 3, d = 5, n = 4000: parts 0.21, blocks 1.6; k = 2, d = 10, n = 4000:
+0.31, 3.5; k = 3, d = 10, n = 10,000: 0.16, 1.9; k = 5, d = 50, n = 10,000: 0.80, 2.6; n = 40,000: 0.22,
+2.1.  Why: a block centre's spread is ``sqrt(k / m)`` of a row's for blocks of ``m`` rows, but one record
+moves a whole block answer and there are only ``n / m`` of them, and the k means read the same blocks
+(sequential, where the parts are parallel): the blocks' noise is about ``sqrt(k m)`` times the parts'."""
+
+BLOCK_MEAN_WEIGHT = 0.42
+"""The block means' total weight, in units of a leaf's weight: what the per-part second means (0.21 of each
+leaf, charged twice: a replaced record moves between two parts) cost, so both options spend the same
+budget."""
 
 SA_PER_PART = 3
 """Sample-and-aggregate blocks hold at least ``SA_PER_PART / w_min`` rows (each component expects 3 rows per
@@ -138,7 +155,8 @@ def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
 
 def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float = 1e4,
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                          seed: int = 0, standardize: bool = False, method: str = "rpgmp") -> Plan:
+                          seed: int = 0, standardize: bool = False, method: str = "rpgmp",
+                          means: str = "parts") -> Plan:
     """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from RPGMP (``method="rpgmp"``)
     or from sample-and-aggregate (``method="sample_aggregate"``) or the warm-up chain (``method="warmup"``),
     then each part's estimates.  Outputs
@@ -157,6 +175,9 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     require_budget(budget, "GaussianMixture", (ApproxZCDP, ApproxDP))
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if means not in MEANS or (means == "blocks" and method != "sample_aggregate"):
+        raise ValueError(f"means must be one of {MEANS} ('blocks' only with method='sample_aggregate'), "
+                         f"got means={means!r} with method={method!r}")
     if k < 1 or d < 1 or n < 1:
         raise ValueError(f"GaussianMixture needs k, d, n >= 1, got k={k}, d={d}, n={n}")
     s_min, s_max = sigma_range
@@ -202,15 +223,20 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     starts: list[Any] = []
+    given: list[Any] = []
     if method == "sample_aggregate":
-        parts, C = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest)
+        parts, C, G = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest)
         w_leaf, starts = WEIGHTS_SA["leaves"] * rest, [N.Get(index=j)(C) for j in range(k)]
+        if means == "blocks":
+            m = block_size(n, k, w_min)
+            given = block_means(G, C, starts, d, n // m, k, s_min, 2 * Rc, BLOCK_MEAN_WEIGHT * w_leaf, m)
     elif method == "warmup":
         parts, w_leaf = _warmup_parts(X, Xb, c, Rc, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     for i, Xl in enumerate(parts):
-        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None)
+        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None,
+                     given[i] if given else None)
     return b.build(**out)
 
 
@@ -289,7 +315,7 @@ def block_size(n: int, k: int, w_min: float) -> int:
 
 
 def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k: int, w_min: float, delta: float,
-                            rest: float) -> tuple[list[Any], Any]:
+                            rest: float) -> tuple[list[Any], Any, Any]:
     """PGME's sample-and-aggregate (mixtures.md 8): disjoint blocks of :func:`block_size` rows (of the rows
     clipped to the bounding ball), a non-private k-means per block (``SubsampleAggregate(statistic="kmeans")``),
     each block's k centres re-centred on the bounding centre and projected onto the top-k eigenvectors of a
@@ -311,11 +337,33 @@ def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k:
     div = sa_div(w)
     h = N.GaussianStabilityHistogram(delta=delta, weight=WEIGHTS_SA["cells"] * rest)(N.TupleCellCounts(k=k, div=div)(P))
     C = N.TupleCenters(k=k, w=w, div=div)(h, V, c)
-    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k]), C
+    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k]), C, G
+
+
+def block_means(G: Any, C: Any, starts: list[Any], d: int, groups: int, k: int, s_min: float, r_max: float,
+                weight: float, m: int) -> list[Any]:
+    """Sample and aggregate's means (mixtures.md 8, step 4): for each released location ``C_j``, every
+    block's k-means centre nearest to it (``TupleNearest``: one row per block, so one record moves one row),
+    the radius around ``C_j`` holding 97% of those rows (``AboveThreshold`` on nested-ball counts against the
+    public number of blocks; not searched when the margin lowers the threshold below half of them), and their
+    clipped Gaussian mean over ``gram_widen(d)`` times that radius (:func:`dpflow.nodes.ball_mean`).  The k
+    means read the same blocks: they compose sequentially, ``weight / k`` each (0.3 radius, 0.6 sum, 0.1
+    count).  A block centre averages about ``m / k`` rows, so its spread is ``sqrt(k / m)`` of a row's: the
+    radius grid starts there."""
+    radii = N.radius_grid(s_min * math.sqrt(d * k / m) / 2, r_max)
+    out = []
+    for j in range(k):
+        Y = N.TupleNearest(k=k, centers=C, index=j)(G)
+        w = weight / k
+        jr = N.AboveThreshold(threshold=0.97 * groups, margin_beta=BETA, min_threshold=groups / 2,
+                              weight=0.3 * w)(N.BallCounts(center=starts[j], radii=radii)(Y))
+        r = N.ScaleShift(scale=gram_widen(d))(N.GridValue(values=radii)(jr))
+        out.append(N.ball_mean(Y, starts[j], r, 0.6 * w, 0.1 * w))
+    return out
 
 
 def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int, widen: float,
-          start: Any = None) -> dict[str, Any]:
+          start: Any = None, given: Any = None) -> dict[str, Any]:
     """PGME's estimates of one part: a noisy count, the mean within the bounding ball (or a released ``start``:
     the part's location from sample-and-aggregate), the radius holding 97% of the part around it
     (``AboveThreshold`` on nested-ball counts, threshold 0.97 x the noisy count; not searched when its margin
@@ -336,7 +384,10 @@ def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i
     rg = N.ScaleShift(scale=widen)(r1)  # the 97% radius widened: the Gram is then barely truncated
     # from a start (a cell centre, off by up to a cell), the 97% ball is lopsided: its mean is pulled towards
     # the start, so the mean is taken over the widened ball too
-    p2 = N.ball_mean(Xl, p1, r1 if start is None else rg, w_leaf * 0.18, w_leaf * 0.03)
+    if given is None:
+        p2 = N.ball_mean(Xl, p1, r1 if start is None else rg, w_leaf * 0.18, w_leaf * 0.03)
+    else:  # the mean from the blocks (block_means): the Gram is taken about it
+        p2 = given
     near, _ = N.split(Xl, N.PartitionByBall(center=p2, radius=rg))
     gram = N.GaussianMech(weight=w_leaf * 0.5)(N.Gram(center=p2)(N.Clip(radius=rg, center=p2)(near)))
     return {f"leaf{i}_n": cnt, f"leaf{i}_mean": p2, f"leaf{i}_gram": gram}
@@ -361,7 +412,8 @@ class GaussianMixture:
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
     as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"rpgmp"`` (default),
     ``"sample_aggregate"`` (finds the parts at smaller n; k >= 2) or ``"warmup"`` (strongly bounded spherical
-    mixtures: ``radius`` a tight public bound on the means).
+    mixtures: ``radius`` a tight public bound on the means); with ``"sample_aggregate"``, ``means="blocks"``
+    averages the blocks' matched centres instead of each part's rows (less accurate, :data:`MEANS`).
 
     Covariances need more rows than means: each part's Gram matrix gets Gaussian noise scaled by the square of
     its radius (about ``d`` component variances), so the spectral error falls as ``d^1.5 / (rows per part)``.
@@ -381,14 +433,17 @@ class GaussianMixture:
 
     def __init__(self, n_components: int, budget: Measure, radius: float = 1e4,
                  sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                 method: str = "rpgmp", seed: int = 0, noise: Any = None, standardize: bool = False) -> None:
+                 method: str = "rpgmp", seed: int = 0, noise: Any = None, standardize: bool = False,
+                 means: str = "parts") -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if means not in MEANS:
+            raise ValueError(f"means must be one of {MEANS}, got {means!r}")
         if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         self.n_components, self.budget, self.radius = int(n_components), budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
-        self.standardize = standardize
+        self.standardize, self.means = standardize, means
         self.centre_: np.ndarray | None = None
         self.scale_: np.ndarray | None = None
         self.means_: np.ndarray | None = None
@@ -407,7 +462,7 @@ class GaussianMixture:
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
         plan = gaussian_mixture_plan(d, n, self.n_components, self.budget, self.radius, self.sigma_range,
-                                     self.w_min, self.seed, self.standardize, self.method)
+                                     self.w_min, self.seed, self.standardize, self.method, self.means)
         result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
         rel = result.released
         t = float(rel["t"])

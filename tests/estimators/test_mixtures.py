@@ -212,6 +212,34 @@ def test_sample_aggregate_ledger_meets_the_approx_dp_budget_and_recomposes() -> 
     assert "l1 = 6, l2 = 2.44949" in text  # one group of k = 3 centres: l1 2k, l2 sqrt(2k)
 
 
+def test_block_means_spend_the_per_part_means_budget_and_find_the_components() -> None:
+    """means='blocks' (mixtures.md 8 step 4): k sequential group-level means over TupleNearest rows in place
+    of the per-part second means, within the same budget (the ledger recomposes and meets it); the default
+    stays 'parts' (measured: centre error 1.6 against 0.21 at k = 3, d = 5, n = 4000)."""
+    from dpflow.estimators.mixtures import sample_aggregate_budget
+
+    budget = dp.ApproxDP(2.0, 1e-6)
+    plan = gaussian_mixture_plan(d=5, n=4000, k=3, budget=budget, sigma_range=(0.5, 2.0), method="sample_aggregate",
+                                 means="blocks")
+    cert = certify(plan)
+    (total,) = cert.ledger.totals
+    z = sample_aggregate_budget(budget)
+    assert total.rho <= z.rho and total.delta0 <= z.delta
+    again = recompose(total.composition, "replace")
+    assert again.rho == total.rho
+    assert sum(e.kind == "TupleNearest" for e in cert.ledger.entries) == 3  # one per released location
+    X, labels, means = _benchmark_mixture(4000, 3, 5, 0)
+    gm = GaussianMixture(3, budget, radius=1e4, sigma_range=(0.5, 2.0), method="sample_aggregate", means="blocks",
+                         noise=dp.SeededNoise(0)).fit(X)
+    assert gm.n_found_ == 3
+    assert max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means) < 3.0
+    assert _misclassified(gm.predict(X), labels, 3) < 0.01
+    with pytest.raises(ValueError, match="only with method='sample_aggregate'"):
+        gaussian_mixture_plan(d=5, n=4000, k=3, budget=budget, means="blocks")
+    with pytest.raises(ValueError, match="means must be one of"):
+        GaussianMixture(3, budget, means="rows")
+
+
 def test_sample_aggregate_on_one_gaussian_releases_fewer_parts_and_nothing_raises() -> None:
     X, _ = _mixture(3000, np.array([[3.0, -2.0, 0.0]]), 2)
     gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), radius=100.0, sigma_range=(0.5, 2.0), method="sample_aggregate",
