@@ -4,7 +4,8 @@ against scikit-learn's non-private ``GaussianMixture`` and diffprivlib's ``KMean
 epsilon.  diffprivlib is given the true per-coordinate data bounds, as its docs require; dpflow only a
 ball of radius 1e4 around the origin for the means and a scale range (0.5, 2).  Errors (after the best
 matching of found to true components): centre error max_j ||mu_hat_j - mu_j||, covariance error
-max_j ||Sigma_hat_j - Sigma_j||_2, weight error max_j |w_hat_j - w_j|, and misclassification.  Prints a
+max_j ||Sigma_hat_j - Sigma_j||_2, weight error max_j |w_hat_j - w_j|, and misclassification (a run that
+finds fewer than k components counts as "not found" in every column; each cell is the median over trials).  Prints a
 Markdown table; ``--out FILE`` writes it and, with matplotlib, a plot of the centre error against n.
 
     python benchmarks/mixtures.py --out benchmarks/results/mixtures.md     # small grid, a few minutes
@@ -65,7 +66,7 @@ def _errors(means: np.ndarray, covs: np.ndarray | None, weights: np.ndarray | No
     k, d = true_means.shape
     perm, centre = _match(means, true_means)
     if not perm:
-        return {"centre": math.inf, "cov": math.inf, "weight": math.inf, "miss": math.nan}
+        return {"centre": math.inf, "cov": math.inf, "weight": math.inf, "miss": math.inf}
     inv = {p: j for j, p in enumerate(perm)}
     mapped = np.array([inv.get(int(p), -1) for p in pred])
     out = {"centre": centre, "miss": float(np.mean(mapped != labels)), "cov": math.nan, "weight": math.nan}
@@ -94,7 +95,7 @@ def run_one(n: int, k: int, d: int, sep: float, seed: int,
             assert gm.means_ is not None
             res[name] = _errors(gm.means_, gm.covariances_, gm.weights_, gm.predict(X), means, labels)
         else:
-            res[name] = {"centre": math.inf, "cov": math.inf, "weight": math.inf, "miss": math.nan}
+            res[name] = {"centre": math.inf, "cov": math.inf, "weight": math.inf, "miss": math.inf}
         res[name] |= {"found": float(gm.n_found_), "secs": secs}
     sk = SkGMM(n_components=k, random_state=seed).fit(X)
     res["sklearn (non-private)"] = _errors(sk.means_, sk.covariances_, sk.weights_, sk.predict(X), means, labels)
@@ -155,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(*lines[-len(agg):], sep="\n", flush=True)
         if args.out is not None:  # written after every cell: a long run keeps what it measured
             args.out.write_text("\n".join(lines + targets(curves, misses)) + "\n")
-    if args.out is not None:
-        _plot(curves, args.out.with_suffix(".png"))
+            _plot(curves, args.out.with_suffix(".png"))
     print(*targets(curves, misses), sep="\n")
     return 0
 
@@ -187,12 +187,15 @@ def _plot(curves: dict[tuple[int, int, float, str], list[tuple[int, float]]], pa
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    ks, ds = sorted({k for k, _, _, _ in curves}), sorted({d for _, d, _, _ in curves})
+    settings = sorted({(k, d) for k, d, _, _ in curves})
     names = sorted({name for _, _, _, name in curves})
     colour = {name: f"C{i}" for i, name in enumerate(names)}
-    fig, axes = plt.subplots(len(ks), len(ds), figsize=(4.5 * len(ds), 3.6 * len(ks)), squeeze=False)
-    for (row, k), (col, d) in itertools.product(enumerate(ks), enumerate(ds)):
-        ax = axes[row][col]
+    ncols = min(3, len(settings))
+    nrows = math.ceil(len(settings) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(settings):]:
+        ax.set_visible(False)
+    for ax, (k, d) in zip(axes.flat, settings, strict=False):
         seps = sorted({sp for kk, dd, sp, _ in curves if (kk, dd) == (k, d)})
         for (kk, dd, sep, name), pts in sorted(curves.items()):
             if (kk, dd) != (k, d):
@@ -209,6 +212,7 @@ def _plot(curves: dict[tuple[int, int, float, str], list[tuple[int, float]]], pa
         ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

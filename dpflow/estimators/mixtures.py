@@ -70,9 +70,10 @@ a clipped mean over the blocks of each block's k-means centre nearest to the rel
 (``"blocks"``, :func:`block_means`).  Measured (centre error, median of 3 seeds, (2, 1e-6)-DP, the
 benchmark's data, same budget): k = 3, d = 5, n = 4000: parts 0.21, blocks 1.6; k = 2, d = 10, n = 4000:
 0.31, 3.5; k = 3, d = 10, n = 10,000: 0.16, 1.9; k = 5, d = 50, n = 10,000: 0.80, 2.6; n = 40,000: 0.22,
-2.1.  Why: a block centre's spread is ``sqrt(k / m)`` of a row's for blocks of ``m`` rows, but one record
-moves a whole block answer and there are only ``n / m`` of them, and the k means read the same blocks
-(sequential, where the parts are parallel): the blocks' noise is about ``sqrt(k m)`` times the parts'."""
+2.1.  Why: a block centre of ``m`` rows is ``sqrt(k / m)`` as spread as a row (a smaller clip radius), but
+one record moves a whole block answer, a location averages ``n / m`` block answers against a part's ``n / k``
+rows, and the k means read the same blocks (sequential, where the parts are parallel): the noise comes out
+about ``sqrt(m)`` times the parts'."""
 
 BLOCK_MEAN_WEIGHT = 0.42
 """The block means' total weight, in units of a leaf's weight: what the per-part second means (0.21 of each
