@@ -232,7 +232,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
             m = block_size(n, k, w_min)
             given = block_means(G, C, starts, d, n // m, k, s_min, 2 * Rc, BLOCK_MEAN_WEIGHT * w_leaf, m)
     elif method == "warmup":
-        parts, w_leaf = _warmup_parts(X, Xb, c, Rc, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
+        parts, w_leaf = _warmup_parts(X, Xb, c, Rc, min(k, d), k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     for i, Xl in enumerate(parts):
@@ -244,22 +244,24 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
 def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t: int, s_min: float, delta: float,
                  seed: int, rest: float) -> list[Any]:
     """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then terrific balls in the projected
-    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves."""
-    V = N.private_pca(X, k=k, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
-    radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Rc)
+    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves.  The projected space has
+    ``q = min(k, d)`` dimensions (with k > d the PCA basis is d x d)."""
+    q = min(k, d)
+    V = N.private_pca(X, k=q, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
+    radii_p = N.radius_grid(s_min * math.sqrt(q) / 2, 2 * Rc)
     levels = k - 1
     per_node = WEIGHTS["partition"] * rest / max(levels, 1)
     w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
     shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
 
     def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
-        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=k,
+        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=q,
                                beta=BETA, delta=delta, seed=seed + 1000 * level + i, weights=shares)
 
     def rule(cen: Any, rad: Any) -> Any:
         return N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c)
 
-    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * k), Rb), max_parts=k)
+    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * q), Rb), max_parts=k)
     return [Xl for Xl, _, _ in nodes]
 
 
@@ -281,22 +283,22 @@ def sample_aggregate_budget(budget: ApproxZCDP | ApproxDP) -> ApproxZCDP:
     return ApproxZCDP(zcdp_rho_for_approx_dp(budget.epsilon, budget.delta * 3 / 4), budget.delta / 4)
 
 
-def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, k: int, t: int, s_min: float, delta: float, seed: int,
-                  rest: float) -> list[Any]:
+def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, q: int, k: int, t: int, s_min: float, delta: float,
+                  seed: int, rest: float) -> list[Any]:
     """Algorithm 1 (mixtures.md 7), the warm-up for strongly bounded spherical mixtures: the rows clipped to
     the public ball ``B(0, Lambda)``, ``Lambda = radius + sigma_max (sqrt d + sqrt(2 ln(n / beta)))`` (w.h.p.
     nothing clipped), Analyze Gauss on them, then k - 1 private 1-clusters one after the other in the
     projected space (``terrific_ball``, the [P] alternative of section 7), each on the rows outside the balls
     found before: k parts (the last one the rows outside every ball).  A chain of value partitions; the
-    planner charges a record's two root-to-leaf paths."""
-    V = N.private_pca(X, k=k, radius=Lam, weight=WEIGHTS["pca"] * rest)
-    radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Lam)
+    planner charges a record's two root-to-leaf paths.  The projected space has ``q = min(k, d)`` dimensions."""
+    V = N.private_pca(X, k=q, radius=Lam, weight=WEIGHTS["pca"] * rest)
+    radii_p = N.radius_grid(s_min * math.sqrt(q) / 2, 2 * Lam)
     per_node = WEIGHTS["partition"] * rest / max(k - 1, 1)
     w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
     shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
     left, parts = Xc, []
     for j in range(k - 1):  # k - 1 balls, each on the rows outside the earlier ones
-        ball = N.terrific_ball(N.Project(basis=V)(left), t=t, radii=radii_p, center=[0.0] * k, radius=Lam,
+        ball = N.terrific_ball(N.Project(basis=V)(left), t=t, radii=radii_p, center=[0.0] * q, radius=Lam,
                                beta=BETA, delta=delta, seed=seed + j, weights=shares)
         rule = N.PartitionByProjectedBall(center=N.Get(index=0)(ball), radius=N.Get(index=1)(ball), basis=V, origin=c)
         inside, left = N.split(left, rule)

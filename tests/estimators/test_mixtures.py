@@ -212,6 +212,16 @@ def test_sample_aggregate_ledger_meets_the_approx_dp_budget_and_recomposes() -> 
     assert "l1 = 6, l2 = 2.44949" in text  # one group of k = 3 centres: l1 2k, l2 sqrt(2k)
 
 
+@pytest.mark.parametrize("method", ["rpgmp", "warmup"])
+def test_more_components_than_dimensions_project_onto_d_dimensions(method: str) -> None:
+    """k = 3 in d = 2: the PCA basis is d x d, so the terrific balls live in min(k, d) = 2 dimensions (a
+    k-dimensional centre raised a DataError at run time, found by the benchmark's --full grid)."""
+    X, _ = _mixture(3000, np.array([[0.0, 0.0], [30.0, 0.0], [0.0, 30.0]]), 5)
+    gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=100.0, sigma_range=(0.5, 2.0), method=method,
+                         noise=dp.SeededNoise(5)).fit(X)
+    assert 1 <= gm.n_found_ <= 3 and gm.means_ is not None and gm.means_.shape == (gm.n_found_, 2)
+
+
 def test_block_means_spend_the_per_part_means_budget_and_find_the_components() -> None:
     """means='blocks' (mixtures.md 8 step 4): k sequential group-level means over TupleNearest rows in place
     of the per-part second means, within the same budget (the ledger recomposes and meets it); the default
