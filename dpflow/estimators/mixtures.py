@@ -22,7 +22,9 @@ component, a non-private k-means per block, and a group-level 1-cluster over the
 that counts each block at most once per cell, whatever order its k-means put the centres in
 (``dpflow.nodes.tuples``: self-scaled cells in the private top-k projection, ``GaussianStabilityHistogram``);
 the rows are then split by their nearest released location and each part is estimated as above.  It finds
-the parts at sample sizes where RPGMP's radius search cannot (``benchmarks/results/mixtures.md``).
+the parts at sample sizes where RPGMP's radius search cannot (``benchmarks/results/mixtures.md``).  With
+``means="blocks"`` the means are instead private averages of the blocks' matched centres (mixtures.md 8,
+step 4; measured less accurate: :data:`MEANS`).
 
 ``method="warmup"`` is Algorithm 1 (mixtures.md 7) for strongly bounded spherical mixtures: no private
 bounding step (``radius`` is taken to bound the means tightly: every row is clipped to the public ball it
@@ -62,6 +64,22 @@ the group-level cell histogram, and the per-part estimates."""
 
 METHODS = ("rpgmp", "sample_aggregate", "warmup")
 
+MEANS = ("parts", "blocks")
+"""Where the means of ``method="sample_aggregate"`` come from: each part's rows (``"parts"``, the default) or
+a clipped mean over the blocks of each block's k-means centre nearest to the released location
+(``"blocks"``, :func:`block_means`).  Measured (centre error, median of 3 seeds, (2, 1e-6)-DP, the
+benchmark's data, same budget): k = 3, d = 5, n = 4000: parts 0.21, blocks 1.6; k = 2, d = 10, n = 4000:
+0.31, 3.5; k = 3, d = 10, n = 10,000: 0.16, 1.9; k = 5, d = 50, n = 10,000: 0.80, 2.6; n = 40,000: 0.22,
+2.1.  Why: a block centre of ``m`` rows is ``sqrt(k / m)`` as spread as a row (a smaller clip radius), but
+one record moves a whole block answer, a location averages ``n / m`` block answers against a part's ``n / k``
+rows, and the k means read the same blocks (sequential, where the parts are parallel): the noise comes out
+about ``sqrt(m)`` times the parts'."""
+
+BLOCK_MEAN_WEIGHT = 0.42
+"""The block means' total weight, in units of a leaf's weight: what the per-part second means (0.21 of each
+leaf, charged twice: a replaced record moves between two parts) cost, so both options spend the same
+budget."""
+
 SA_PER_PART = 3
 """Sample-and-aggregate blocks hold at least ``SA_PER_PART / w_min`` rows (each component expects 3 rows per
 block): enough for a k-means on well-separated components, and as many groups as possible.  Measured (k = 3,
@@ -97,9 +115,28 @@ def sa_div(w: int) -> float:
 
 
 GRAM_WIDEN = 1.5
-"""The Gram matrix of a leaf is taken over the ball of 1.5 times the radius holding 97% of its rows.  Measured
-(``tests/estimators/test_mixtures.py``, d = 2, n = 6000): at the 97% radius itself the truncation biases the
-covariance about 14% low; at 1.5 times it the bias is within the noise."""
+"""In d = 2 the Gram matrix of a leaf is taken over the ball of 1.5 times the radius holding 97% of its rows.
+Measured (``tests/estimators/test_mixtures.py``, d = 2, n = 6000): at the 97% radius itself the truncation
+biases the covariance about 14% low; at 1.5 times it the bias is within the noise.  Other dimensions use the
+widening with the same truncation bias (:func:`gram_widen`)."""
+
+
+def gram_widen(d: int) -> float:
+    """The factor applied to a leaf's 97% radius for its Gram matrix (and, from a sample-and-aggregate start,
+    its second mean) in dimension ``d``: the one whose truncation bias on a Gaussian part equals that of
+    :data:`GRAM_WIDEN` in d = 2.  For ``z ~ N(0, I_d)``, ``E[z z^T 1{|z|^2 > s}] = P(chi2_{d+2} > s) I``, so
+    the relative bias at ``f`` times the 97% radius is ``tau = P(chi2_{d+2} > f^2 chi2_d^{-1}(0.97))``;
+    ``tau = 0.00333`` at d = 2, f = 1.5, and ``f(d) = sqrt(chi2_{d+2}^{-1}(1 - tau) / chi2_d^{-1}(0.97))``.
+    The norms of a d-dimensional Gaussian concentrate, so f falls towards 1 as d grows: 1.1 at d = 50, where
+    1.5 made the Gram's noise (its sensitivity grows as the square of the radius) 1.86 times larger than
+    needed (rounded up to two decimals; public).
+
+    >>> [gram_widen(d) for d in (1, 2, 10, 50)]
+    [1.71, 1.5, 1.22, 1.1]
+    """
+    tau = float(stats.chi2.sf(GRAM_WIDEN**2 * stats.chi2.ppf(0.97, 2), 4))
+    f = math.sqrt(float(stats.chi2.isf(tau, d + 2) / stats.chi2.ppf(0.97, d)))
+    return math.ceil(f * 100 - 1e-9) / 100
 
 
 def stack_scalars(*xs: Any) -> np.ndarray:
@@ -119,7 +156,8 @@ def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
 
 def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float = 1e4,
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                          seed: int = 0, standardize: bool = False, method: str = "rpgmp") -> Plan:
+                          seed: int = 0, standardize: bool = False, method: str = "rpgmp",
+                          means: str = "parts") -> Plan:
     """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from RPGMP (``method="rpgmp"``)
     or from sample-and-aggregate (``method="sample_aggregate"``) or the warm-up chain (``method="warmup"``),
     then each part's estimates.  Outputs
@@ -138,6 +176,9 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     require_budget(budget, "GaussianMixture", (ApproxZCDP, ApproxDP))
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if means not in MEANS or (means == "blocks" and method != "sample_aggregate"):
+        raise ValueError(f"means must be one of {MEANS} ('blocks' only with method='sample_aggregate'), "
+                         f"got means={means!r} with method={method!r}")
     if k < 1 or d < 1 or n < 1:
         raise ValueError(f"GaussianMixture needs k, d, n >= 1, got k={k}, d={d}, n={n}")
     s_min, s_max = sigma_range
@@ -183,37 +224,44 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     starts: list[Any] = []
+    given: list[Any] = []
     if method == "sample_aggregate":
-        parts, C = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest)
+        parts, C, G = _sample_aggregate_parts(X, Xb, c, Rb, d, n, k, w_min, delta, rest)
         w_leaf, starts = WEIGHTS_SA["leaves"] * rest, [N.Get(index=j)(C) for j in range(k)]
+        if means == "blocks":
+            m = block_size(n, k, w_min)
+            given = block_means(G, C, starts, d, n // m, k, s_min, 2 * Rc, BLOCK_MEAN_WEIGHT * w_leaf, m)
     elif method == "warmup":
-        parts, w_leaf = _warmup_parts(X, Xb, c, Rc, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
+        parts, w_leaf = _warmup_parts(X, Xb, c, Rc, min(k, d), k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     for i, Xl in enumerate(parts):
-        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, starts[i] if starts else None)
+        out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None,
+                     given[i] if given else None)
     return b.build(**out)
 
 
 def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t: int, s_min: float, delta: float,
                  seed: int, rest: float) -> list[Any]:
     """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then terrific balls in the projected
-    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves."""
-    V = N.private_pca(X, k=k, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
-    radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Rc)
+    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves.  The projected space has
+    ``q = min(k, d)`` dimensions (with k > d the PCA basis is d x d)."""
+    q = min(k, d)
+    V = N.private_pca(X, k=q, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
+    radii_p = N.radius_grid(s_min * math.sqrt(q) / 2, 2 * Rc)
     levels = k - 1
     per_node = WEIGHTS["partition"] * rest / max(levels, 1)
     w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
     shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
 
     def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
-        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=k,
+        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=q,
                                beta=BETA, delta=delta, seed=seed + 1000 * level + i, weights=shares)
 
     def rule(cen: Any, rad: Any) -> Any:
         return N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c)
 
-    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * k), Rb), max_parts=k)
+    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * q), Rb), max_parts=k)
     return [Xl for Xl, _, _ in nodes]
 
 
@@ -235,22 +283,22 @@ def sample_aggregate_budget(budget: ApproxZCDP | ApproxDP) -> ApproxZCDP:
     return ApproxZCDP(zcdp_rho_for_approx_dp(budget.epsilon, budget.delta * 3 / 4), budget.delta / 4)
 
 
-def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, k: int, t: int, s_min: float, delta: float, seed: int,
-                  rest: float) -> list[Any]:
+def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, q: int, k: int, t: int, s_min: float, delta: float,
+                  seed: int, rest: float) -> list[Any]:
     """Algorithm 1 (mixtures.md 7), the warm-up for strongly bounded spherical mixtures: the rows clipped to
     the public ball ``B(0, Lambda)``, ``Lambda = radius + sigma_max (sqrt d + sqrt(2 ln(n / beta)))`` (w.h.p.
     nothing clipped), Analyze Gauss on them, then k - 1 private 1-clusters one after the other in the
     projected space (``terrific_ball``, the [P] alternative of section 7), each on the rows outside the balls
     found before: k parts (the last one the rows outside every ball).  A chain of value partitions; the
-    planner charges a record's two root-to-leaf paths."""
-    V = N.private_pca(X, k=k, radius=Lam, weight=WEIGHTS["pca"] * rest)
-    radii_p = N.radius_grid(s_min * math.sqrt(k) / 2, 2 * Lam)
+    planner charges a record's two root-to-leaf paths.  The projected space has ``q = min(k, d)`` dimensions."""
+    V = N.private_pca(X, k=q, radius=Lam, weight=WEIGHTS["pca"] * rest)
+    radii_p = N.radius_grid(s_min * math.sqrt(q) / 2, 2 * Lam)
     per_node = WEIGHTS["partition"] * rest / max(k - 1, 1)
     w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
     shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
     left, parts = Xc, []
     for j in range(k - 1):  # k - 1 balls, each on the rows outside the earlier ones
-        ball = N.terrific_ball(N.Project(basis=V)(left), t=t, radii=radii_p, center=[0.0] * k, radius=Lam,
+        ball = N.terrific_ball(N.Project(basis=V)(left), t=t, radii=radii_p, center=[0.0] * q, radius=Lam,
                                beta=BETA, delta=delta, seed=seed + j, weights=shares)
         rule = N.PartitionByProjectedBall(center=N.Get(index=0)(ball), radius=N.Get(index=1)(ball), basis=V, origin=c)
         inside, left = N.split(left, rule)
@@ -270,7 +318,7 @@ def block_size(n: int, k: int, w_min: float) -> int:
 
 
 def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k: int, w_min: float, delta: float,
-                            rest: float) -> tuple[list[Any], Any]:
+                            rest: float) -> tuple[list[Any], Any, Any]:
     """PGME's sample-and-aggregate (mixtures.md 8): disjoint blocks of :func:`block_size` rows (of the rows
     clipped to the bounding ball), a non-private k-means per block (``SubsampleAggregate(statistic="kmeans")``),
     each block's k centres re-centred on the bounding centre and projected onto the top-k eigenvectors of a
@@ -292,29 +340,57 @@ def _sample_aggregate_parts(X: Any, Xb: Any, c: Any, Rb: Any, d: int, n: int, k:
     div = sa_div(w)
     h = N.GaussianStabilityHistogram(delta=delta, weight=WEIGHTS_SA["cells"] * rest)(N.TupleCellCounts(k=k, div=div)(P))
     C = N.TupleCenters(k=k, w=w, div=div)(h, V, c)
-    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k]), C
+    return list(N.split(Xb, N.PartitionByNearest(k=k, centers=C))[:k]), C, G
 
 
-def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int,
-          start: Any = None) -> dict[str, Any]:
+def block_means(G: Any, C: Any, starts: list[Any], d: int, groups: int, k: int, s_min: float, r_max: float,
+                weight: float, m: int) -> list[Any]:
+    """Sample and aggregate's means (mixtures.md 8, step 4): for each released location ``C_j``, every
+    block's k-means centre nearest to it (``TupleNearest``: one row per block, so one record moves one row),
+    the radius around ``C_j`` holding 97% of those rows (``AboveThreshold`` on nested-ball counts against the
+    public number of blocks; not searched when the margin lowers the threshold below half of them), and their
+    clipped Gaussian mean over ``gram_widen(d)`` times that radius (:func:`dpflow.nodes.ball_mean`).  The k
+    means read the same blocks: they compose sequentially, ``weight / k`` each (0.3 radius, 0.6 sum, 0.1
+    count).  A block centre averages about ``m / k`` rows, so its spread is ``sqrt(k / m)`` of a row's: the
+    radius grid starts there."""
+    radii = N.radius_grid(s_min * math.sqrt(d * k / m) / 2, r_max)
+    out = []
+    for j in range(k):
+        Y = N.TupleNearest(k=k, centers=C, index=j)(G)
+        w = weight / k
+        jr = N.AboveThreshold(threshold=0.97 * groups, margin_beta=BETA, min_threshold=groups / 2,
+                              weight=0.3 * w)(N.BallCounts(center=starts[j], radii=radii)(Y))
+        r = N.ScaleShift(scale=gram_widen(d))(N.GridValue(values=radii)(jr))
+        out.append(N.ball_mean(Y, starts[j], r, 0.6 * w, 0.1 * w))
+    return out
+
+
+def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int, widen: float,
+          start: Any = None, given: Any = None) -> dict[str, Any]:
     """PGME's estimates of one part: a noisy count, the mean within the bounding ball (or a released ``start``:
     the part's location from sample-and-aggregate), the radius holding 97% of the part around it
     (``AboveThreshold`` on nested-ball counts, threshold 0.97 x the noisy count; not searched when its margin
     lowers the threshold below ``t / 2``, half the target part size: the radius is then "not found" and the
-    mean stays the first one, rather than a mean of a few rows), the mean within that radius (1.5 times it from
-    a start), and the Gram matrix about it of the rows within 1.5 times it.  Measured on the benchmark's data
-    (k = 3, d = 5): from the within-ball mean, a refused radius search at n = 2000 left centre errors of 2.7;
-    from the start, 0.4 to 0.7; the widened second mean brought k = 2, d = 2, n = 16000 from 0.084 to 0.03."""
+    mean stays the first one, rather than a mean of a few rows), the mean within that radius (``widen`` times
+    it from a start: :func:`gram_widen`), and the Gram matrix about it of the rows within ``widen`` times it.
+    Measured on the benchmark's data (k = 3, d = 5): from the within-ball mean, a refused radius search at
+    n = 2000 left centre errors of 2.7; from the start, 0.4 to 0.7; the widened second mean brought k = 2,
+    d = 2, n = 16000 from 0.084 to 0.03.  Widening by gram_widen(d) rather than 1.5 (median of 3 seeds,
+    sample_aggregate): k = 5, d = 50, n = 10,000 covariance error 10.6 -> 5.7, centre error 1.06 -> 0.80;
+    n = 40,000: 3.6 -> 1.9, 0.29 -> 0.22; k = 3, d = 10, n = 10,000: 0.87 -> 0.59, 0.20 -> 0.16."""
     cnt = N.LaplaceMech(weight=w_leaf * 0.08)(N.Count()(Xl))
     p1 = N.ball_mean(Xl, c, Rb, w_leaf * 0.1, w_leaf * 0.03) if start is None else start
     w_radius = w_leaf * (0.08 if start is None else 0.21)  # with a start, the first mean's share goes here
     jl = N.AboveThreshold(threshold=N.ScaleShift(scale=0.97)(cnt), margin_beta=BETA, min_threshold=t / 2,
                           weight=w_radius)(N.BallCounts(center=p1, radii=radii_l)(Xl))
     r1 = N.GridValue(values=radii_l)(jl)
-    rg = N.ScaleShift(scale=GRAM_WIDEN)(r1)  # the 97% radius widened: the Gram is then barely truncated
+    rg = N.ScaleShift(scale=widen)(r1)  # the 97% radius widened: the Gram is then barely truncated
     # from a start (a cell centre, off by up to a cell), the 97% ball is lopsided: its mean is pulled towards
     # the start, so the mean is taken over the widened ball too
-    p2 = N.ball_mean(Xl, p1, r1 if start is None else rg, w_leaf * 0.18, w_leaf * 0.03)
+    if given is None:
+        p2 = N.ball_mean(Xl, p1, r1 if start is None else rg, w_leaf * 0.18, w_leaf * 0.03)
+    else:  # the mean from the blocks (block_means): the Gram is taken about it
+        p2 = given
     near, _ = N.split(Xl, N.PartitionByBall(center=p2, radius=rg))
     gram = N.GaussianMech(weight=w_leaf * 0.5)(N.Gram(center=p2)(N.Clip(radius=rg, center=p2)(near)))
     return {f"leaf{i}_n": cnt, f"leaf{i}_mean": p2, f"leaf{i}_gram": gram}
@@ -339,7 +415,15 @@ class GaussianMixture:
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
     as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"rpgmp"`` (default),
     ``"sample_aggregate"`` (finds the parts at smaller n; k >= 2) or ``"warmup"`` (strongly bounded spherical
-    mixtures: ``radius`` a tight public bound on the means).
+    mixtures: ``radius`` a tight public bound on the means); with ``"sample_aggregate"``, ``means="blocks"``
+    averages the blocks' matched centres instead of each part's rows (less accurate, :data:`MEANS`).
+
+    Covariances need more rows than means: each part's Gram matrix gets Gaussian noise scaled by the square of
+    its radius (about ``d`` component variances), so the spectral error falls as ``d^1.5 / (rows per part)``.
+    Measured with ``method="sample_aggregate"`` at (2, 1e-6)-DP, k = 5, d = 50 (unit covariances,
+    ``benchmarks/mixtures.py``): 5.7, 1.9, 0.95 and 0.52 at n = 10,000, 40,000, 80,000 and 160,000, so an
+    error below 1 in d = 50 needs about 16,000 rows per component (centre error 0.8 and 0.22 at 10,000 and
+    40,000).
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(0)
@@ -352,14 +436,17 @@ class GaussianMixture:
 
     def __init__(self, n_components: int, budget: Measure, radius: float = 1e4,
                  sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                 method: str = "rpgmp", seed: int = 0, noise: Any = None, standardize: bool = False) -> None:
+                 method: str = "rpgmp", seed: int = 0, noise: Any = None, standardize: bool = False,
+                 means: str = "parts") -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if means not in MEANS:
+            raise ValueError(f"means must be one of {MEANS}, got {means!r}")
         if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         self.n_components, self.budget, self.radius = int(n_components), budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
-        self.standardize = standardize
+        self.standardize, self.means = standardize, means
         self.centre_: np.ndarray | None = None
         self.scale_: np.ndarray | None = None
         self.means_: np.ndarray | None = None
@@ -378,7 +465,7 @@ class GaussianMixture:
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
         plan = gaussian_mixture_plan(d, n, self.n_components, self.budget, self.radius, self.sigma_range,
-                                     self.w_min, self.seed, self.standardize, self.method)
+                                     self.w_min, self.seed, self.standardize, self.method, self.means)
         result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
         rel = result.released
         t = float(rel["t"])

@@ -53,7 +53,7 @@ from dpflow.nodes.transforms import (
     split,
 )
 from dpflow.nodes.truncation import TruncatedMean
-from dpflow.nodes.tuples import PartitionByNearest, TupleCellCounts, TupleCenters, TupleProject
+from dpflow.nodes.tuples import PartitionByNearest, TupleCellCounts, TupleCenters, TupleNearest, TupleProject
 from dpflow.nodes.types import Allocation, PiecesT, ReleasedT, RowsT, StatT
 
 __all__ = [
@@ -70,5 +70,6 @@ __all__ = [
     "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
     "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
     "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
-    "GaussianStabilityHistogram", "PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleProject",
+    "GaussianStabilityHistogram", "PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleNearest",
+    "TupleProject",
 ]

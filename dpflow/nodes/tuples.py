@@ -13,7 +13,9 @@ most once per cell, whichever of its points fall there.
 - :class:`TupleCenters`: the ``k`` heaviest released cells, face neighbours merged, decoded (and lifted back
   through the basis): the k component locations, or NaN rows for the ones not found;
 - :class:`PartitionByNearest`: the records split by their nearest released location (a value partition), so
-  that each part is estimated on its own rows (PGME).
+  that each part is estimated on its own rows (PGME);
+- :class:`TupleNearest`: each group's point nearest to one released location, so that the block answers of
+  one component can be averaged (a clipped mean over groups).
 
 >>> import numpy as np, dpflow as dp
 >>> from dpflow import nodes as N
@@ -57,7 +59,7 @@ from dpflow.nodes.terrific import _pos_int
 from dpflow.nodes.types import Inferred, PiecesT, ReleasedT, RowsT, SplitRule, StatT, VType
 from dpflow.references import Reference
 
-__all__ = ["PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleProject", "group_cell_keys",
+__all__ = ["PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleNearest", "TupleProject", "group_cell_keys",
            "tuple_keys", "tuple_points"]
 
 REFERENCE = Reference("sample and aggregate over k-tuples: one group counted at most once per cell "
@@ -235,6 +237,55 @@ class TupleProject(Transform):
         P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
         with np.errstate(all="ignore"):
             out: np.ndarray = ((P - c) @ V).reshape(P.shape[0], self.k * V.shape[1])
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class TupleNearest(Transform):
+    """Each group row's point nearest to location ``index`` of the released ``k x w`` ``centers``: the
+    group-level matching of sample and aggregate (mixtures.md 8, step 4: "average over groups of the single
+    point closest to the current centre"), so that a clipped mean over the output rows averages each
+    component's block answers.  A row map of released parameters: one group gives one output row whatever
+    order its points come in (ties to the earlier position), stability carries under either relation; the
+    rows have no bound (clip them).  Non-finite entries of a row count as 0; a non-finite location gives
+    every group its first point (declared policies: a NaN location's ball holds nothing downstream).
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> G = b.source("X", dp.Vectors(d=4), n=10)
+    >>> Y = TupleNearest(k=2, centers=b.public([[0.0, 0.0], [5.0, 5.0]]), index=1)(G)
+    """
+
+    kind: ClassVar[str] = "TupleNearest"
+    reference: ClassVar[str] = "row-wise map of released parameters (stability 1, Dwork-Roth 2014 Prop. 2.1)"
+    k: int = attrs.field(converter=_pos_int)
+    centers: Ref = attrs.field(converter=param)
+    index: int = attrs.field(converter=int)
+
+    @index.validator
+    def _check_index(self, _: Any, value: int) -> None:
+        if not 0 <= value < self.k:
+            raise ValueError(f"index must be in [0, k) = [0, {self.k}), got {value}")
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows = _tuple_rows(self, ins, ctx)
+        w = rows.domain.d // self.k
+        t = released_type(self.centers, ctx, "centers")
+        if t.shape is not None and t.shape != (self.k, w):
+            raise DomainError(ctx.node_id, f"centers {self.centers.id} has shape {t.shape}",
+                              f"pass a {self.k} x {w} array (TupleCenters)")
+        return Inferred(attrs.evolve(rows, domain=Vectors(d=w)),
+                        f"each group's point nearest to row {self.index} of {self.centers.id}")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
+        c = np.asarray(ctx.value(self.centers), dtype=float).reshape(self.k, -1)[self.index]
+        if not np.all(np.isfinite(c)):
+            c = np.zeros_like(c)
+        with np.errstate(all="ignore"):  # huge points: an infinite distance, never nearer than a finite one
+            D = np.sum((P - c) ** 2, axis=2)
+        nearest = np.argmin(D, axis=1) if P.shape[0] else np.zeros(0, dtype=np.int64)
+        out: np.ndarray = P[np.arange(P.shape[0]), nearest]
         return out
 
 

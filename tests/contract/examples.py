@@ -551,6 +551,13 @@ def _tuple_project(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"s": N.GaussianMech()(s)}, P.id, (s.id,))
 
 
+@example("TupleNearest", relations=RELATIONS, special=((3.0, -3.0, 0.0), (0.9, 0.1, 0.5)))
+def _tuple_nearest(b: dp.PlanBuilder, X: Any) -> Fragment:
+    Y = N.TupleNearest(k=3, centers=b.public([[0.0], [1.0], [-2.0]]), index=1)(X)
+    s = N.Sum()(N.Clip(radius=1.0)(Y))
+    return Fragment({"s": N.GaussianMech()(s)}, Y.id, (s.id,))
+
+
 @example("TupleCellCounts", relations=RELATIONS, budget=_APPROX, special=((0.0, 0.0, 0.99), (0.0, 0.5, 1.0)))
 def _tuple_cell_counts(b: dp.PlanBuilder, X: Any) -> Fragment:
     c = N.TupleCellCounts(k=3, seed=2)(X)

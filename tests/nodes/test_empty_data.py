@@ -71,7 +71,9 @@ def _tuples(b: dp.PlanBuilder) -> dict[str, Any]:
     P = N.TupleProject(k=3, basis=b.public(np.eye(2)), center=b.public([0.0, 0.0]))(X)
     h = N.GaussianStabilityHistogram(delta=1e-8)(N.TupleCellCounts(k=3)(P))
     near = N.split(X, N.PartitionByNearest(k=2, centers=b.public(np.zeros((2, 6)))))
-    return {"h": h, "near": N.GaussianMech()(N.Count()(near[0])), "rest": N.GaussianMech()(N.Count()(near[2]))}
+    Y = N.TupleNearest(k=3, centers=b.public(np.zeros((3, 2))), index=1)(X)
+    return {"h": h, "near": N.GaussianMech()(N.Count()(near[0])), "rest": N.GaussianMech()(N.Count()(near[2])),
+            "matched": N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(Y)))}
 
 
 ADD_REMOVE_PLANS: dict[str, tuple[Builder, int]] = {

@@ -246,3 +246,45 @@ def test_partition_by_nearest_splits_by_the_nearest_finite_centre() -> None:
     assert len(a) == 0 and len(c) == 4 and len(rest) == 1
     a, c, rest = node.evaluate([X], Ctx(np.full((2, 1), np.nan)))  # type: ignore[arg-type]
     assert len(a) == len(c) == 0 and len(rest) == 5
+
+
+def test_tuple_nearest_gives_each_group_one_row_whatever_the_order_of_its_points() -> None:
+    """TupleNearest is a row map: each group's output row is its point nearest to the location (ties to the
+    earlier position), the same for every order of the group's points, so a replaced group changes exactly
+    one output row (stability 1, carried by the planner); a NaN location reads the first point."""
+    C = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+
+    class Ctx:
+        def __init__(self, v: np.ndarray) -> None:
+            self.v = v
+
+        def value(self, ref: object) -> np.ndarray:
+            return self.v
+
+    rng = np.random.default_rng(3)
+    P = C[None, :, :] + rng.normal(scale=2.0, size=(200, 3, 2))
+    node = N.TupleNearest(k=3, centers=dp.PlanBuilder(budget=dp.ZCDP(1)).public(C.tolist()), index=1)
+    out = node.evaluate([P.reshape(200, 6)], Ctx(C))  # type: ignore[arg-type]
+    want = P[np.arange(200), np.argmin(np.sum((P - C[1]) ** 2, axis=2), axis=1)]
+    assert np.array_equal(out, want)
+    for perm in ((2, 0, 1), (1, 2, 0)):
+        again = node.evaluate([P[:, perm, :].reshape(200, 6)], Ctx(C))  # type: ignore[arg-type]
+        assert np.array_equal(again, out)
+    Q = P.copy()
+    Q[7] = rng.normal(scale=50.0, size=(3, 2))  # a replaced group
+    moved = node.evaluate([Q.reshape(200, 6)], Ctx(C))  # type: ignore[arg-type]
+    assert np.flatnonzero(np.any(moved != out, axis=1)).tolist() == [7]
+    tie = node.evaluate([np.array([[10.0, 1.0, 10.0, -1.0, 0.0, 0.0]])], Ctx(C))  # type: ignore[arg-type]
+    assert tie.tolist() == [[10.0, 1.0]]
+    nan = node.evaluate([P[:2].reshape(2, 6)], Ctx(np.full((3, 2), np.nan)))  # type: ignore[arg-type]
+    assert np.array_equal(nan, P[:2, 0])
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    G = b.source("X", dp.Vectors(d=6), n=10)
+    Y = N.TupleNearest(k=3, centers=b.public(C.tolist()), index=2)(G)
+    cert = certify(b.build(s=N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(Y)))))
+    assert cert.space.types[Y.id].domain.d == 2 and cert.space.types[Y.id].stability == 1
+    with pytest.raises(ValueError, match="index"):
+        N.TupleNearest(k=3, centers=b.public(C.tolist()), index=3)
+    with pytest.raises(dp.errors.DomainError, match="3 x 2"):
+        certify(b.build(s=N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(
+            N.TupleNearest(k=3, centers=b.public([[0.0]]), index=0)(G))))))

@@ -74,7 +74,9 @@ def _tuple_kinds(X: Any) -> dict[str, Any]:
                                                                                                center=origin)(G)))
     C = N.TupleCenters(k=3, w=2)(h, V, origin)
     near = N.split(X, N.PartitionByNearest(k=3, centers=C))
-    return {"tuple_h": h, "near": N.GaussianMech()(N.Count()(near[0]))}
+    Y = N.TupleNearest(k=3, centers=C, index=0)(G)
+    return {"tuple_h": h, "near": N.GaussianMech()(N.Count()(near[0])),
+            "matched": N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(Y)))}
 
 
 def _quantile_regression_kinds(b: dp.PlanBuilder, Z: Any) -> dict[str, Any]:
