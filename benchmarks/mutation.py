@@ -21,6 +21,7 @@ Run it with ``CI=1`` (the property tests then draw a fixed set of examples, so a
     CI=1 nice -n 15 python benchmarks/mutation.py          # the default set, one module after the other
     python benchmarks/mutation.py dpflow/privacy/rounding.py dpflow/nodes/floaterr.py
     python benchmarks/mutation.py dpflow/nodes/base.py:change_bound,sym_max   # some functions of a module
+    python benchmarks/mutation.py dpflow/budget.py:BudgetStore._create        # a method
     python benchmarks/mutation.py --resume MODULE ...      # only the mutants not yet killed (after new tests)
     python benchmarks/mutation.py --refresh-stats MODULE   # re-collect the subject tests' map (code changed)
     python benchmarks/mutation.py --report-only            # tabulate the last run without running mutmut
@@ -53,6 +54,7 @@ DEFAULT_MODULES = [  # in order of privacy importance
     "dpflow/planner/allocate.py",
     "dpflow/privacy/pld.py",
     "dpflow/planner/fold.py",
+    "dpflow/planner/ledger.py:split_rule,seq_pairs,of_relation",
     "dpflow/nodes/base.py:change_bound,sym_max",
     "dpflow/nodes/rules.py",
     "dpflow/nodes/floaterr.py",
@@ -232,11 +234,12 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
 
 
 def split(spec: str) -> tuple[str, list[str]]:
-    """``path.py[:f,g]`` -> (path, mutmut name patterns of the module or of functions f and g)."""
+    """``path.py[:f,C.m]`` -> (path, mutmut name patterns of the module or of function f and method C.m)."""
     path, _, funcs = spec.partition(":")
     mod = path.removesuffix(".py").replace("/", ".")
     # mutmut names a mutant module.x_function__mutmut_N (methods: module.xǁClassǁmethod__mutmut_N)
-    return path, [f"{mod}.x_{f}__mutmut_*" for f in funcs.split(",")] if funcs else [f"{mod}.*"]
+    names = [f"xǁ{f.replace('.', 'ǁ')}" if "." in f else f"x_{f}" for f in funcs.split(",")] if funcs else []
+    return path, [f"{mod}.{n}__mutmut_*" for n in names] if names else [f"{mod}.*"]
 
 
 def subject_tests(path: str) -> tuple[str, ...]:

@@ -204,7 +204,7 @@ def test_event_pld_of_each_kind() -> None:
     approx = P._event_pld(ApproxPLD(Fraction(1, 3), d), 2)
     assert _pmf(approx) == _pmf(P._randomized_response_power(Fraction(1, 3), to_float_up(d), 2, pessimistic=True))
     assert to_float_up(d) > float(d)  # so the rounding direction matters here
-    for k in (1, 3):
+    for k in (1, 2, 3):
         lap = P._event_pld(LaplacePLD(Fraction(1, 3)), k)
         base = dp_pld.from_laplace_mechanism(down(1.0 / to_float_up(Fraction(1, 3))), sensitivity=1.0,
                                              pessimistic_estimate=True, value_discretization_interval=V)
