@@ -106,6 +106,19 @@ _ZIP_SHIFTED = "zip(strict=False / None / default) of a list and its tail: all t
 _GROUPING = ("grouping repeated cost objects from 8 (or 10) costs on instead of 9: c.scaled(k) has every field of k "
              "copies composed one by one, so the threshold changes the speed only (pinned by eight and nine copies)")
 
+_LAPLACE_DEFAULT = ("an argument of from_laplace_mechanism left to its default: sensitivity 1, pessimistic_estimate "
+                    "True and value_discretization_interval 1e-4 are the defaults")
+_GAUSS_DEFAULT = ("an argument of GaussianPrivacyLoss left to its default (sensitivity 1, pessimistic_estimate True, "
+                  "log_mass_truncation_bound -50, adjacency REMOVE)")
+_CONNECT_DOTS = ("GaussianPrivacyLoss's pessimistic_estimate None / False: the flag rounds only the tail PMF, which "
+                 "the connect-the-dots path does not read (its bounds and the CDFs are the same; tests compare the PMF "
+                 "with from_gaussian_mechanism)")
+_CLIP = ("the clip of the hockey-stick differences to [0, 1]: they lie in [1.9e-28, 1] for every sigma checked "
+         "(0.05 to 4,000), so neither end binds (the clip stays as a guard)")
+_NO_DELTA = "at delta = 0 the weight (1 - 0)^k is 1.0 exactly, so 1 - weight is 0.0 too"
+_TOP_BUCKET = ("the optimistic Gaussian PLD's top bucket and tail: ndtr is 1.0 in float64 above 8.3 sd, so at 12 sd "
+               "probs[-1] and 1 - edges[-1] are both 0.0")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -223,6 +236,38 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.composition.xǁCostǁsequential__mutmut_6": _GROUPING,
     "dpflow.privacy.composition.xǁCostǁsequential__mutmut_20": (
         "c.scaled(1) vs c for an object met once: scaled(1) has every field of c (test_mutants_composition)"),
+    "dpflow.privacy.pld.x_lattice_smoothing_slack__mutmut_26": (
+        "xi <= 1 vs xi < 1: the only caller passes t = 3 (xi about 1e-77); no t within 20,000 floats of the "
+        "crossing near t = 0.236 gives xi = 1.0 exactly (up() steps over it)"),
+    "dpflow.privacy.pld.xǁPldEventsǁparse__mutmut_14": (
+        "partition vs rpartition of '(': the head of every text str() writes has one '('; a malformed text is "
+        "refused with ValueError either way"),
+    "dpflow.privacy.pld.x__event_pld__mutmut_8": _LAPLACE_DEFAULT,
+    "dpflow.privacy.pld.x__event_pld__mutmut_9": _LAPLACE_DEFAULT,
+    "dpflow.privacy.pld.x__event_pld__mutmut_10": _LAPLACE_DEFAULT,
+    "dpflow.privacy.pld.x__event_pld__mutmut_39": "min(delta, 2.0) vs 1.0: to_float_up of a delta < 1 is at most 1",
+    "dpflow.privacy.pld.x__randomized_response_power__mutmut_62": _NO_DELTA,
+    "dpflow.privacy.pld.x__randomized_response_power__mutmut_65": _NO_DELTA,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_5": _CONNECT_DOTS,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_14": _CONNECT_DOTS,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_9": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_10": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_11": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_12": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_18": "'and' vs 'or' in an assert: the Gaussian loss sets both bounds",
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_43": _CLIP,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_44": _CLIP,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_54": _CLIP,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_29": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_30": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_31": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_32": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_36": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__epsilon_of__mutmut_10": (
+        "Gamma <= 2^-60 vs < 2^-60: Gamma is a sum of multiples of one float, equal to 2^-60 exactly at no count "
+        "found; the cut itself is pinned (test_lattice_gamma_cut_is_two_to_the_minus_60)"),
+    "dpflow.privacy.pld.x__epsilon_of__mutmut_54": (
+        "the infinite-epsilon branch disabled: up(max(inf, 0) + 2 Gamma) is inf too"),
     "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
                                                   "the same Fraction",
 }

@@ -315,3 +315,21 @@ def test_pld_epsilon_lower_restated() -> None:
         with pytest.raises(ValueError) as err:
             pld_epsilon_lower(ev, bad)
         assert str(err.value) == f"delta must be in (0, 1), got {bad!r}"
+
+
+def test_lattice_gamma_is_added_twice_where_it_shows() -> None:
+    """At delta = 1/2 a tiny mu^2 has epsilon 0 before the lattice slack, so the figure is exactly up(2 Gamma)."""
+    ev = PldEvents.of([(LatticeGaussianPLD(Fraction(1, 10**45)), 10**31)])
+    _, gamma = P._gaussian_mu2(ev)
+    assert 0 < gamma < 1e-20
+    assert pld_epsilon(ev, 0.5) == up(2.0 * gamma)
+
+
+def test_lattice_gamma_cut_is_two_to_the_minus_60() -> None:
+    """Gamma between 2^-61 and 2^-60 still gets a figure (the cut is at 2^-60)."""
+    slack = P.lattice_smoothing_slack(P.LATTICE_SMOOTHING, P.LATTICE_MAX_ENTRIES)
+    k = int(1.5 * 2.0**-61 / slack)  # Gamma = k slack, about 1.5 2^-61
+    ev = PldEvents.of([(LatticeGaussianPLD(Fraction(1, 10**45)), k)])
+    _, gamma = P._gaussian_mu2(ev)
+    assert 2.0**-61 < gamma < 2.0**-60
+    assert pld_epsilon(ev, 0.5) == up(2.0 * gamma)
