@@ -119,6 +119,9 @@ _NO_DELTA = "at delta = 0 the weight (1 - 0)^k is 1.0 exactly, so 1 - weight is 
 _TOP_BUCKET = ("the optimistic Gaussian PLD's top bucket and tail: ndtr is 1.0 in float64 above 8.3 sd, so at 12 sd "
                "probs[-1] and 1 - edges[-1] are both 0.0")
 
+_PAIR_MEMO = ("the memo of a leaf's PerRecord pair by the cost object's id: every variant returns PerRecord(c, c) "
+              "for the leaf's cost c (the memo holds c, so an id in it is never reused by another object)")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -268,8 +271,14 @@ EQUIVALENT: dict[str, str] = {
         "found; the cut itself is pinned (test_lattice_gamma_cut_is_two_to_the_minus_60)"),
     "dpflow.privacy.pld.x__epsilon_of__mutmut_54": (
         "the infinite-epsilon branch disabled: up(max(inf, 0) + 2 Gamma) is inf too"),
-    "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
-                                                  "the same Fraction",
+    "dpflow.planner.fold.x__fold_pairs__mutmut_7": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_8": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_9": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_12": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_14": _PAIR_MEMO,
+    "dpflow.planner.fold.x__top_two_frac__mutmut_4": _SUM_START,
+    "dpflow.planner.fold.x__fold_frac__mutmut_19": ("sum(round weights) without the Fraction(0) start: a loop has at "
+                                                    "least one round, and a non-empty sum of Fractions is the same"),
 }
 
 # mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,
