@@ -95,3 +95,40 @@ def test_approx_dp_target_rounds_both_down(delta: Fraction) -> None:
     eps, d = approx_dp_target(dp.ApproxDP(Fraction(1, 3), delta))
     assert eps == to_float_down(Fraction(1, 3)) and Fraction(eps) <= Fraction(1, 3)
     assert d == to_float_down(delta) and Fraction(d) <= delta
+
+
+def _basic_plan(epsilon: Fraction) -> tuple[Any, list[Any]]:
+    b = dp.PlanBuilder(budget=dp.ApproxDP(epsilon, Fraction(1, 10**6)), accounting="basic")
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    rows = dp.nodes.Clip(radius=1.0)(X)
+    g = dp.nodes.GaussianMech(weight=1.0)(dp.nodes.Mean()(rows))
+    lap = dp.nodes.LaplaceMech(weight=3.0)(dp.nodes.Mean()(rows))
+    return b.build(g=g, lap=lap), [g, lap]
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1), Fraction(2), Fraction(1, 3)])
+def test_basic_accounting_splits_delta_in_proportion_to_epsilon(epsilon: Fraction) -> None:
+    """Each mechanism of a basic plan gets epsilon_i = epsilon w_i / sum w and delta_i = delta epsilon_i /
+    epsilon; the Gaussian is run in zCDP at its exact Gaussian-DP profile, the Laplace mechanism in pure DP
+    (delta_i charged 0): the composed basic cost is (epsilon, delta / 4) here."""
+    from dpflow.planner.certify import certify
+
+    plan, (g, lap) = _basic_plan(epsilon)
+    cert = certify(plan)
+    a_g, a_lap = cert.allocations[g.id], cert.allocations[lap.id]
+    d = Fraction(1, 10**6)
+    assert a_g.mode == "zcdp" and a_lap.mode == "pure"
+    assert (a_g.cost.basic_eps, a_g.cost.basic_delta) == (epsilon / 4, d * (epsilon / 4) / epsilon)
+    assert (a_lap.cost.basic_eps, a_lap.cost.basic_delta) == (epsilon * 3 / 4, 0)
+    assert a_lap.share == epsilon * 3 / 4
+    (total,) = cert.ledger.totals
+    assert total.cost.basic_eps == epsilon and total.cost.basic_delta == d / 4
+
+
+def test_shortfall_needs_a_lower_bound_strictly_above_the_budget() -> None:
+    from dpflow.planner.allocate import _shortfall
+    from dpflow.privacy.calibration import _grid_value
+
+    start = _grid_value(20000)
+    assert _shortfall(lambda y: 1.0, 1.0, start) is None  # equal to the budget proves nothing
+    assert _shortfall(lambda y: 1.0 + 2**-52, 1.0, start) == _grid_value(20000 + 8) / start - 1
