@@ -95,18 +95,19 @@ def test_split_rule_on_three_unequal_pieces(rule: SplitRule) -> None:
     assert out.both == (max(5, 4 + 2) if rule is SplitRule.VALUE else 5)
 
 
-def test_a_fixed_share_in_a_loop_is_charged_per_round_not_per_round_weight() -> None:
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_a_fixed_share_in_a_loop_is_charged_per_round_not_per_round_weight(relation: str) -> None:
     """A mechanism with its own rho inside a 3-round loop of round weights 1, 1, 3 costs 3 rho (every round gets
-    it); the weights fold multiplies by the sum of round weights (5) instead."""
-    b = dp.PlanBuilder(budget=dp.ZCDP(1))
-    X = b.source("X", dp.Vectors(d=2), n=100)
+    it); the weights fold multiplies by the sum of round weights (5) instead, on both sides of the pair."""
+    b = dp.PlanBuilder(budget=dp.ZCDP(1), neighbors=relation)
+    X = b.source("X", dp.Vectors(d=2), n=100 if relation == "replace" else None)
 
     def body(rows: object, state: object, k: int) -> object:
-        N.GaussianMech(rho=0.1)(N.Mean()(N.Clip(radius=1.0)(rows)))  # a body node: run (and charged) every round
-        return N.GaussianMech(weight=2.0)(N.Mean()(N.Clip(radius=1.0)(rows)))
+        N.GaussianMech(rho=0.1)(N.Sum()(N.Clip(radius=1.0)(rows)))  # a body node: run (and charged) every round
+        return N.GaussianMech(weight=2.0)(N.Sum()(N.Clip(radius=1.0)(rows)))
 
     out = N.recurse(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
-    other = N.GaussianMech(weight=1.0)(N.Mean()(N.Clip(radius=1.0)(X)))
+    other = N.GaussianMech(weight=1.0)(N.Sum()(N.Clip(radius=1.0)(X)))
     cert = certify(b.build(m=out, o=other))
     remaining = 1 - 3 * Fraction(0.1)
     assert cert.allocations[other.id].share == remaining * Fraction(1, 2 * 5 + 1)
