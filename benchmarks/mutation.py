@@ -130,6 +130,12 @@ _SYM_MAX_NONE = ("change_bound's None tests before sym_max: out starts as the ze
 _LOWER_MIN = ("the closed-form rules in _epsilon_lower's minimum: each valid rule is at or above the exact epsilon, "
               "which the optimistic PLD figure is below (or that figure is 0.0): the minimum is the PLD figure")
 
+_MODE_TEXT = ("a mode text other than 'pure' handed to a node's cost: every node compares its mode with 'pure' only "
+              "(grep 'mode ==' in dpflow/nodes), so 'zcdp', 'ZCDP', 'XXzcdpXX' and None cost the same")
+_SAME_LENGTH = "zip(strict=...) of ctx.mechs and ctx.classes: built together, one class per mechanism"
+_CLASS_MEMO = ("the memo of one share and Allocation per class of equal mechanisms: recomputing gives an equal frozen "
+               "Allocation (only the object identity the invocation memo keys on differs)")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -290,6 +296,20 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.planner.allocate.x__basic_allocation__mutmut_60": (
         "cost.rho >= best rho vs >: the pure and the zCDP calibration of one share tie in rho exactly only by "
         "coincidence of two different closed forms (eps^2 / 2 and the CKS inversion)"),
+    "dpflow.planner.fold.x__fold_steps__mutmut_15": ("children.get(split, None / no default) vs (): a split always "
+                                                     "has its pieces as children (split() makes one Piece per piece)"),
+    "dpflow.planner.fold.x__fold_steps__mutmut_17": ("children.get(split, None / no default) vs (): a split always "
+                                                     "has its pieces as children (split() makes one Piece per piece)"),
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_6": ("folds recomputed although passed: the caller passes "
+                                                            "source_folds(ctx, mode) itself (cached in ctx.folds)"),
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_34": _SAME_LENGTH,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_37": _SAME_LENGTH,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_38": _SAME_LENGTH,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_39": _CLASS_MEMO,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_40": _CLASS_MEMO,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_32": _MODE_TEXT,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_35": _MODE_TEXT,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_36": _MODE_TEXT,
     "dpflow.planner.fold.x__fold_pairs__mutmut_7": _PAIR_MEMO,
     "dpflow.planner.fold.x__fold_pairs__mutmut_8": _PAIR_MEMO,
     "dpflow.planner.fold.x__fold_pairs__mutmut_9": _PAIR_MEMO,

@@ -132,3 +132,20 @@ def test_shortfall_needs_a_lower_bound_strictly_above_the_budget() -> None:
     start = _grid_value(20000)
     assert _shortfall(lambda y: 1.0, 1.0, start) is None  # equal to the budget proves nothing
     assert _shortfall(lambda y: 1.0 + 2**-52, 1.0, start) == _grid_value(20000 + 8) / start - 1
+
+
+def test_pure_fixed_epsilon_is_taken_in_pure_units() -> None:
+    """Under a pure budget a Laplace mechanism with its own epsilon costs that epsilon (not its zCDP rho,
+    epsilon^2 / 2), and the weighted mechanisms share the rest."""
+    from dpflow.planner.certify import certify
+
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    rows = dp.nodes.Clip(radius=1.0)(X)
+    fixed = dp.nodes.LaplaceMech(epsilon=Fraction(1, 4))(dp.nodes.Mean()(rows))
+    weighted = dp.nodes.LaplaceMech(weight=1.0)(dp.nodes.Mean()(rows))
+    cert = certify(b.build(f=fixed, w=weighted))
+    assert cert.allocations[fixed.id].share == Fraction(1, 4)
+    assert cert.allocations[weighted.id].share == Fraction(3, 4)
+    (total,) = cert.ledger.totals
+    assert total.cost.pure_eps == 1
