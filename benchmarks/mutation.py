@@ -300,6 +300,10 @@ EQUIVALENT: dict[str, str] = {
                                                      "has its pieces as children (split() makes one Piece per piece)"),
     "dpflow.planner.fold.x__fold_steps__mutmut_17": ("children.get(split, None / no default) vs (): a split always "
                                                      "has its pieces as children (split() makes one Piece per piece)"),
+    "dpflow.planner.allocate.x__check_budget__mutmut_2": ("ok's first value (True vs None): every branch of the "
+                                                          "if/elif/else chain that follows sets ok"),
+    "dpflow.planner.allocate.x__check_budget__mutmut_3": ("ok's first value (True vs False): every branch of the "
+                                                          "if/elif/else chain that follows sets ok"),
     "dpflow.planner.allocate.x_allocate_budget__mutmut_6": ("folds recomputed although passed: the caller passes "
                                                             "source_folds(ctx, mode) itself (cached in ctx.folds)"),
     "dpflow.planner.allocate.x_allocate_budget__mutmut_34": _SAME_LENGTH,
