@@ -136,6 +136,10 @@ _SAME_LENGTH = "zip(strict=...) of ctx.mechs and ctx.classes: built together, on
 _CLASS_MEMO = ("the memo of one share and Allocation per class of equal mechanisms: recomputing gives an equal frozen "
                "Allocation (only the object identity the invocation memo keys on differs)")
 
+_INVOCATION_MEMO = ("the memos of _invocation (by the ids of unit and mult, each entry holding its key's objects): "
+                    "every variant either hits with the same objects or recomputes the same frozen Allocation")
+_FIXED_ANY_MODE = "fixed_share(None) vs (mode), tested against None: a fixed share is None in every mode or in none"
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -304,6 +308,23 @@ EQUIVALENT: dict[str, str] = {
                                                           "if/elif/else chain that follows sets ok"),
     "dpflow.planner.allocate.x__check_budget__mutmut_3": ("ok's first value (True vs False): every branch of the "
                                                           "if/elif/else chain that follows sets ok"),
+    "dpflow.planner.allocate.x__invocation__mutmut_1": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_2": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_3": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_4": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_8": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_9": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_10": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_11": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_20": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_21": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_22": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_25": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_26": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_42": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_43": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_44": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_17": _FIXED_ANY_MODE,
     "dpflow.planner.allocate.x_allocate_budget__mutmut_6": ("folds recomputed although passed: the caller passes "
                                                             "source_folds(ctx, mode) itself (cached in ctx.folds)"),
     "dpflow.planner.allocate.x_allocate_budget__mutmut_34": _SAME_LENGTH,

@@ -149,3 +149,25 @@ def test_pure_fixed_epsilon_is_taken_in_pure_units() -> None:
     assert cert.allocations[weighted.id].share == Fraction(3, 4)
     (total,) = cert.ledger.totals
     assert total.cost.pure_eps == 1
+
+
+def test_a_pure_mechanism_in_weighted_rounds_costs_its_pure_share_per_round() -> None:
+    """Under a pure budget each round's invocation runs at the share times the round weight and costs exactly
+    that pure epsilon (its cost is taken in the allocation's mode)."""
+    from dpflow.planner.certify import certify
+
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+
+    def body(rows: Any, state: Any, k: int) -> Any:
+        return dp.nodes.LaplaceMech()(dp.nodes.Mean()(dp.nodes.Clip(radius=1.0)(rows)))
+
+    out = dp.nodes.recurse(X, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0])
+    cert = certify(b.build(m=out))
+    inv = cert.invocations
+    (loop,) = inv.rounds
+    (path,) = {node for node, _ in inv.table}
+    shares = [inv.at(path, (c,)) for c in inv.rounds[loop]]
+    assert [a.share for a in shares] == [Fraction(1, 4), Fraction(3, 4)]
+    assert [a.mode for a in shares] == ["pure", "pure"]
+    assert [a.cost.pure_eps for a in shares] == [Fraction(1, 4), Fraction(3, 4)]
