@@ -28,8 +28,8 @@ if os.environ.get("CI"):
 def clear_function_caches() -> None:
     """Empty every ``functools`` cache at module level in dpflow (the calibration, PLD and sigma caches).
 
-    mutmut tests each mutant in a process forked after it ran the unmutated tests in-process, so a cache
-    filled then would hand a mutant's tests the unmutated results (every mutant of a function reached only
+    mutmut tests each mutant in a process forked from one whose dpflow caches are already filled with
+    unmutated results, which a cache would then hand to the mutant's tests (every mutant of a function reached only
     through ``pld._epsilon`` survived for that reason)."""
     for name, module in list(sys.modules.items()):
         if name == "dpflow" or name.startswith("dpflow."):
