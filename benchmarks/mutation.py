@@ -16,10 +16,10 @@ pinned where it is stated, and the functions every plan calls are reached by hun
 which made each mutant cost minutes.  A kill rate
 measured with fewer tests is conservative (a mutant the left-out tests would kill counts as a survivor).
 Run it with ``CI=1`` (the property tests then draw a fixed set of examples, so a verdict repeats) and under
-``nice`` on a shared machine.  Two things mutmut does not do by itself: it forks each mutant from a process whose
-dpflow caches already hold unmutated results, so ``tests/conftest.py`` empties dpflow's function caches when a test session
-starts (a filled cache would answer for the mutant); and it never mutates a decorated function, so cached
-functions are written ``f = functools.lru_cache(...)(f_of)``.
+``nice`` on a shared machine.  Two things mutmut does not do by itself: it forks each mutant from a process
+whose dpflow caches already hold unmutated results, so ``tests/conftest.py`` empties dpflow's function caches
+when a test session starts (a filled cache would answer for the mutant); and it never mutates a decorated
+function, so cached functions are written ``f = functools.lru_cache(...)(f_of)``.
 
     CI=1 nice -n 15 python benchmarks/mutation.py          # the default set, one module after the other
     python benchmarks/mutation.py dpflow/privacy/rounding.py dpflow/nodes/floaterr.py
