@@ -16,11 +16,15 @@ pinned where it is stated, and the functions every plan calls are reached by hun
 which made each mutant cost minutes.  A kill rate
 measured with fewer tests is conservative (a mutant the left-out tests would kill counts as a survivor).
 Run it with ``CI=1`` (the property tests then draw a fixed set of examples, so a verdict repeats) and under
-``nice`` on a shared machine.
+``nice`` on a shared machine.  Two things mutmut does not do by itself: it forks each mutant from a process
+whose dpflow caches already hold unmutated results, so ``tests/conftest.py`` empties dpflow's function caches
+when a test session starts (a filled cache would answer for the mutant); and it never mutates a decorated
+function, so cached functions are written ``f = functools.lru_cache(...)(f_of)``.
 
     CI=1 nice -n 15 python benchmarks/mutation.py          # the default set, one module after the other
     python benchmarks/mutation.py dpflow/privacy/rounding.py dpflow/nodes/floaterr.py
     python benchmarks/mutation.py dpflow/nodes/base.py:change_bound,sym_max   # some functions of a module
+    python benchmarks/mutation.py dpflow/budget.py:BudgetStore._create        # a method
     python benchmarks/mutation.py --resume MODULE ...      # only the mutants not yet killed (after new tests)
     python benchmarks/mutation.py --refresh-stats MODULE   # re-collect the subject tests' map (code changed)
     python benchmarks/mutation.py --report-only            # tabulate the last run without running mutmut
@@ -53,6 +57,7 @@ DEFAULT_MODULES = [  # in order of privacy importance
     "dpflow/planner/allocate.py",
     "dpflow/privacy/pld.py",
     "dpflow/planner/fold.py",
+    "dpflow/planner/ledger.py:split_rule,seq_pairs,of_relation",
     "dpflow/nodes/base.py:change_bound,sym_max",
     "dpflow/nodes/rules.py",
     "dpflow/nodes/floaterr.py",
@@ -103,6 +108,37 @@ _ZIP_SHIFTED = "zip(strict=False / None / default) of a list and its tail: all t
 
 _GROUPING = ("grouping repeated cost objects from 8 (or 10) costs on instead of 9: c.scaled(k) has every field of k "
              "copies composed one by one, so the threshold changes the speed only (pinned by eight and nine copies)")
+
+_LAPLACE_DEFAULT = ("an argument of from_laplace_mechanism left to its default: sensitivity 1, pessimistic_estimate "
+                    "True and value_discretization_interval 1e-4 are the defaults")
+_GAUSS_DEFAULT = ("an argument of GaussianPrivacyLoss left to its default (sensitivity 1, pessimistic_estimate True, "
+                  "log_mass_truncation_bound -50, adjacency REMOVE)")
+_CONNECT_DOTS = ("GaussianPrivacyLoss's pessimistic_estimate None / False: the flag rounds only the tail PMF, which "
+                 "the connect-the-dots path does not read (its bounds and the CDFs are the same; tests compare the PMF "
+                 "with from_gaussian_mechanism)")
+_CLIP = ("the clip of the hockey-stick differences to [0, 1]: they lie in [1.9e-28, 1] for every sigma checked "
+         "(0.05 to 4,000), so neither end binds (the clip stays as a guard)")
+_NO_DELTA = "at delta = 0 the weight (1 - 0)^k is 1.0 exactly, so 1 - weight is 0.0 too"
+_TOP_BUCKET = ("the optimistic Gaussian PLD's top bucket and tail: ndtr is 1.0 in float64 above 8.3 sd, so at 12 sd "
+               "probs[-1] and 1 - edges[-1] are both 0.0")
+
+_PAIR_MEMO = ("the memo of a leaf's PerRecord pair by the cost object's id: every variant returns PerRecord(c, c) "
+              "for the leaf's cost c (the memo holds c, so an id in it is never reused by another object)")
+
+_SYM_MAX_NONE = ("change_bound's None tests before sym_max: out starts as the zero bound, and sym_max returns None "
+                 "when either bound is None and the other bound when one is zero: every variant gives the same bound")
+_LOWER_MIN = ("the closed-form rules in _epsilon_lower's minimum: each valid rule is at or above the exact epsilon, "
+              "which the optimistic PLD figure is below (or that figure is 0.0): the minimum is the PLD figure")
+
+_MODE_TEXT = ("a mode text other than 'pure' handed to a node's cost: every node compares its mode with 'pure' only "
+              "(grep 'mode ==' in dpflow/nodes), so 'zcdp', 'ZCDP', 'XXzcdpXX' and None cost the same")
+_SAME_LENGTH = "zip(strict=...) of ctx.mechs and ctx.classes: built together, one class per mechanism"
+_CLASS_MEMO = ("the memo of one share and Allocation per class of equal mechanisms: recomputing gives an equal frozen "
+               "Allocation (only the object identity the invocation memo keys on differs)")
+
+_INVOCATION_MEMO = ("the memos of _invocation (by the ids of unit and mult, each entry holding its key's objects): "
+                    "every variant either hits with the same objects or recomputes the same frozen Allocation")
+_FIXED_ANY_MODE = "fixed_share(None) vs (mode), tested against None: a fixed share is None in every mode or in none"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
@@ -221,8 +257,115 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.composition.xǁCostǁsequential__mutmut_6": _GROUPING,
     "dpflow.privacy.composition.xǁCostǁsequential__mutmut_20": (
         "c.scaled(1) vs c for an object met once: scaled(1) has every field of c (test_mutants_composition)"),
-    "dpflow.planner.fold.x__par_frac__mutmut_18": "sum(xs) vs sum(xs, Fraction(0)) of a non-empty list of Fractions: "
-                                                  "the same Fraction",
+    "dpflow.privacy.pld.x_lattice_smoothing_slack__mutmut_26": (
+        "xi <= 1 vs xi < 1: the only caller passes t = 3 (xi about 1e-77); no t within 20,000 floats of the "
+        "crossing near t = 0.236 gives xi = 1.0 exactly (up() steps over it)"),
+    "dpflow.privacy.pld.xǁPldEventsǁparse__mutmut_14": (
+        "partition vs rpartition of '(': the head of every text str() writes has one '('; a malformed text is "
+        "refused with ValueError either way"),
+    "dpflow.privacy.pld.x__event_pld__mutmut_8": _LAPLACE_DEFAULT,
+    "dpflow.privacy.pld.x__event_pld__mutmut_9": _LAPLACE_DEFAULT,
+    "dpflow.privacy.pld.x__event_pld__mutmut_10": _LAPLACE_DEFAULT,
+    "dpflow.privacy.pld.x__event_pld__mutmut_39": "min(delta, 2.0) vs 1.0: to_float_up of a delta < 1 is at most 1",
+    "dpflow.privacy.pld.x__randomized_response_power__mutmut_62": _NO_DELTA,
+    "dpflow.privacy.pld.x__randomized_response_power__mutmut_65": _NO_DELTA,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_5": _CONNECT_DOTS,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_14": _CONNECT_DOTS,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_9": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_10": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_11": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_12": _GAUSS_DEFAULT,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_18": "'and' vs 'or' in an assert: the Gaussian loss sets both bounds",
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_43": _CLIP,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_44": _CLIP,
+    "dpflow.privacy.pld.x__gaussian_pld__mutmut_54": _CLIP,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_29": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_30": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_31": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_32": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_36": _TOP_BUCKET,
+    "dpflow.privacy.pld.x__epsilon_of__mutmut_10": (
+        "Gamma <= 2^-60 vs < 2^-60: Gamma is a sum of multiples of one float, equal to 2^-60 exactly at no count "
+        "found; the cut itself is pinned (test_lattice_gamma_cut_is_two_to_the_minus_60)"),
+    "dpflow.privacy.pld.x__epsilon_of__mutmut_54": (
+        "the infinite-epsilon branch disabled: up(max(inf, 0) + 2 Gamma) is inf too"),
+    "dpflow.nodes.base.x_change_bound__mutmut_8": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_9": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_10": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_11": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_12": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_21": _SYM_MAX_NONE,
+    "dpflow.nodes.base.x_change_bound__mutmut_23": _SYM_MAX_NONE,
+    "dpflow.planner.allocate.x__epsilon_lower__mutmut_4": _LOWER_MIN,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_60": (
+        "cost.rho >= best rho vs >: the pure and the zCDP calibration of one share tie in rho exactly only by "
+        "coincidence of two different closed forms (eps^2 / 2 and the CKS inversion)"),
+    "dpflow.planner.fold.x__fold_steps__mutmut_15": ("children.get(split, None / no default) vs (): a split always "
+                                                     "has its pieces as children (split() makes one Piece per piece)"),
+    "dpflow.planner.fold.x__fold_steps__mutmut_17": ("children.get(split, None / no default) vs (): a split always "
+                                                     "has its pieces as children (split() makes one Piece per piece)"),
+    "dpflow.planner.allocate.x__check_budget__mutmut_2": ("ok's first value (True vs None): every branch of the "
+                                                          "if/elif/else chain that follows sets ok"),
+    "dpflow.planner.allocate.x__check_budget__mutmut_3": ("ok's first value (True vs False): every branch of the "
+                                                          "if/elif/else chain that follows sets ok"),
+    "dpflow.planner.allocate.x__invocation__mutmut_1": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_2": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_3": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_4": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_8": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_9": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_10": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_11": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_20": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_21": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_22": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_25": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_26": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_42": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_43": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_44": _INVOCATION_MEMO,
+    "dpflow.planner.allocate.x__invocation__mutmut_17": _FIXED_ANY_MODE,
+    "dpflow.budget.xǁBudgetStoreǁ__init____mutmut_41": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_create__mutmut_17": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_create__mutmut_26": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_create__mutmut_27": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_connect__mutmut_9": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_connect__mutmut_10": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_7": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_8": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_45": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_46": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_48": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_55": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_append__mutmut_56": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁopen__mutmut_13": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁopen__mutmut_14": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁopen__mutmut_32": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁopen__mutmut_33": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_42": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁ_close__mutmut_43": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁentries__mutmut_7": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁentries__mutmut_8": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁentries__mutmut_10": _SQL_CASE,
+    "dpflow.budget.xǁBudgetStoreǁentries__mutmut_11": _SQL_CASE,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_6": ("folds recomputed although passed: the caller passes "
+                                                            "source_folds(ctx, mode) itself (cached in ctx.folds)"),
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_34": _SAME_LENGTH,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_37": _SAME_LENGTH,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_38": _SAME_LENGTH,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_39": _CLASS_MEMO,
+    "dpflow.planner.allocate.x_allocate_budget__mutmut_40": _CLASS_MEMO,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_32": _MODE_TEXT,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_35": _MODE_TEXT,
+    "dpflow.planner.allocate.x__basic_allocation__mutmut_36": _MODE_TEXT,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_7": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_8": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_9": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_12": _PAIR_MEMO,
+    "dpflow.planner.fold.x__fold_pairs__mutmut_14": _PAIR_MEMO,
+    "dpflow.planner.fold.x__top_two_frac__mutmut_4": _SUM_START,
+    "dpflow.planner.fold.x__fold_frac__mutmut_19": ("sum(round weights) without the Fraction(0) start: a loop has at "
+                                                    "least one round, and a non-empty sum of Fractions is the same"),
 }
 
 # mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,
@@ -232,11 +375,12 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
 
 
 def split(spec: str) -> tuple[str, list[str]]:
-    """``path.py[:f,g]`` -> (path, mutmut name patterns of the module or of functions f and g)."""
+    """``path.py[:f,C.m]`` -> (path, mutmut name patterns of the module or of function f and method C.m)."""
     path, _, funcs = spec.partition(":")
     mod = path.removesuffix(".py").replace("/", ".")
     # mutmut names a mutant module.x_function__mutmut_N (methods: module.xǁClassǁmethod__mutmut_N)
-    return path, [f"{mod}.x_{f}__mutmut_*" for f in funcs.split(",")] if funcs else [f"{mod}.*"]
+    names = [f"xǁ{f.replace('.', 'ǁ')}" if "." in f else f"x_{f}" for f in funcs.split(",")] if funcs else []
+    return path, [f"{mod}.{n}__mutmut_*" for n in names] if names else [f"{mod}.*"]
 
 
 def subject_tests(path: str) -> tuple[str, ...]:

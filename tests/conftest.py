@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -22,6 +23,25 @@ from dpflow.planner.certify import Certified, clear_certificates
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+def clear_function_caches() -> None:
+    """Empty every ``functools`` cache at module level in dpflow (the calibration, PLD and sigma caches).
+
+    mutmut tests each mutant in a process forked from one whose dpflow caches are already filled with
+    unmutated results, which a cache would then hand to the mutant's tests (every mutant of a function reached only
+    through ``pld._epsilon`` survived for that reason)."""
+    for name, module in list(sys.modules.items()):
+        if name == "dpflow" or name.startswith("dpflow."):
+            for value in list(vars(module).values()):
+                if callable(value) and hasattr(value, "cache_clear"):
+                    value.cache_clear()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fresh_function_caches() -> None:
+    """Each test session starts with empty caches (:func:`clear_function_caches`)."""
+    clear_function_caches()
 
 
 @pytest.fixture(autouse=True)

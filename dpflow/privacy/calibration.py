@@ -257,8 +257,7 @@ def laplace_scale(sensitivity: Real, epsilon: Real) -> float:
     return _laplace_scale(exact(sensitivity), exact(epsilon))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _laplace_scale(s: Fraction, e: Fraction) -> float:
+def _laplace_scale_of(s: Fraction, e: Fraction) -> float:
     """:func:`laplace_scale` of exact values, cached (a plan's ledger lines, accuracy rows and lattice
     calibrations ask for the same scales again; every mechanism of a weight class shares one)."""
     if s == 0:
@@ -267,6 +266,10 @@ def _laplace_scale(s: Fraction, e: Fraction) -> float:
         raise ValueError("epsilon must be positive when the sensitivity is positive")
     b = up(to_float_up(s) / to_float_down(e))
     return _nudge_until(lambda x: pure_dp_of_laplace(s, x) <= e, b, up)
+
+
+# cached by a call, not a decorator: mutation testing (mutmut) does not mutate decorated functions
+_laplace_scale = functools.lru_cache(maxsize=1 << 16)(_laplace_scale_of)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -452,8 +455,7 @@ def pure_eps_for_zcdp(rho: Real) -> Fraction:
     return _pure_eps_for_zcdp(exact(rho))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _pure_eps_for_zcdp(r: Fraction) -> Fraction:
+def _pure_eps_for_zcdp_of(r: Fraction) -> Fraction:
     """:func:`pure_eps_for_zcdp` of an exact rho, cached (every mechanism of a weight class asks for it, for its
     cost, its noise scale and its ledger line)."""
     if r == 0:
@@ -461,6 +463,9 @@ def _pure_eps_for_zcdp(r: Fraction) -> Fraction:
     eps = _nudge_until(lambda x: pure_to_zcdp(x) <= r, down(math.sqrt(2.0 * float(r))),
                        lambda x: math.nextafter(x, 0.0))
     return Fraction(eps)
+
+
+_pure_eps_for_zcdp = functools.lru_cache(maxsize=1 << 16)(_pure_eps_for_zcdp_of)
 
 
 def bounded_range_eps_for_zcdp(rho: Real) -> Fraction:
@@ -479,14 +484,16 @@ def bounded_range_eps_for_zcdp(rho: Real) -> Fraction:
     return _bounded_range_eps_for_zcdp(exact(rho))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _bounded_range_eps_for_zcdp(r: Fraction) -> Fraction:
+def _bounded_range_eps_for_zcdp_of(r: Fraction) -> Fraction:
     """:func:`bounded_range_eps_for_zcdp` of an exact rho, cached (as :func:`_pure_eps_for_zcdp`)."""
     if r == 0:
         return Fraction(0)
     eps = _nudge_until(lambda x: bounded_range_to_zcdp(x) <= r, down(math.sqrt(8.0 * float(r))),
                        lambda x: math.nextafter(x, 0.0))
     return Fraction(eps)
+
+
+_bounded_range_eps_for_zcdp = functools.lru_cache(maxsize=1 << 16)(_bounded_range_eps_for_zcdp_of)
 
 
 def shares_by_weight(total: Real, weights: Sequence[Real]) -> list[Fraction]:

@@ -458,8 +458,8 @@ def _loss_width(events: PldEvents, mu2: Fraction) -> float:
         2.0 * (mu * mu / 2.0 + 12.0 * mu))
 
 
-@functools.lru_cache(maxsize=512)
-def _epsilon(events: PldEvents, delta: float) -> float:
+def _epsilon_of(events: PldEvents, delta: float) -> float:
+    """:func:`pld_epsilon` of a multiset at a float delta (uncached: :data:`_epsilon` caches it)."""
     mu2, gamma = _gaussian_mu2(events)
     if _loss_width(events, mu2) > MAX_LOSS_WIDTH or not gamma < 2.0**-60:
         return math.inf
@@ -474,6 +474,10 @@ def _epsilon(events: PldEvents, delta: float) -> float:
     target = down(delta * (1.0 - DELTA_NUMERICAL_RESERVE))
     eps = float(total.get_epsilon_for_delta(down(target) if gamma > 0 else target))
     return math.inf if not math.isfinite(eps) else up(max(eps, 0.0) + 2.0 * gamma)
+
+
+# cached by a call, not a decorator: mutation testing (mutmut) does not mutate decorated functions
+_epsilon = functools.lru_cache(maxsize=512)(_epsilon_of)
 
 
 def pld_epsilon(events: PldEvents | Iterable[PldEvent | tuple[PldEvent, int]], delta: float | Fraction) -> float:
@@ -509,8 +513,8 @@ def _gaussian_pld_lower(mu: float) -> _pld.PrivacyLossDistribution:
     return _pld.PrivacyLossDistribution(_pmf.DensePLDPmf(v, lower, probs, 0.0, pessimistic_estimate=False))
 
 
-@functools.lru_cache(maxsize=64)
-def _epsilon_lower(events: PldEvents, delta: float) -> float:
+def _epsilon_lower_of(events: PldEvents, delta: float) -> float:
+    """:func:`pld_epsilon_lower` of a multiset at a float delta (uncached: :data:`_epsilon_lower` caches it)."""
     if any(isinstance(e, (LaplacePLD, ApproxPLD)) for e, _ in events.counts):
         return 0.0
     mu2, _ = _gaussian_mu2(events)  # lattice events at their smoothed mu^2: a lower bound of the rule's figure
@@ -524,6 +528,9 @@ def _epsilon_lower(events: PldEvents, delta: float) -> float:
         return 0.0
     total = functools.reduce(lambda a, b: a.compose(b), plds)
     return max(down(float(total.get_epsilon_for_delta(delta))), 0.0)
+
+
+_epsilon_lower = functools.lru_cache(maxsize=64)(_epsilon_lower_of)
 
 
 def pld_epsilon_lower(events: PldEvents, delta: float | Fraction) -> float:

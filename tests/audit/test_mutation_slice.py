@@ -64,6 +64,12 @@ MUTANTS = (
            "l1 = change_bound(rows, Sym.const(2.0), Sym.const(1.0))",
            "l1 = change_bound(rows, Sym.const(1.0), Sym.const(1.0))",
            ("tests/nodes/test_mutants_rules.py",)),
+    Mutant("replace-one fold of shares over the two smallest pieces", "dpflow/planner/fold.py",
+           "sum(sorted(xs, reverse=True)[:2], Fraction(0))", "sum(sorted(xs)[:2], Fraction(0))",
+           ("tests/planner/test_mutants_fold.py",)),
+    Mutant("basic accounting's delta_i multiplied by epsilon", "dpflow/planner/allocate.py",
+           "delta = budget.delta * eps / budget.epsilon", "delta = budget.delta * eps * budget.epsilon",
+           ("tests/planner/test_mutants_allocate.py",)),
 )
 
 

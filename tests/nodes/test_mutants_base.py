@@ -65,3 +65,4 @@ def test_sym_max_takes_the_larger_bound_and_none_wins() -> None:
     with pytest.raises(PlanTypeError) as err:
         sym_max(Sym.const(1.0), r2)
     assert err.value.node == "bound" and "cannot compare" in err.value.problem
+    assert err.value.fix == "declare constant bounds, or bounds with the same released factors"

@@ -1,0 +1,173 @@
+"""Mutation-testing pins of ``dpflow/planner/allocate.py``: the budget check, exactly at its boundaries.
+
+``_check_budget`` is the last word on whether a composed cost fits the budget: zCDP (rho at most rho_B, no
+delta0), approximate zCDP (rho and delta0 each at most the budget's), pure DP (the pure epsilon), (epsilon,
+delta)-DP (a pure epsilon at most epsilon_B is valid at every delta; otherwise the tightest valid conversion at
+the float just below delta must give at most the float just below epsilon), and the basic accounting (the basic
+epsilon and delta).  Each case is checked on the budget itself (passes) and one step above it (refused, with the
+text), so a flipped comparison, a dropped condition or a swapped field fails.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import dpflow as dp
+from dpflow.errors import BudgetError
+from dpflow.planner.allocate import _check_budget, approx_dp_epsilon, approx_dp_target
+from dpflow.privacy import Cost
+from dpflow.privacy.rounding import to_float_down
+
+TINY = Fraction(1, 10**30)
+
+
+def _ctx(budget: Any, basic: bool = False) -> Any:
+    return SimpleNamespace(plan=SimpleNamespace(budget=budget), basic=basic)
+
+
+def _ok(budget: Any, cost: Cost, basic: bool = False) -> bool:
+    try:
+        _check_budget(_ctx(budget, basic), "X", cost, "zcdp")
+    except BudgetError as e:
+        assert e.node == "X"
+        assert e.problem == (f"the composed cost {cost.total_measure().describe()} exceeds the budget "
+                             f"{budget.describe()}")
+        assert e.fix == "lower the fixed costs or raise the budget"
+        return False
+    return True
+
+
+def test_zcdp_budget() -> None:
+    b = dp.ZCDP(Fraction(1, 2))
+    assert _ok(b, Cost.zcdp(Fraction(1, 2)))
+    assert not _ok(b, Cost.zcdp(Fraction(1, 2) + TINY))
+    assert not _ok(b, Cost.approx_zcdp(Fraction(1, 4), TINY))  # any delta0 is refused
+
+
+def test_approx_zcdp_budget() -> None:
+    b = dp.ApproxZCDP(Fraction(1, 2), Fraction(1, 10**6))
+    assert _ok(b, Cost.approx_zcdp(Fraction(1, 2), Fraction(1, 10**6)))
+    assert not _ok(b, Cost.approx_zcdp(Fraction(1, 2) + TINY, Fraction(1, 10**6)))
+    assert not _ok(b, Cost.approx_zcdp(Fraction(1, 2), Fraction(1, 10**6) + TINY))
+
+
+def test_pure_budget() -> None:
+    b = dp.PureDP(Fraction(1))
+    assert _ok(b, Cost.pure(Fraction(1)))
+    assert not _ok(b, Cost.pure(Fraction(1) + TINY))
+    assert not _ok(b, Cost.zcdp(Fraction(1, 100)))  # no pure epsilon
+
+
+def test_approx_dp_budget() -> None:
+    b = dp.ApproxDP(Fraction(1), Fraction(1, 10**6))
+    assert _ok(b, Cost.pure(Fraction(1)))  # exact: valid at every delta
+    assert not _ok(b, Cost.pure(Fraction(2)))  # no conversion of a pure 2 gives 1 at delta 1e-6
+    eps, delta = approx_dp_target(b)
+    assert (eps, delta) == (to_float_down(Fraction(1)), to_float_down(Fraction(1, 10**6)))
+    # a zCDP cost: admitted exactly when its tightest conversion at delta is at most eps
+    for rho in (Fraction(1, 50), Fraction(1, 20), Fraction(1, 10)):
+        c = Cost.zcdp(rho)
+        assert _ok(b, c) == (approx_dp_epsilon(c, delta) <= eps)
+    assert _ok(b, Cost.zcdp(Fraction(1, 50))) and not _ok(b, Cost.zcdp(Fraction(1, 10)))
+    assert approx_dp_epsilon(Cost.zcdp(Fraction(1, 10)), delta) == min(
+        x.epsilon for x in Cost.zcdp(Fraction(1, 10)).epsilon_at(delta))
+    # delta = 0: only a pure epsilon counts
+    b0 = dp.ApproxDP(Fraction(1), 0)
+    assert _ok(b0, Cost.pure(Fraction(1)))
+    assert not _ok(b0, Cost.zcdp(Fraction(1, 1000)))
+
+
+def test_basic_budget() -> None:
+    b = dp.ApproxDP(Fraction(1), Fraction(1, 10**6))
+    base = Cost.zcdp(Fraction(1, 1000))
+    assert _ok(b, base.with_basic(Fraction(1), Fraction(1, 10**6)), basic=True)
+    assert not _ok(b, base.with_basic(Fraction(1) + TINY, Fraction(1, 10**6)), basic=True)
+    assert not _ok(b, base.with_basic(Fraction(1), Fraction(1, 10**6) + TINY), basic=True)
+    assert not _ok(b, base, basic=True)  # no basic epsilon
+
+
+@pytest.mark.parametrize("delta", [Fraction(1, 3 * 10**6), Fraction(1, 7)])
+def test_approx_dp_target_rounds_both_down(delta: Fraction) -> None:
+    eps, d = approx_dp_target(dp.ApproxDP(Fraction(1, 3), delta))
+    assert eps == to_float_down(Fraction(1, 3)) and Fraction(eps) <= Fraction(1, 3)
+    assert d == to_float_down(delta) and Fraction(d) <= delta
+
+
+def _basic_plan(epsilon: Fraction) -> tuple[Any, list[Any]]:
+    b = dp.PlanBuilder(budget=dp.ApproxDP(epsilon, Fraction(1, 10**6)), accounting="basic")
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    rows = dp.nodes.Clip(radius=1.0)(X)
+    g = dp.nodes.GaussianMech(weight=1.0)(dp.nodes.Mean()(rows))
+    lap = dp.nodes.LaplaceMech(weight=3.0)(dp.nodes.Mean()(rows))
+    return b.build(g=g, lap=lap), [g, lap]
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1), Fraction(2), Fraction(1, 3)])
+def test_basic_accounting_splits_delta_in_proportion_to_epsilon(epsilon: Fraction) -> None:
+    """Each mechanism of a basic plan gets epsilon_i = epsilon w_i / sum w and delta_i = delta epsilon_i /
+    epsilon; the Gaussian is run in zCDP at its exact Gaussian-DP profile, the Laplace mechanism in pure DP
+    (delta_i charged 0): the composed basic cost is (epsilon, delta / 4) here."""
+    from dpflow.planner.certify import certify
+
+    plan, (g, lap) = _basic_plan(epsilon)
+    cert = certify(plan)
+    a_g, a_lap = cert.allocations[g.id], cert.allocations[lap.id]
+    d = Fraction(1, 10**6)
+    assert a_g.mode == "zcdp" and a_lap.mode == "pure"
+    assert (a_g.cost.basic_eps, a_g.cost.basic_delta) == (epsilon / 4, d * (epsilon / 4) / epsilon)
+    assert (a_lap.cost.basic_eps, a_lap.cost.basic_delta) == (epsilon * 3 / 4, 0)
+    assert a_lap.share == epsilon * 3 / 4
+    (total,) = cert.ledger.totals
+    assert total.cost.basic_eps == epsilon and total.cost.basic_delta == d / 4
+
+
+def test_shortfall_needs_a_lower_bound_strictly_above_the_budget() -> None:
+    from dpflow.planner.allocate import _shortfall
+    from dpflow.privacy.calibration import _grid_value
+
+    start = _grid_value(20000)
+    assert _shortfall(lambda y: 1.0, 1.0, start) is None  # equal to the budget proves nothing
+    assert _shortfall(lambda y: 1.0 + 2**-52, 1.0, start) == _grid_value(20000 + 8) / start - 1
+
+
+def test_pure_fixed_epsilon_is_taken_in_pure_units() -> None:
+    """Under a pure budget a Laplace mechanism with its own epsilon costs that epsilon (not its zCDP rho,
+    epsilon^2 / 2), and the weighted mechanisms share the rest."""
+    from dpflow.planner.certify import certify
+
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    rows = dp.nodes.Clip(radius=1.0)(X)
+    fixed = dp.nodes.LaplaceMech(epsilon=Fraction(1, 4))(dp.nodes.Mean()(rows))
+    weighted = dp.nodes.LaplaceMech(weight=1.0)(dp.nodes.Mean()(rows))
+    cert = certify(b.build(f=fixed, w=weighted))
+    assert cert.allocations[fixed.id].share == Fraction(1, 4)
+    assert cert.allocations[weighted.id].share == Fraction(3, 4)
+    (total,) = cert.ledger.totals
+    assert total.cost.pure_eps == 1
+
+
+def test_a_pure_mechanism_in_weighted_rounds_costs_its_pure_share_per_round() -> None:
+    """Under a pure budget each round's invocation runs at the share times the round weight and costs exactly
+    that pure epsilon (its cost is taken in the allocation's mode)."""
+    from dpflow.planner.certify import certify
+
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+
+    def body(rows: Any, state: Any, k: int) -> Any:
+        return dp.nodes.LaplaceMech()(dp.nodes.Mean()(dp.nodes.Clip(radius=1.0)(rows)))
+
+    out = dp.nodes.recurse(X, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0])
+    cert = certify(b.build(m=out))
+    inv = cert.invocations
+    (loop,) = inv.rounds
+    (path,) = {node for node, _ in inv.table}
+    shares = [inv.at(path, (c,)) for c in inv.rounds[loop]]
+    assert [a.share for a in shares] == [Fraction(1, 4), Fraction(3, 4)]
+    assert [a.mode for a in shares] == ["pure", "pure"]
+    assert [a.cost.pure_eps for a in shares] == [Fraction(1, 4), Fraction(3, 4)]
