@@ -34,6 +34,7 @@ import numpy as np
 from dpflow.errors import DataError, DpflowError, ExecutionError
 from dpflow.interpreter.numpy_backend import (
     NumpyBackend,
+    add_exact,
     bin_counts,
     block_gram,
     column_sums,
@@ -84,13 +85,6 @@ def _add(*parts: np.ndarray) -> np.ndarray:
     out = np.array(parts[0], dtype=float)
     for p in parts[1:]:
         out += p
-    return out
-
-
-def _add_exact(*parts: np.ndarray) -> np.ndarray:
-    out = parts[0]
-    for p in parts[1:]:  # object arrays of Python ints: exact
-        out = out + p
     return out
 
 
@@ -216,7 +210,7 @@ class DaskBackend:
 
     def exact_sum(self, X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``fn`` of every block on its worker, the integer partials added exactly in the same tree."""
-        return self._reduce(X, fn, add=_add_exact)
+        return self._reduce(X, fn, add=add_exact)
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         return self._reduce(values, bin_counts, np.asarray(edges, dtype=float))

@@ -203,6 +203,14 @@ def column_sums(B: Any) -> np.ndarray:
     return out
 
 
+def add_exact(*parts: np.ndarray) -> np.ndarray:
+    """The sum of integer partials (object arrays of Python ints): exact, so in any order."""
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
 def block_gram(B: Any) -> np.ndarray:
     """``B^T B`` of one block of rows, as floats (one operand transposed: numpy calls BLAS syrk)."""
     A = np.asarray(B, dtype=float)
@@ -274,11 +282,7 @@ class NumpyBackend:
         """``fn`` of each block of rows (of the fused maps, or of the array itself: no full-size temporary),
         the integer partials added exactly."""
         rows = X if isinstance(X, MappedRows) else MappedRows(np.asarray(X), ())
-        parts = rows.map_blocks(fn)
-        total = parts[0]
-        for p in parts[1:]:  # Python ints: exact in any order
-            total = total + p
-        return total
+        return add_exact(*rows.map_blocks(fn))
 
     def histogram(self, values: Any, edges: np.ndarray) -> np.ndarray:
         if not isinstance(values, MappedRows):
