@@ -235,6 +235,48 @@ def source_cost(ctx: PlanContext, src: NodeRecord, leaf: CostLeaf) -> Cost:
     return fold_cost(ctx.space, ctx.relation, src.id, leaf)
 
 
+def own_delta0(ctx: PlanContext, total: Fraction) -> tuple[Fraction, str]:
+    """The delta the mechanisms claim themselves (``Cost.delta0``, approximate zCDP: a stability histogram's
+    ``delta=``), composed on each source as the ledger composes it (:func:`source_cost`) at the zCDP total
+    ``total``: the largest over sources, and that source's name; 0 when the allocation at ``total`` is refused (the
+    zCDP allocation raises that refusal again).  Every mechanism of dpflow claims a delta0 independent of its
+    share; were one not to, the ledger's budget check (:func:`_check_budget`) would refuse the plan, never
+    overspend."""
+    try:
+        allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.ZCDP, total, ""))
+    except PlanError:
+        return Fraction(0), ""
+    if all(a.cost.delta0 == 0 for a in allocations.values()):
+        return Fraction(0), ""
+    leaf = cost_leaf(ctx, allocations)
+    return max(((source_cost(ctx, src, leaf).delta0, _source_name(src)) for src in ctx.sources),
+               key=lambda t: t[0], default=(Fraction(0), ""))
+
+
+def zcdp_total(ctx: PlanContext) -> tuple[Fraction, Fraction]:
+    """The zCDP-mode total rho for the plan's (epsilon, delta) budget, and the mechanisms' own delta0 it leaves
+    room for (:func:`own_delta0`).  Without a delta0: the largest rho whose CKS conversion meets (epsilon,
+    delta).  With one: the largest rho whose conversion as delta0-approximate rho-zCDP
+    (:func:`~dpflow.privacy.approx_zcdp_to_approx_dp`: CKS at delta - delta0, rounded down as that conversion
+    rounds it) meets the budget at :func:`approx_dp_target`, the point the ledger's budget check reads, so that
+    check passes by construction.  Refused, naming the source, when delta0 leaves no delta.
+
+    Sources: Canonne, Kamath & Steinke 2020, Prop. 12; Bun & Steinke 2016, Sec. 8 (the proof of the conversion
+    is in its docstring)."""
+    budget = ctx.plan.budget
+    assert isinstance(budget, ApproxDP)
+    rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
+    delta0, source = own_delta0(ctx, rho)
+    if delta0 == 0:
+        return rho, delta0
+    eps, delta = approx_dp_target(budget)
+    if delta0 >= Fraction(delta):
+        raise BudgetError(source, f"the mechanisms on source {source} claim delta={float(delta0):.6g} of their own "
+                          f"(approximate zCDP), which leaves nothing of the budget's delta={delta:.6g}",
+                          "lower the delta= of the stability histograms, or raise the budget's delta")
+    return zcdp_rho_for_approx_dp(eps, to_float_down(Fraction(delta) - delta0)), delta0
+
+
 def approx_dp_target(budget: ApproxDP) -> tuple[float, float]:
     """The (epsilon, delta) an (epsilon, delta) budget is checked at, both rounded down to floats (against the
     user): shared by the budget check and the PLD search, so that they agree."""

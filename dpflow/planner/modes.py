@@ -17,7 +17,7 @@ from dpflow.nodes.types import Mode
 from dpflow.planner.context import PlanContext, one_sided_factor
 from dpflow.planner.fold import fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _spaces
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho, zcdp_rho_for_approx_dp
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho
 
 _GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
 _EXACT_TEXT = ("; exact discrete Gaussian noise: the exact Gaussian-DP profile is proven for continuous noise only, "
@@ -84,8 +84,12 @@ PldTotal = Callable[[PlanContext, Fraction], PldSearch | None]
 """The search for the PLD-mode total from the zCDP one (:func:`~dpflow.planner.allocate.pld_total`, which
 allocates and folds, so it lives in a later module and is handed in)."""
 
+ZcdpTotal = Callable[[PlanContext], tuple[Fraction, Fraction]]
+"""The zCDP-mode total for an (epsilon, delta) budget and the mechanisms' own delta0 it leaves room for
+(:func:`~dpflow.planner.allocate.zcdp_total`, which allocates and folds: handed in like :data:`PldTotal`)."""
 
-def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
+
+def mode_and_total(ctx: PlanContext, pld_total: PldTotal, zcdp_total: ZcdpTotal) -> ModeChoice:
     """Choose the accounting from the budget and the mechanisms' capabilities (``pure_capable``,
     ``gaussian_profile``); a pure choice is then checked by :func:`_refuse_impure`.
 
@@ -93,7 +97,8 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
     Gaussian-DP profile (GDP mode; the PLD is not searched: a pessimistic Gaussian PLD bounds the exact
     profile from above, and its Gaussian events compose to at least the profile's mu^2, so its total
     could never be larger).  Otherwise the candidates are pure mode (every mechanism pure-capable, no
-    fixed pure share) and zCDP mode (rho by CKS) or, when the total ``pld_total`` finds is larger (every
+    fixed pure share) and zCDP mode (rho by CKS, at delta less the delta0 the mechanisms claim themselves:
+    ``zcdp_total``) or, when the total ``pld_total`` finds is larger (every
     source's cost has a PLD), PLD mode in its place (the same rho split with a larger total: less noise
     for every mechanism); the one with the least total noise variance (:func:`_noise_variance`) wins,
     ties going to pure mode.
@@ -117,9 +122,11 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
         mu = math.sqrt(float(2 * rho))
         return ModeChoice(Accounting.GDP, rho, (f"{_GDP_TEXT} mu={mu:.6g} meets ({eps:.6g}, {delta:.3g}); "
                                                 f"rho=mu^2/2={float(rho):.6g} shared by weight"))
-    rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
+    rho, delta0 = zcdp_total(ctx)
+    cks = "(CKS)" if delta0 == 0 else (f"(CKS at delta - delta0, delta0={float(delta0):.3g} the mechanisms' own: "
+                                       "approximate zCDP, Bun-Steinke 2016 Sec. 8)")
     choices = [ModeChoice(Accounting.ZCDP, rho,
-                          f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
+                          f"zCDP mode: rho={float(rho):.6g} {cks} meets ({eps:.6g}, {delta:.3g}); shared by weight"
                           + (_EXACT_TEXT if exact_gaussian else ""))]
     if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
         choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,

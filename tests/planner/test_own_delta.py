@@ -1,0 +1,121 @@
+"""Mechanisms that claim a delta of their own (``Cost.delta0``: the stability histograms' ``delta=``) under an
+(epsilon, delta) budget.
+
+Before: zCDP mode took rho by CKS at the whole delta, so the delta0 of a ``GaussianStabilityHistogram`` (which has
+no privacy loss distribution, so PLD mode never applies) pushed the composed cost over the budget and every such
+plan was refused by the final budget check (``test_an_approx_dp_budget_certifies_a_gaussian_stability_histogram``
+failed on main).  Now the zCDP total is the largest rho whose conversion as delta0-approximate rho-zCDP
+(``approx_zcdp_to_approx_dp``: CKS at delta - delta0) meets the budget, with delta0 composed as the ledger
+composes it (:func:`~dpflow.planner.allocate.zcdp_total`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+import dpflow as dp
+from dpflow import nodes as N
+from dpflow.errors import BudgetError
+from dpflow.planner.allocate import zcdp_total
+from dpflow.planner.context import PlanContext
+from dpflow.privacy import approx_zcdp_to_approx_dp, to_float_down, zcdp_rho_for_approx_dp
+
+EPS, DELTA = 1.0, 1e-6
+
+
+def _plan(budget: dp.Measure, hist: list[float], laplace: list[float] = (), neighbors: str = "replace",
+          gauss: bool = True) -> dp.Plan:
+    b = dp.PlanBuilder(budget=budget, neighbors=neighbors)
+    X = b.source("X", dp.Reals(), **({"n": 1000} if neighbors == "replace" else {}))
+    c = N.BinCounts(width=1.0)(X)
+    outs = {f"h{i}": N.GaussianStabilityHistogram(delta=d)(c) for i, d in enumerate(hist)}
+    outs |= {f"l{i}": N.StabilityHistogram(delta=d)(c) for i, d in enumerate(laplace)}
+    if gauss:
+        outs["m"] = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(X)))
+    return b.build(**outs)
+
+
+def _expected_rho(delta0: Fraction) -> Fraction:
+    return zcdp_rho_for_approx_dp(EPS, to_float_down(Fraction(DELTA) - delta0))
+
+
+@pytest.mark.parametrize("neighbors", ["replace", "add_remove"])
+@pytest.mark.parametrize("exact_noise", [False, True])
+def test_an_approx_dp_budget_certifies_a_gaussian_stability_histogram(neighbors: str, exact_noise: bool) -> None:
+    """The plan main refused: it certifies in zCDP mode at CKS(delta - delta0), and its ledger's tightest conversion
+    meets the budget with almost nothing to spare."""
+    cert = dp.certify(_plan(dp.ApproxDP(EPS, DELTA), [1e-7], neighbors=neighbors), exact_noise=exact_noise)
+    led = cert.ledger
+    assert led.allocation.startswith("zCDP mode") and "CKS at delta - delta0, delta0=1e-07" in led.allocation
+    (t,) = led.totals
+    assert t.cost.delta0 == Fraction(1e-7) and t.cost.rho == _expected_rho(Fraction(1e-7))
+    best = t.tightest()
+    assert best.rule == "zCDP -> (eps,delta) by CKS" and best.delta == DELTA
+    assert EPS * (1 - 1e-9) < best.epsilon <= EPS
+
+
+def test_the_zcdp_total_is_the_largest_rho_the_approximate_zcdp_conversion_allows() -> None:
+    """Pins the rule: the total meets the budget as delta0-approximate zCDP, and the next float above it does not
+    (up to the bisection's 1e-9: neither delta (no subtraction) nor delta - 2 delta0 nor any other slack survives)."""
+    delta0 = Fraction(1e-7)
+    rho, d0 = zcdp_total(PlanContext.of(_plan(dp.ApproxDP(EPS, DELTA), [1e-7])))
+    assert d0 == delta0 and rho == _expected_rho(delta0)
+    assert approx_zcdp_to_approx_dp(rho, d0, DELTA) <= EPS
+    assert approx_zcdp_to_approx_dp(float(rho) * (1 + 1e-9), d0, DELTA) > EPS  # the bisection's resolution
+    # the whole delta would have been too much: CKS at delta is a larger rho, refused by the conversion
+    assert zcdp_rho_for_approx_dp(EPS, DELTA) > rho
+
+
+def test_without_an_own_delta_the_zcdp_total_is_unchanged() -> None:
+    rho, d0 = zcdp_total(PlanContext.of(_plan(dp.ApproxDP(EPS, DELTA), [], laplace=[], gauss=True)))
+    assert d0 == 0 and rho == zcdp_rho_for_approx_dp(EPS, DELTA)
+
+
+def test_own_deltas_compose_as_the_ledger_composes_them() -> None:
+    """Two histograms on one source add their delta0 (sequential composition, Bun-Steinke 2016 Lemma 8.2); a
+    Laplace stability histogram's delta (approximate DP, Prop. 1.13) counts too; the ledger agrees."""
+    plan = _plan(dp.ApproxDP(EPS, DELTA), [1e-7, 2e-7], laplace=[5e-8])
+    want = Fraction(1e-7) + Fraction(2e-7) + Fraction(5e-8)
+    rho, d0 = zcdp_total(PlanContext.of(plan))
+    assert d0 == want and rho == _expected_rho(want)
+    (t,) = dp.certify(plan).ledger.totals
+    assert t.cost.delta0 == want and t.tightest().epsilon <= EPS
+
+
+def test_the_largest_own_delta_over_sources_sets_the_total() -> None:
+    """Sources are separate datasets: each must meet the budget, so the total is set by the largest delta0."""
+    b = dp.PlanBuilder(budget=dp.ApproxDP(EPS, DELTA), neighbors="replace")
+    X = b.source("X", dp.Reals(), n=100)
+    Y = b.source("Y", dp.Reals(), n=100)
+    cx, cy = N.BinCounts(width=1.0)(X), N.BinCounts(width=1.0)(Y)
+    plan = b.build(a=N.GaussianStabilityHistogram(delta=1e-7)(cx),
+                   b=N.GaussianStabilityHistogram(delta=3e-7)(cy),
+                   c=N.GaussianStabilityHistogram(delta=1e-7)(cy))
+    rho, d0 = zcdp_total(PlanContext.of(plan))
+    assert d0 == Fraction(3e-7) + Fraction(1e-7) and rho == _expected_rho(d0)
+    totals = dp.certify(plan).ledger.totals
+    assert [float(t.cost.delta0) for t in totals] == [1e-7, float(d0)]
+    assert all(t.tightest().epsilon <= EPS for t in totals)
+
+
+def test_an_own_delta_that_uses_the_whole_delta_is_refused_before_data() -> None:
+    """delta0 >= delta leaves nothing to convert: a clear refusal naming the source and the fix (on main the
+    conversion raised a bare ValueError from the ledger)."""
+    with pytest.raises(BudgetError, match=r"source X claim delta=1e-06 of their own.*lower the delta="):
+        dp.certify(_plan(dp.ApproxDP(EPS, DELTA), [1e-6]))
+    with pytest.raises(BudgetError, match="claim delta="):
+        dp.certify(_plan(dp.ApproxDP(EPS, DELTA), [6e-7, 4e-7]))  # the sum reaches delta
+    assert dp.certify(_plan(dp.ApproxDP(EPS, DELTA), [6e-7, 3e-7])).ledger.totals[0].tightest().epsilon <= EPS
+
+
+def test_a_run_releases_under_the_new_total() -> None:
+    """The certified plan runs (exact noise too) and its histogram finds a heavy bin."""
+    import numpy as np
+
+    plan = _plan(dp.ApproxDP(EPS, DELTA), [1e-7])
+    data = {"X": np.full((1000, 1), 3.5)}
+    for noise in (dp.SeededNoise(0), dp.SeededNoise(0, exact=True)):
+        keys, _ = plan.run(data, noise=noise).released["h0"]
+        assert list(keys) == [3]
