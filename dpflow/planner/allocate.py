@@ -26,6 +26,7 @@ from dpflow.privacy import (
     ApproxZCDP,
     Cost,
     PureDP,
+    approx_zcdp_rho_for_approx_dp,
     gdp_mu_for_approx_dp,
     to_float_down,
     zcdp_rho_for_approx_dp,
@@ -257,9 +258,10 @@ def zcdp_total(ctx: PlanContext) -> tuple[Fraction, Fraction]:
     """The zCDP-mode total rho for the plan's (epsilon, delta) budget, and the mechanisms' own delta0 it leaves
     room for (:func:`own_delta0`).  Without a delta0: the largest rho whose CKS conversion meets (epsilon,
     delta).  With one: the largest rho whose conversion as delta0-approximate rho-zCDP
-    (:func:`~dpflow.privacy.approx_zcdp_to_approx_dp`: CKS at delta - delta0, rounded down as that conversion
-    rounds it) meets the budget at :func:`approx_dp_target`, the point the ledger's budget check reads, so that
-    check passes by construction.  Refused, naming the source, when delta0 leaves no delta.
+    (:func:`~dpflow.privacy.approx_zcdp_to_approx_dp`, inverted by
+    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`) meets the budget at :func:`approx_dp_target`, the
+    point the ledger's budget check reads, so that check passes by construction.  Refused, naming the source,
+    when delta0 leaves no delta.
 
     Sources: Canonne, Kamath & Steinke 2020, Prop. 12; Bun & Steinke 2016, Sec. 8 (the proof of the conversion
     is in its docstring)."""
@@ -274,7 +276,7 @@ def zcdp_total(ctx: PlanContext) -> tuple[Fraction, Fraction]:
         raise BudgetError(source, f"the mechanisms on source {source} claim delta={float(delta0):.6g} of their own "
                           f"(approximate zCDP), which leaves nothing of the budget's delta={delta:.6g}",
                           "lower the delta= of the stability histograms, or raise the budget's delta")
-    return zcdp_rho_for_approx_dp(eps, to_float_down(Fraction(delta) - delta0)), delta0
+    return approx_zcdp_rho_for_approx_dp(eps, delta, delta0), delta0
 
 
 def approx_dp_target(budget: ApproxDP) -> tuple[float, float]:
