@@ -139,7 +139,8 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
 
 def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: Mechanism,
                       eps: Fraction) -> Allocation:
-    """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon."""
+    """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon: the least
+    noisy (most rho) of the valid calibrations (:func:`_basic_candidates`)."""
     budget = ctx.plan.budget
     assert isinstance(budget, ApproxDP)
     delta = budget.delta * eps / budget.epsilon
@@ -147,18 +148,48 @@ def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: M
         rho = Fraction(gdp_mu_for_approx_dp(eps, delta)) ** 2 / 2
         return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta),
                           continuous_gaussian=Accounting.BASIC.continuous_gaussian)
-    best: tuple[Mode, Fraction, Cost] | None = None
-    shares: list[tuple[Mode, Fraction]] = [("pure", eps)] if node.pure_capable else []
-    shares.append(("zcdp", zcdp_rho_for_approx_dp(eps, delta)))
-    for mode, share in shares:  # CKS (Canonne-Kamath-Steinke 2020 Prop 12) is valid for every rho-zCDP event
-        cost = node.cost(share, mode)
-        if cost.delta0 == 0 and (best is None or cost.rho > best[2].rho):  # more rho = less noise
-            best = (mode, share, cost)
-    if best is None:
+    found, own = _basic_candidates(node, eps, delta)
+    if not found:
+        if own >= delta:
+            raise BudgetError(_key(sp, rec.id), f"{node.kind} claims delta={float(own):.6g} of its own, which leaves "
+                              f"nothing of its basic share of delta ({float(delta):.6g}: delta * its epsilon share)",
+                              "lower its delta=, raise its weight= or the budget's delta, or use accounting='auto'")
         raise PlanTypeError(_key(sp, rec.id), f"{node.kind} has no (epsilon, delta) calibration",
                             "use accounting='auto'")
-    mode, share, cost = best
-    return Allocation(mode, share, cost.with_basic(eps, Fraction(0) if mode == "pure" else delta))
+    mode, share, cost = max(found, key=lambda c: c[2].rho)  # more rho = less noise; ties: the first
+    return Allocation(mode, share, cost)
+
+
+def _basic_candidates(node: Mechanism, eps: Fraction, delta: Fraction) -> tuple[list[tuple[Mode, Fraction, Cost]],
+                                                                                  Fraction]:
+    """The calibrations of ``node`` that are (eps, delta)-DP on their own, each with its certified cost carrying that
+    basic point, and the delta0 the mechanism claims itself (0 for most): pure epsilon (``pure_capable``); rho-zCDP
+    by CKS (Canonne-Kamath-Steinke 2020 Prop 12, valid for every rho-zCDP event); for a mechanism with a delta0 of
+    its own, delta0-approximate rho-zCDP converted at delta - delta0 (Bun-Steinke 2016 Sec. 8:
+    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`), and the (epsilon', delta') point its cost declares at
+    the zCDP share eps^2/2 (``Cost.basic_eps``: the Laplace stability histogram's (eps, delta)) when within (eps,
+    delta)."""
+    out: list[tuple[Mode, Fraction, Cost]] = []
+    if node.pure_capable:
+        cost = node.cost(eps, "pure")
+        if cost.delta0 == 0:
+            out.append(("pure", eps, cost.with_basic(eps, Fraction(0))))
+    rho = zcdp_rho_for_approx_dp(eps, delta)
+    cost = node.cost(rho, "zcdp")
+    own = cost.delta0
+    if own == 0:
+        out.append(("zcdp", rho, cost.with_basic(eps, delta)))
+        return out, own
+    if own < delta:
+        rho = approx_zcdp_rho_for_approx_dp(eps, delta, own)
+        cost = node.cost(rho, "zcdp")
+        if cost.delta0 <= own:
+            out.append(("zcdp", rho, cost.with_basic(eps, delta)))
+    point = eps * eps / 2
+    cost = node.cost(point, "zcdp")
+    if cost.basic_eps is not None and cost.basic_eps <= eps and cost.basic_delta <= delta:
+        out.append(("zcdp", point, cost))
+    return out, own
 
 
 def _invocation(ctx: PlanContext, unit: Allocation, node: Mechanism, mult: Fraction) -> Allocation:

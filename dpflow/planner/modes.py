@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import attrs
 
-from dpflow.errors import PlanTypeError
+from dpflow.errors import PlanError, PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
 from dpflow.nodes.types import Mode
 from dpflow.planner.context import PlanContext, one_sided_factor
@@ -205,9 +205,21 @@ def _basic_mode(ctx: PlanContext) -> ModeChoice:
             "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
             "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
             "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
+    if any(_own_delta(m) for _, _, m in ctx.mechs):
+        text += ("; a mechanism with a delta of its own (a stability histogram): the less noisy of the (epsilon_i, "
+                 "delta') point its cost declares (delta' <= delta_i) and its approximate zCDP converted at delta_i "
+                 "less its delta (Bun-Steinke 2016 Sec. 8)")
     if ctx.exact_noise and any(m.gaussian_profile for _, _, m in ctx.mechs):
         text += _EXACT_TEXT + " (each Gaussian is calibrated by the zCDP conversion instead)"
     return ModeChoice(Accounting.BASIC, budget.epsilon, text)
+
+
+def _own_delta(m: Mechanism) -> bool:
+    """Whether ``m`` claims a delta0 of its own (approximate zCDP), read from its cost at a unit share."""
+    try:
+        return m.cost(Fraction(1), "zcdp").delta0 > 0
+    except PlanError:
+        return False
 
 
 def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]],
