@@ -312,10 +312,10 @@ def approx_zcdp_rho_for_approx_dp(epsilon: Real, delta: Real, delta0: Real) -> F
     >>> approx_zcdp_to_approx_dp(rho, 1e-7, 1e-6) <= 1.0, rho < zcdp_rho_for_approx_dp(1.0, 1e-6)
     (True, True)
     """
-    d, d0 = exact(delta), exact(delta0)
-    if not 0 <= d0 < d:
+    d, d0 = exact(delta), exact(delta0)  # exact refuses negative values
+    if not d0 < d:
         raise ValueError(f"delta0 must be in [0, delta): delta={float(d)!r}, delta0={float(d0)!r}")
-    return zcdp_rho_for_approx_dp(epsilon, to_float_down(min(d - d0, Fraction(1))))
+    return zcdp_rho_for_approx_dp(epsilon, to_float_down(d - d0))
 
 
 #: Significant bits of the grid that :func:`largest_on_grid` searches: consecutive grid points differ by a

@@ -186,3 +186,14 @@ def test_basic_accounting_refuses_an_own_delta_above_the_mechanisms_delta_share(
     else:
         with pytest.raises(BudgetError, match="claims delta=5e-07"):
             dp.certify(_basic(hist, "1/2000000"))
+
+
+def test_a_fixed_cost_above_the_total_is_refused_by_the_allocation_as_before() -> None:
+    """The trial allocation behind the own delta0 (at the CKS total) refuses fixed costs above it: the delta0 is then
+    taken as 0 and the zCDP allocation raises its own refusal, naming the node and its fixed cost."""
+    b = dp.PlanBuilder(budget=dp.ApproxDP(EPS, DELTA), neighbors="replace")
+    X = b.source("X", dp.Reals(), n=100)
+    plan = b.build(h=N.GaussianStabilityHistogram(delta=1e-7, rho=1)(N.BinCounts(width=1.0)(X)))
+    assert zcdp_total(PlanContext.of(plan)) == (zcdp_rho_for_approx_dp(EPS, DELTA), 0)
+    with pytest.raises(BudgetError, match=r"need rho=1 but the budget allows rho=0\.0241"):
+        dp.certify(plan)
