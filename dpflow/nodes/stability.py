@@ -137,8 +137,9 @@ class StabilityHistogram(EpsilonMechanism):
     delta of worst-case neighbours (``tests/nodes/test_stability_exact_delta.py``, docs/assurance.md) reaches
     0.997 delta and never exceeds it.
     Output: ``(keys, noisy_counts)`` of the released bins; an empty release is the private "not found".  Costed
-    as delta-approximate eps^2/2-zCDP (Bun-Steinke 2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose
-    delta covers ``delta``.
+    as delta-approximate eps^2/2-zCDP (Bun-Steinke 2016 Prop. 1.13) and as its own (eps, delta) point, so it
+    needs a budget with a delta: ``ApproxZCDP`` whose delta covers ``delta``, or ``ApproxDP`` (whose delta the
+    planner shares with it: ``dpflow.planner.allocate.zcdp_total``).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))

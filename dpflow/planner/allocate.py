@@ -18,7 +18,7 @@ from dpflow.planner.context import PlanContext, one_sided_factor, one_sided_rati
 from dpflow.planner.fold import CostLeaf, _round_weights, fold_cost, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
 from dpflow.planner.ledger import PerRecord
-from dpflow.planner.modes import Accounting, ModeChoice, PldSearch
+from dpflow.planner.modes import Accounting, ModeChoice, PldSearch, own_delta
 from dpflow.privacy import (
     PLD_RULE,
     ZCDP,
@@ -273,7 +273,10 @@ def own_delta0(ctx: PlanContext, total: Fraction) -> tuple[Fraction, str]:
     ``total``: the largest over sources, and that source's name; 0 when the allocation at ``total`` is refused (the
     zCDP allocation raises that refusal again).  Every mechanism of dpflow claims a delta0 independent of its
     share; were one not to, the ledger's budget check (:func:`_check_budget`) would refuse the plan, never
-    overspend."""
+    overspend (nor if :func:`~dpflow.planner.modes.own_delta`, which spares plans without such a mechanism the
+    allocation here, missed one)."""
+    if not any(own_delta(m) for _, _, m in ctx.mechs):
+        return Fraction(0), ""
     try:
         allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.ZCDP, total, ""))
     except PlanError:

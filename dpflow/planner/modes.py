@@ -205,7 +205,7 @@ def _basic_mode(ctx: PlanContext) -> ModeChoice:
             "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
             "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
             "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
-    if any(_own_delta(m) for _, _, m in ctx.mechs):
+    if any(own_delta(m) for _, _, m in ctx.mechs):
         text += ("; a mechanism with a delta of its own (a stability histogram): the less noisy of the (epsilon_i, "
                  "delta') point its cost declares (delta' <= delta_i) and its approximate zCDP converted at delta_i "
                  "less its delta (Bun-Steinke 2016 Sec. 8)")
@@ -214,8 +214,9 @@ def _basic_mode(ctx: PlanContext) -> ModeChoice:
     return ModeChoice(Accounting.BASIC, budget.epsilon, text)
 
 
-def _own_delta(m: Mechanism) -> bool:
-    """Whether ``m`` claims a delta0 of its own (approximate zCDP), read from its cost at a unit share."""
+def own_delta(m: Mechanism) -> bool:
+    """Whether ``m`` claims a delta0 of its own (approximate zCDP: the stability histograms' ``delta=``), read from
+    its cost at a unit zCDP share (``False`` if it has no zCDP cost)."""
     try:
         return m.cost(Fraction(1), "zcdp").delta0 > 0
     except PlanError:

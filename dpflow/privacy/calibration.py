@@ -29,6 +29,7 @@ from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
     "analytic_gaussian_sigma",
+    "approx_zcdp_rho_for_approx_dp",
     "bounded_range_eps_for_zcdp",
     "classical_gaussian_sigma",
     "gaussian_budget_rho",
@@ -41,7 +42,6 @@ __all__ = [
     "pure_eps_for_zcdp",
     "shares_by_weight",
     "zcdp_of_gaussian",
-    "approx_zcdp_rho_for_approx_dp",
     "zcdp_rho_for_approx_dp",
 ]
 
