@@ -122,19 +122,24 @@ class StabilityHistogram(EpsilonMechanism):
     """The stability-based histogram: Laplace noise on the occupied bins only, released when above a
     threshold; (epsilon, delta)-DP with ``delta`` a fixed public parameter.
 
-    Replace-one (l1 sensitivity 2): noise Lap(2/eps), threshold ``1 + 2 ln(2/delta)/eps`` (Vadhan's survey Prop.
-    3.5 / BNSV, PSI-library constant).  Add/remove (l1 1): Lap(1/eps), threshold ``1 + ln(1/(2 delta))/eps``
-    (OpenDP ``make_laplace_threshold``).  The input must be a count statistic with linf 1 and an integer l1
-    ``D``; counts where one record moves up to ``D`` bins (a group of ``k`` points counted once per bin:
-    ``TupleCellCounts``, l1 ``2k`` under replace-one) get Lap(D/eps) and the threshold ``1 + (D/eps)
-    ln(D/delta)`` (the same as above for D = 2).  Proof for integer ``D >= 1``: the bins occupied on both
-    neighbours differ by at most ``D`` in l1, so the Laplace release of them is eps-DP; a bin occupied on one
-    side only holds count 1 there (linf 1) and there are at most ``D`` of them, so one of them passes the
-    threshold with probability at most ``D exp(-(t - 1) eps / D) / 2 = delta / 2``; outside that event the two
-    output distributions are within ``e^eps`` (Vadhan 2017 Prop. 3.5's argument with D bins in place of 2).
+    The input must be a count statistic with linf 1 and an integer l1 ``D`` (``BinCounts``: 2 under replace-one, 1
+    under add/remove; a group of ``k`` points counted once per bin, ``TupleCellCounts``: ``2k``): noise Lap(D/eps)
+    and the threshold ``t = 1 + (D/eps) ln(D/(2 delta))``.  At D = 1 this is OpenDP's ``make_laplace_threshold``;
+    at D = 2 it is ``(2/eps) ln 2`` below Vadhan's survey Prop. 3.5 / BNSV (``1 + 2 ln(2/delta)/eps``, which
+    spends delta/2), by the following bound.  Proof for integer ``D >= 1``: neighbours x, x' have ``a`` bins
+    occupied on x only and ``b`` on x' only (count 1 there: linf 1), and the common bins differ by at most
+    ``D - a - b`` in l1, so their Laplace release R is eps-DP.  Each one-sided bin is released independently with
+    probability ``p = exp(-(t - 1) eps / D) / 2 = delta / D``; let ``p_a = 1 - (1 - p)^a``, ``p_b`` likewise.  For
+    a set S of outputs let A be the common releases r whose output with no one-sided bin lies in S, and
+    ``m = min(1, e^eps P_x'(R in A)) >= P_x(R in A)``.  Then ``P_x(S) <= (1 - p_a) m + p_a`` (x never releases
+    x'-only bins) and ``e^eps P_x'(S) >= e^eps (1 - p_b) P_x'(R in A) >= (1 - p_b) m``, so ``P_x(S) - e^eps
+    P_x'(S) <= p_a + (p_b - p_a) m <= max(p_a, p_b) <= max(a, b) p <= D p = delta``: (eps, delta)-DP.  The exact
+    delta of worst-case neighbours (``tests/nodes/test_stability_exact_delta.py``, docs/assurance.md) reaches
+    0.997 delta and never exceeds it.
     Output: ``(keys, noisy_counts)`` of the released bins; an empty release is the private "not found".  Costed
-    as delta-approximate eps^2/2-zCDP (Bun-Steinke 2016 Prop. 1.13), so it needs an ``ApproxZCDP`` budget whose
-    delta covers ``delta``.
+    as delta-approximate eps^2/2-zCDP (Bun-Steinke 2016 Prop. 1.13) and as its own (eps, delta) point, so it
+    needs a budget with a delta: ``ApproxZCDP`` whose delta covers ``delta``, or ``ApproxDP`` (whose delta the
+    planner shares with it: ``dpflow.planner.allocate.zcdp_total``).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ApproxZCDP(0.5, 1e-6))
@@ -145,8 +150,9 @@ class StabilityHistogram(EpsilonMechanism):
     pure_capable: ClassVar[bool] = False
     gaussian_profile: ClassVar[bool] = False
     reference: ClassVar[Reference] = Reference(
-        "stability histogram: Vadhan 2017 Prop. 3.5 / Bun-Nissim-Stemmer-Vadhan 2015 (replace-one), OpenDP "
-        "make_laplace_threshold (add/remove); cost as approximate zCDP by "
+        "stability histogram: Vadhan 2017 Prop. 3.5 / Bun-Nissim-Stemmer-Vadhan 2015's argument with D one-sided "
+        "bins, delta <= max(a, b) p (dpflow's bound, docstring; reviewed by exact computation), threshold "
+        "1 + (D/eps) ln(D/(2 delta)) (OpenDP make_laplace_threshold at D = 1); cost as approximate zCDP by "
         "Bun-Steinke 2016 Prop. 1.13", "sparse_discrete_heavy.md", "1.1-1.2"
     )
     delta: Fraction = attrs.field(converter=_opt_delta)
@@ -171,9 +177,9 @@ class StabilityHistogram(EpsilonMechanism):
 
     def scale_threshold(self, l1: float, eps: float | Fraction) -> tuple[float, float]:
         """Laplace scale ``b >= D / eps`` (checked exactly) and release threshold ``t`` with ``(t - 1) / b >=
-        ln(c)``, ``c = 1 / (2 delta)`` for ``D = 1`` and ``D / delta`` otherwise, every step rounded up: a bin of
-        count 1 then passes with probability ``exp(-(t - 1) / b) / 2 <= 1 / (2 c)`` (derived from the ``b``
-        actually used, so no float rounding of ``eps`` or ``delta`` can push it above; docs/assurance.md).
+        ln(c)``, ``c = D / (2 delta)``, every step rounded up: a bin of count 1 then passes with probability
+        ``exp(-(t - 1) / b) / 2 <= 1 / (2 c) = delta / D`` (derived from the ``b`` actually used, so no float
+        rounding of ``eps`` or ``delta`` can push it above; docs/assurance.md).
 
         >>> b, t = StabilityHistogram(delta=1e-6).scale_threshold(1.0, 1.0)
         >>> b > 1.0 and 0.5 * math.exp(-(t - 1) / b) <= 1e-6
@@ -182,7 +188,7 @@ class StabilityHistogram(EpsilonMechanism):
         b = math.nextafter(l1 / float(eps), math.inf)
         while Fraction(b) * exact(eps) < exact(l1):
             b = math.nextafter(b, math.inf)
-        c = 1 / (2 * self.delta) if l1 == 1.0 else exact(l1) / self.delta
+        c = exact(l1) / (2 * self.delta)
         return b, up(1.0 + up(b * up(math.log(to_float_up(c)))))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:

@@ -18,7 +18,7 @@ from dpflow.planner.context import PlanContext, one_sided_factor, one_sided_rati
 from dpflow.planner.fold import CostLeaf, _round_weights, fold_cost, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
 from dpflow.planner.ledger import PerRecord
-from dpflow.planner.modes import Accounting, ModeChoice, PldSearch
+from dpflow.planner.modes import Accounting, ModeChoice, PldSearch, own_delta
 from dpflow.privacy import (
     PLD_RULE,
     ZCDP,
@@ -26,6 +26,7 @@ from dpflow.privacy import (
     ApproxZCDP,
     Cost,
     PureDP,
+    approx_zcdp_rho_for_approx_dp,
     gdp_mu_for_approx_dp,
     to_float_down,
     zcdp_rho_for_approx_dp,
@@ -138,7 +139,8 @@ def allocate_budget(ctx: PlanContext, choice: ModeChoice,
 
 def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: Mechanism,
                       eps: Fraction) -> Allocation:
-    """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon."""
+    """The native (mode, share) that makes ``node`` (eps, delta_i)-DP, delta_i = delta * eps / epsilon: the least
+    noisy (most rho) of the valid calibrations (:func:`_basic_candidates`)."""
     budget = ctx.plan.budget
     assert isinstance(budget, ApproxDP)
     delta = budget.delta * eps / budget.epsilon
@@ -146,18 +148,48 @@ def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: M
         rho = Fraction(gdp_mu_for_approx_dp(eps, delta)) ** 2 / 2
         return Allocation("zcdp", rho, node.cost(rho, "zcdp").with_basic(eps, delta),
                           continuous_gaussian=Accounting.BASIC.continuous_gaussian)
-    best: tuple[Mode, Fraction, Cost] | None = None
-    shares: list[tuple[Mode, Fraction]] = [("pure", eps)] if node.pure_capable else []
-    shares.append(("zcdp", zcdp_rho_for_approx_dp(eps, delta)))
-    for mode, share in shares:  # CKS (Canonne-Kamath-Steinke 2020 Prop 12) is valid for every rho-zCDP event
-        cost = node.cost(share, mode)
-        if cost.delta0 == 0 and (best is None or cost.rho > best[2].rho):  # more rho = less noise
-            best = (mode, share, cost)
-    if best is None:
+    found, own = _basic_candidates(node, eps, delta)
+    if not found:
+        if own >= delta:
+            raise BudgetError(_key(sp, rec.id), f"{node.kind} claims delta={float(own):.6g} of its own, which leaves "
+                              f"nothing of its basic share of delta ({float(delta):.6g}: delta * its epsilon share)",
+                              "lower its delta=, raise its weight= or the budget's delta, or use accounting='auto'")
         raise PlanTypeError(_key(sp, rec.id), f"{node.kind} has no (epsilon, delta) calibration",
                             "use accounting='auto'")
-    mode, share, cost = best
-    return Allocation(mode, share, cost.with_basic(eps, Fraction(0) if mode == "pure" else delta))
+    mode, share, cost = max(found, key=lambda c: c[2].rho)  # more rho = less noise; ties: the first
+    return Allocation(mode, share, cost)
+
+
+def _basic_candidates(node: Mechanism, eps: Fraction, delta: Fraction) -> tuple[list[tuple[Mode, Fraction, Cost]],
+                                                                                  Fraction]:
+    """The calibrations of ``node`` that are (eps, delta)-DP on their own, each with its certified cost carrying that
+    basic point, and the delta0 the mechanism claims itself (0 for most): pure epsilon (``pure_capable``); rho-zCDP
+    by CKS (Canonne-Kamath-Steinke 2020 Prop 12, valid for every rho-zCDP event); for a mechanism with a delta0 of
+    its own, delta0-approximate rho-zCDP converted at delta - delta0 (Bun-Steinke 2016 Sec. 8:
+    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`), and the (epsilon', delta') point its cost declares at
+    the zCDP share eps^2/2 (``Cost.basic_eps``: the Laplace stability histogram's (eps, delta)) when within (eps,
+    delta)."""
+    out: list[tuple[Mode, Fraction, Cost]] = []
+    if node.pure_capable:
+        cost = node.cost(eps, "pure")
+        if cost.delta0 == 0:
+            out.append(("pure", eps, cost.with_basic(eps, Fraction(0))))
+    rho = zcdp_rho_for_approx_dp(eps, delta)
+    cost = node.cost(rho, "zcdp")
+    own = cost.delta0
+    if own == 0:
+        out.append(("zcdp", rho, cost.with_basic(eps, delta)))
+        return out, own
+    if own < delta:
+        rho = approx_zcdp_rho_for_approx_dp(eps, delta, own)
+        cost = node.cost(rho, "zcdp")
+        if cost.delta0 <= own:
+            out.append(("zcdp", rho, cost.with_basic(eps, delta)))
+    point = eps * eps / 2
+    cost = node.cost(point, "zcdp")
+    if cost.basic_eps is not None and cost.basic_eps <= eps and cost.basic_delta <= delta:
+        out.append(("zcdp", point, cost))
+    return out, own
 
 
 def _invocation(ctx: PlanContext, unit: Allocation, node: Mechanism, mult: Fraction) -> Allocation:
@@ -233,6 +265,52 @@ def cost_leaf(ctx: PlanContext, allocations: dict[str, Allocation]) -> CostLeaf:
 def source_cost(ctx: PlanContext, src: NodeRecord, leaf: CostLeaf) -> Cost:
     """The composed per-record cost on source ``src``: the fold of the ledger's totals (and of the PLD search)."""
     return fold_cost(ctx.space, ctx.relation, src.id, leaf)
+
+
+def own_delta0(ctx: PlanContext, total: Fraction) -> tuple[Fraction, str]:
+    """The delta the mechanisms claim themselves (``Cost.delta0``, approximate zCDP: a stability histogram's
+    ``delta=``), composed on each source as the ledger composes it (:func:`source_cost`) at the zCDP total
+    ``total``: the largest over sources, and that source's name; 0 when the allocation at ``total`` is refused (the
+    zCDP allocation raises that refusal again).  Every mechanism of dpflow claims a delta0 independent of its
+    share; were one not to, the ledger's budget check (:func:`_check_budget`) would refuse the plan, never
+    overspend (nor if :func:`~dpflow.planner.modes.own_delta`, which spares plans without such a mechanism the
+    allocation here, missed one)."""
+    if not any(own_delta(m) for _, _, m in ctx.mechs):
+        return Fraction(0), ""
+    try:
+        allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.ZCDP, total, ""))
+    except PlanError:
+        return Fraction(0), ""
+    if all(a.cost.delta0 == 0 for a in allocations.values()):
+        return Fraction(0), ""
+    leaf = cost_leaf(ctx, allocations)
+    return max(((source_cost(ctx, src, leaf).delta0, _source_name(src)) for src in ctx.sources),
+               key=lambda t: t[0], default=(Fraction(0), ""))
+
+
+def zcdp_total(ctx: PlanContext) -> tuple[Fraction, Fraction]:
+    """The zCDP-mode total rho for the plan's (epsilon, delta) budget, and the mechanisms' own delta0 it leaves
+    room for (:func:`own_delta0`).  Without a delta0: the largest rho whose CKS conversion meets (epsilon,
+    delta).  With one: the largest rho whose conversion as delta0-approximate rho-zCDP
+    (:func:`~dpflow.privacy.approx_zcdp_to_approx_dp`, inverted by
+    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`) meets the budget at :func:`approx_dp_target`, the
+    point the ledger's budget check reads, so that check passes by construction.  Refused, naming the source,
+    when delta0 leaves no delta.
+
+    Sources: Canonne, Kamath & Steinke 2020, Prop. 12; Bun & Steinke 2016, Sec. 8 (the proof of the conversion
+    is in its docstring)."""
+    budget = ctx.plan.budget
+    assert isinstance(budget, ApproxDP)
+    rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
+    delta0, source = own_delta0(ctx, rho)
+    if delta0 == 0:
+        return rho, delta0
+    eps, delta = approx_dp_target(budget)
+    if delta0 >= Fraction(delta):
+        raise BudgetError(source, f"the mechanisms on source {source} claim delta={float(delta0):.6g} of their own "
+                          f"(approximate zCDP), which leaves nothing of the budget's delta={delta:.6g}",
+                          "lower the delta= of the stability histograms, or raise the budget's delta")
+    return approx_zcdp_rho_for_approx_dp(eps, delta, delta0), delta0
 
 
 def approx_dp_target(budget: ApproxDP) -> tuple[float, float]:

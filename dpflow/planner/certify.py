@@ -38,6 +38,7 @@ from dpflow.planner.allocate import (
     lattice_covered,
     pld_total,
     source_cost,
+    zcdp_total,
 )
 from dpflow.planner.context import PlanContext
 from dpflow.planner.infer import TypedScope, _source_name, _spaces
@@ -83,7 +84,7 @@ class _Planner:
 
     def mode_and_total(self) -> ModeChoice:
         """The accounting mode and the total shared by weight (:func:`~dpflow.planner.modes.mode_and_total`)."""
-        return mode_and_total(self.ctx, pld_total)
+        return mode_and_total(self.ctx, pld_total, zcdp_total)
 
     def certify(self) -> Certified:
         ctx = self.ctx

@@ -11,13 +11,13 @@ from fractions import Fraction
 
 import attrs
 
-from dpflow.errors import PlanTypeError
+from dpflow.errors import PlanError, PlanTypeError
 from dpflow.nodes import Mechanism, NodeRecord, Recurse
 from dpflow.nodes.types import Mode
 from dpflow.planner.context import PlanContext, one_sided_factor
 from dpflow.planner.fold import fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _spaces
-from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho, zcdp_rho_for_approx_dp
+from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP, gaussian_budget_rho
 
 _GDP_TEXT = "all mechanisms Gaussian (continuous noise): exact Gaussian-DP"
 _EXACT_TEXT = ("; exact discrete Gaussian noise: the exact Gaussian-DP profile is proven for continuous noise only, "
@@ -84,8 +84,12 @@ PldTotal = Callable[[PlanContext, Fraction], PldSearch | None]
 """The search for the PLD-mode total from the zCDP one (:func:`~dpflow.planner.allocate.pld_total`, which
 allocates and folds, so it lives in a later module and is handed in)."""
 
+ZcdpTotal = Callable[[PlanContext], tuple[Fraction, Fraction]]
+"""The zCDP-mode total for an (epsilon, delta) budget and the mechanisms' own delta0 it leaves room for
+(:func:`~dpflow.planner.allocate.zcdp_total`, which allocates and folds: handed in like :data:`PldTotal`)."""
 
-def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
+
+def mode_and_total(ctx: PlanContext, pld_total: PldTotal, zcdp_total: ZcdpTotal) -> ModeChoice:
     """Choose the accounting from the budget and the mechanisms' capabilities (``pure_capable``,
     ``gaussian_profile``); a pure choice is then checked by :func:`_refuse_impure`.
 
@@ -93,7 +97,8 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
     Gaussian-DP profile (GDP mode; the PLD is not searched: a pessimistic Gaussian PLD bounds the exact
     profile from above, and its Gaussian events compose to at least the profile's mu^2, so its total
     could never be larger).  Otherwise the candidates are pure mode (every mechanism pure-capable, no
-    fixed pure share) and zCDP mode (rho by CKS) or, when the total ``pld_total`` finds is larger (every
+    fixed pure share) and zCDP mode (rho by CKS, at delta less the delta0 the mechanisms claim themselves:
+    ``zcdp_total``) or, when the total ``pld_total`` finds is larger (every
     source's cost has a PLD), PLD mode in its place (the same rho split with a larger total: less noise
     for every mechanism); the one with the least total noise variance (:func:`_noise_variance`) wins,
     ties going to pure mode.
@@ -117,9 +122,11 @@ def mode_and_total(ctx: PlanContext, pld_total: PldTotal) -> ModeChoice:
         mu = math.sqrt(float(2 * rho))
         return ModeChoice(Accounting.GDP, rho, (f"{_GDP_TEXT} mu={mu:.6g} meets ({eps:.6g}, {delta:.3g}); "
                                                 f"rho=mu^2/2={float(rho):.6g} shared by weight"))
-    rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
+    rho, delta0 = zcdp_total(ctx)
+    cks = "(CKS)" if delta0 == 0 else (f"(CKS at delta - delta0, delta0={float(delta0):.3g} the mechanisms' own: "
+                                       "approximate zCDP, Bun-Steinke 2016 Sec. 8)")
     choices = [ModeChoice(Accounting.ZCDP, rho,
-                          f"zCDP mode: rho={float(rho):.6g} (CKS) meets ({eps:.6g}, {delta:.3g}); shared by weight"
+                          f"zCDP mode: rho={float(rho):.6g} {cks} meets ({eps:.6g}, {delta:.3g}); shared by weight"
                           + (_EXACT_TEXT if exact_gaussian else ""))]
     if mechs and all(m.pure_capable and m.fixed_share("pure") is None for m in mechs):
         choices.insert(0, ModeChoice(Accounting.PURE, budget.epsilon,
@@ -198,9 +205,22 @@ def _basic_mode(ctx: PlanContext) -> ModeChoice:
             "(epsilon_i, delta_i)-DP on its own (Gaussian: exact Gaussian-DP profile; other mechanisms: "
             "the less noisy of pure epsilon_i and zCDP converted by CKS); totals by basic composition "
             "(Dwork-Roth 2014 Thm 3.16): the per-step accounting of Cai-Wang-Zhang 2021")
+    if any(own_delta(m) for _, _, m in ctx.mechs):
+        text += ("; a mechanism with a delta of its own (a stability histogram): the less noisy of the (epsilon_i, "
+                 "delta') point its cost declares (delta' <= delta_i) and its approximate zCDP converted at delta_i "
+                 "less its delta (Bun-Steinke 2016 Sec. 8)")
     if ctx.exact_noise and any(m.gaussian_profile for _, _, m in ctx.mechs):
         text += _EXACT_TEXT + " (each Gaussian is calibrated by the zCDP conversion instead)"
     return ModeChoice(Accounting.BASIC, budget.epsilon, text)
+
+
+def own_delta(m: Mechanism) -> bool:
+    """Whether ``m`` claims a delta0 of its own (approximate zCDP: the stability histograms' ``delta=``), read from
+    its cost at a unit zCDP share (``False`` if it has no zCDP cost)."""
+    try:
+        return m.cost(Fraction(1), "zcdp").delta0 > 0
+    except PlanError:
+        return False
 
 
 def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]],

@@ -8,6 +8,7 @@ distributions: :mod:`dpflow.privacy.pld`, numerics by Google's ``dp_accounting``
 
 from .calibration import (
     analytic_gaussian_sigma,
+    approx_zcdp_rho_for_approx_dp,
     bounded_range_eps_for_zcdp,
     classical_gaussian_sigma,
     gaussian_budget_rho,
@@ -59,6 +60,7 @@ __all__ = [
     "PurePLD",
     "advanced_composition",
     "analytic_gaussian_sigma",
+    "approx_zcdp_rho_for_approx_dp",
     "approx_dp_to_approx_zcdp",
     "approx_zcdp_to_approx_dp",
     "bounded_range_eps_for_zcdp",

@@ -29,6 +29,7 @@ from .rounding import down, to_float_down, to_float_up, up
 
 __all__ = [
     "analytic_gaussian_sigma",
+    "approx_zcdp_rho_for_approx_dp",
     "bounded_range_eps_for_zcdp",
     "classical_gaussian_sigma",
     "gaussian_budget_rho",
@@ -295,6 +296,26 @@ def zcdp_rho_for_approx_dp(epsilon: Real, delta: Real) -> Fraction:
     lo, hi = _bracket(ok)
     rho = _largest_valid(ok, lo, hi)
     return Fraction(_nudge_until(ok, rho, lambda x: max(0.0, down(x))))
+
+
+def approx_zcdp_rho_for_approx_dp(epsilon: Real, delta: Real, delta0: Real) -> Fraction:
+    """The largest rho (to the bisection's resolution) with ``approx_zcdp_to_approx_dp(rho, delta0, delta) <=
+    epsilon``: delta0-approximate rho-zCDP is then (epsilon, delta)-DP.  :func:`zcdp_rho_for_approx_dp` at delta -
+    delta0, taken exactly and rounded down as that conversion rounds it, so the two agree to the last float.
+    Raises ``ValueError`` unless delta0 < delta.
+
+    Source: Bun & Steinke 2016, Sec. 8 with Canonne, Kamath & Steinke 2020, Prop. 12 (the proof is in
+    :func:`~dpflow.privacy.conversions.approx_zcdp_to_approx_dp`).
+
+    >>> from dpflow.privacy.conversions import approx_zcdp_to_approx_dp
+    >>> rho = approx_zcdp_rho_for_approx_dp(1.0, 1e-6, 1e-7)
+    >>> approx_zcdp_to_approx_dp(rho, 1e-7, 1e-6) <= 1.0, rho < zcdp_rho_for_approx_dp(1.0, 1e-6)
+    (True, True)
+    """
+    d, d0 = exact(delta), exact(delta0)  # exact refuses negative values
+    if not d0 < d:
+        raise ValueError(f"delta0 must be in [0, delta): delta={float(d)!r}, delta0={float(d0)!r}")
+    return zcdp_rho_for_approx_dp(epsilon, to_float_down(d - d0))
 
 
 #: Significant bits of the grid that :func:`largest_on_grid` searches: consecutive grid points differ by a

@@ -37,28 +37,29 @@ def test_sequential_split_rules() -> None:
 
 @pytest.mark.parametrize("relation", ["replace", "add_remove"])
 def test_stability_histogram_thresholds_are_pinned(relation: str) -> None:
-    """Replace-one: Lap(2/eps), t = 1 + 2 ln(2/delta)/eps; add/remove: Lap(1/eps), t = 1 + ln(1/(2 delta))/eps
-    (b rounded up by one ulp; t = 1 + b ln(.) from that b, rounded up: the review of 2026-11-23 evening, so that
-    the per-bin probability is at most its claim exactly), and the plan's ledger shows the one for its relation."""
+    """Replace-one: Lap(2/eps), t = 1 + 2 ln(1/delta)/eps (Vadhan's 2 ln(2/delta) until round 6); add/remove:
+    Lap(1/eps), t = 1 + ln(1/(2 delta))/eps (b rounded up by one ulp; t = 1 + b ln(.) from that b, rounded up: the
+    review of 2026-11-23 evening, so that the per-bin probability is at most its claim exactly), and the plan's
+    ledger shows the one for its relation."""
     node = N.StabilityHistogram(delta=1e-6)
     for eps in (0.1, 1.0):
         if relation == "replace":
-            want = (2.0 / eps, 1.0 + 2.0 * math.log(2.0 / 1e-6) / eps)
+            want = (2.0 / eps, 1.0 + 2.0 * math.log(1.0 / 1e-6) / eps)
             got = node.scale_threshold(2.0, eps)
         else:
             want = (1.0 / eps, 1.0 + math.log(1.0 / 2e-6) / eps)
             got = node.scale_threshold(1.0, eps)
         assert got[0] == math.nextafter(want[0], math.inf)
         assert want[1] < got[1] <= want[1] * (1 + 4e-12)
-        # a bin of count 1 is released with probability delta / 4 under replace-one (two such bins can
-        # appear: delta / 2 in all, Vadhan's constant) and delta under add/remove (one bin)
-        per_bin = 1e-6 / 4 if relation == "replace" else 1e-6
+        # a bin of count 1 is released with probability delta / D: delta / 2 under replace-one (D = 2) and delta
+        # under add/remove (one bin); the mechanism's delta is at most max(a, b) p <= D p (StabilityHistogram)
+        per_bin = 1e-6 / 2 if relation == "replace" else 1e-6
         assert 0.5 * math.exp(-(got[1] - 1.0) / got[0]) == pytest.approx(per_bin, rel=1e-9)
         assert 0.5 * math.exp(-(got[1] - 1.0) / got[0]) <= per_bin
     b = dp.PlanBuilder(budget=dp.ApproxZCDP(Fraction(1, 2), "1e-5"), neighbors=relation)
     X = b.source("X", dp.Reals(), n=100 if relation == "replace" else None)
     text = b.build(h=node(N.BinCounts(width=1.0)(X))).check().entries[-1].noise
-    t = 1.0 + (2.0 * math.log(2e6) if relation == "replace" else math.log(5e5))  # eps = 1 at rho = 1/2
+    t = 1.0 + (2.0 * math.log(1e6) if relation == "replace" else math.log(5e5))  # eps = 1 at rho = 1/2
     assert f"t = {t:.6g}" in text
 
 

@@ -201,13 +201,14 @@ def test_gaussian_stability_histogram_releases_only_heavy_bins_and_refuses_stabl
 def test_laplace_stability_histogram_threshold_for_l1_d() -> None:
     node = N.StabilityHistogram(delta=1e-7)
     b6, t6 = node.scale_threshold(6.0, 0.5)
-    assert b6 == pytest.approx(12.0) and t6 == pytest.approx(1.0 + 12.0 * math.log(6.0 / 1e-7))
+    assert b6 == pytest.approx(12.0) and t6 == pytest.approx(1.0 + 12.0 * math.log(6.0 / 2e-7))
     b2, t2 = node.scale_threshold(2.0, 0.5)
-    assert b2 == pytest.approx(4.0) and t2 == pytest.approx(1.0 + 4.0 * math.log(2.0 / 1e-7))
+    assert b2 == pytest.approx(4.0) and t2 == pytest.approx(1.0 + 4.0 * math.log(2.0 / 2e-7))
     b1, t1 = node.scale_threshold(1.0, 0.5)
     assert b1 == pytest.approx(2.0) and t1 == pytest.approx(1.0 + 2.0 * math.log(1.0 / 2e-7))
-    # D one-sided bins of count 1 pass with probability <= D exp(-(t - 1) / b) / 2 = delta / 2
-    assert 6 * math.exp(-(t6 - 1) / b6) / 2 <= 1e-7 / 2 * (1 + 1e-9)
+    # D one-sided bins of count 1 pass with probability <= D exp(-(t - 1) / b) / 2 = delta (the bound of the
+    # docstring: delta <= max(a, b) p <= D p)
+    assert 6 * math.exp(-(t6 - 1) / b6) / 2 <= 1e-7 * (1 + 1e-9)
     b = dp.PlanBuilder(budget=dp.ApproxZCDP(1, 1e-6))
     h = N.StabilityHistogram(delta=1e-7)(N.TupleCellCounts(k=3)(b.source("X", dp.Vectors(d=6), n=50)))
     assert "l1 = 6" in "\n".join(e.sensitivity for e in certify(b.build(h=h)).ledger.entries)

@@ -26,6 +26,7 @@ from dpflow.planner.allocate import (
     cost_leaf,
     pld_total,
     source_cost,
+    zcdp_total,
 )
 from dpflow.planner.certify import certify
 from dpflow.planner.context import PlanContext
@@ -202,7 +203,7 @@ def test_pure_capable_plans_are_never_over_budget(w: tuple[float, float], eps: f
 
 
 def _total_of(plan: dp.Plan) -> Fraction:
-    choice = mode_and_total(PlanContext.of(plan), pld_total)
+    choice = mode_and_total(PlanContext.of(plan), pld_total, zcdp_total)
     assert choice.accounting is Accounting.PLD
     return choice.total
 
@@ -223,7 +224,7 @@ def test_all_gaussian_plans_keep_the_exact_gdp_path_without_searching_the_pld() 
         raise AssertionError("the PLD total is not searched for an all-Gaussian plan")
 
     budget = dp.ApproxDP(1.0, 1e-6)
-    choice = mode_and_total(PlanContext.of(_gauss_plan(budget)), boom)
+    choice = mode_and_total(PlanContext.of(_gauss_plan(budget)), boom, zcdp_total)
     assert choice.accounting is Accounting.GDP and choice.total == gaussian_budget_rho(budget)
 
 
