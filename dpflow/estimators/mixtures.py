@@ -471,17 +471,17 @@ class GaussianMixture:
     split: ``n_found_``), ``plan_`` and ``report_``.  ``standardize=True`` takes raw-scale data: a private
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
     as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"sample_aggregate"`` (default:
-    finds the parts at smaller n, faster; ``min(k, d) <= 6``), ``"rpgmp"`` (the paper's recursive partition)
-    or ``"warmup"`` (strongly bounded spherical
-    mixtures: ``radius`` a tight public bound on the means); with ``"sample_aggregate"``, ``means="blocks"``
-    averages the blocks' matched centres instead of each part's rows (less accurate, :data:`MEANS`).
+    finds the parts at smaller n, faster; ``min(k, d) <= 6``; :data:`DEFAULT_METHOD`), ``"rpgmp"`` (the paper's
+    recursive partition) or ``"warmup"`` (strongly bounded spherical mixtures: ``radius`` a tight public bound
+    on the means); with ``"sample_aggregate"``, ``means="blocks"`` averages the blocks' matched centres instead
+    of each part's rows (less accurate, :data:`MEANS`).
 
     Covariances need more rows than means: each part's Gram matrix gets Gaussian noise scaled by the square of
     its radius (about ``d`` component variances), so the spectral error falls as ``d^1.5 / (rows per part)``.
-    Measured with ``method="sample_aggregate"`` at (2, 1e-6)-DP, k = 5, d = 50 (unit covariances,
-    ``benchmarks/mixtures.py``): 5.7, 1.9, 0.95 and 0.52 at n = 10,000, 40,000, 80,000 and 160,000, so an
-    error below 1 in d = 50 needs about 16,000 rows per component (centre error 0.8 and 0.22 at 10,000 and
-    40,000).
+    Measured with ``method="sample_aggregate"`` at (2, 1e-6)-DP, k = 5, d = 50, separation 20 (unit
+    covariances, medians of 3 trials: ``benchmarks/results/mixtures_full.md`` and
+    ``mixtures_full_k5_d50_large.md``): 4.6, 1.2, 0.59 and 0.31 at n = 10,000, 40,000, 80,000 and 160,000, so
+    an error below 1 in d = 50 needs about 10,000 rows per component (centre error 0.73, 0.19, 0.11 and 0.066).
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(0)
