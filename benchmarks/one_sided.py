@@ -52,9 +52,11 @@ def one_split(d: int, laplace: bool) -> dp.Plan:
 PLANS: dict[str, Callable[[], dp.Plan]] = {
     "one split: 2 Gaussian sums, zCDP 0.5": lambda: one_split(5, False),
     "one split: 2 Gaussian sums + Laplace histogram": lambda: one_split(5, True),
-    "mixtures rpgmp k=3 d=5, (2, 1e-6)": lambda: gaussian_mixture_plan(5, 8000, 3, dp.ApproxDP(2.0, 1e-6)),
+    "mixtures rpgmp k=3 d=5, (2, 1e-6)": lambda: gaussian_mixture_plan(5, 8000, 3, dp.ApproxDP(2.0, 1e-6),
+                                                                      method="rpgmp"),
     "mixtures rpgmp k=3 d=5, zCDP 0.5 (delta 1e-6)": lambda: gaussian_mixture_plan(5, 8000, 3,
-                                                                                  dp.ApproxZCDP(0.5, 1e-6)),
+                                                                                  dp.ApproxZCDP(0.5, 1e-6),
+                                                                                  method="rpgmp"),
     "mixtures sample_aggregate k=3 d=5, (2, 1e-6)": lambda: gaussian_mixture_plan(
         5, 8000, 3, dp.ApproxDP(2.0, 1e-6), method="sample_aggregate"),
 }

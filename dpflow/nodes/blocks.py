@@ -146,10 +146,14 @@ def block_statistic(X: np.ndarray, size: int, statistic: str, k: int = 1) -> np.
 class SubsampleAggregate(Transform):
     """Split the rows into disjoint blocks of ``size`` consecutive rows (``n // size`` blocks, the last
     ``n % size`` rows dropped) and output one row per block: the block's ``statistic``
-    (:data:`BLOCK_STATISTICS`; ``k`` for ``top_projection``).
+    (:data:`BLOCK_STATISTICS`; ``k`` for ``top_projection``).  With ``shuffle`` (a public seed) the blocks are
+    of the rows in the order of the permutation ``numpy.random.default_rng(shuffle).permutation(n)``
+    (mixtures.md 8, step 1: "public random permutation"), so that data stored in order (sorted, or
+    concatenated by source) still gives blocks that each sample the whole data.
 
     Stability (replace-one, public n): a replaced record lies in exactly one block, so exactly one
-    output row changes: the stability of the input carries over (1 for a source).  Add/remove: the
+    output row changes: the stability of the input carries over (1 for a source).  The permutation is a
+    function of the public seed and n alone, so this holds for it as for the identity.  Add/remove: the
     blocks are by position, so inserting or deleting one record shifts every later block and changes
     up to all ``n // size`` output rows; there is no bounded stability and the node is refused under
     add/remove neighbours (before any data is read).
@@ -174,6 +178,7 @@ class SubsampleAggregate(Transform):
     size: int = attrs.field(converter=_block_size)
     statistic: str = attrs.field(converter=_statistic)
     k: int = attrs.field(default=1, converter=int)
+    shuffle: int | None = attrs.field(default=None, converter=attrs.converters.optional(int))
 
     def _d_out(self, d: int) -> int:
         if self.statistic == "kmeans":
@@ -214,11 +219,16 @@ class SubsampleAggregate(Transform):
         out = attrs.evolve(rows, domain=dom, size=Size(public=True, known=known, ref=ctx.row_count()))
         what = {"top_projection": f"top-{self.k} projection", "kmeans": f"{self.k}-means centres"}.get(
             self.statistic, self.statistic)
-        return Inferred(out, f"{what} of disjoint blocks of {self.size} rows: a replaced record changes one block "
-                             f"(stability {rows.stability}); -> {dom.describe()} (l2 bound {text_of(dom.l2_bound)})")
+        order = "" if self.shuffle is None else f" (rows in the public permutation of seed {self.shuffle})"
+        return Inferred(out, f"{what} of disjoint blocks of {self.size} rows{order}: a replaced record changes one "
+                             f"block (stability {rows.stability}); -> {dom.describe()} (l2 bound "
+                             f"{text_of(dom.l2_bound)})")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return block_statistic(np.asarray(ins[0], dtype=float), self.size, self.statistic, self.k)
+        X = np.asarray(ins[0], dtype=float)
+        if self.shuffle is not None:
+            X = X[np.random.default_rng(self.shuffle).permutation(X.shape[0])]
+        return block_statistic(X, self.size, self.statistic, self.k)
 
 
 __all__ = ["BLOCK_STATISTICS", "SubsampleAggregate", "block_kmeans", "block_statistic"]

@@ -151,7 +151,7 @@ def _pairs(b: dp.PlanBuilder, X: Any) -> Fragment:
 def _subsample_aggregate(b: dp.PlanBuilder, X: Any) -> Fragment:
     B = N.SubsampleAggregate(size=2, statistic="top_projection", k=1)(X)
     m = N.Mean()(B)
-    s = N.Sum()(N.SubsampleAggregate(size=3, statistic="mean")(N.Clip(radius=1.0)(X)))
+    s = N.Sum()(N.SubsampleAggregate(size=3, statistic="mean", shuffle=1)(N.Clip(radius=1.0)(X)))
     return Fragment({"m": N.GaussianMech()(m), "s": N.GaussianMech()(s)}, B.id, (m.id, s.id))
 
 

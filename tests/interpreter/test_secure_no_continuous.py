@@ -84,8 +84,9 @@ def test_every_estimator_runs_secure_without_continuous_noise(name: str) -> None
     assert noise.calls and not set(noise.calls) & CONTINUOUS, f"{name} drew {sorted(set(noise.calls) & CONTINUOUS)}"
 
 
-def test_the_mixtures_plan_runs_secure_without_continuous_noise() -> None:
-    plan = gaussian_mixture_plan(d=2, n=600, k=2, budget=dp.ApproxZCDP(1.0, 1e-6))
+@pytest.mark.parametrize("method", ["sample_aggregate", "rpgmp"])
+def test_the_mixtures_plan_runs_secure_without_continuous_noise(method: str) -> None:
+    plan = gaussian_mixture_plan(d=2, n=600, k=2, budget=dp.ApproxZCDP(1.0, 1e-6), method=method)
     assert not _continuous_claims(plan.check())
     noise = RecordingSecureNoise()
     rng = np.random.default_rng(1)

@@ -132,3 +132,30 @@ def test_runs_in_a_plan_with_the_reference_in_the_ledger() -> None:
     assert "Nissim-Raskhodnikova-Smith" in str(entry.reference)
     X = np.random.default_rng(0).normal(size=(40, 3)) * [100.0, 1.0, 1.0]
     assert plan.run({"X": X}, noise=dp.SeededNoise(0)).released["m"].shape == (9,)
+
+
+def test_shuffle_takes_blocks_in_a_public_permutation_and_a_replaced_record_still_changes_one() -> None:
+    """``shuffle=seed``: the blocks of the rows in the order of ``default_rng(seed).permutation(n)`` (a function
+    of the public seed and n only), so a replaced record still changes exactly one block row: the one holding
+    its permuted position.  Rows stored in order (two halves) give blocks of one half each without it, mixed
+    blocks with it; the ledger names the permutation."""
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(size=(30, 2)), rng.normal(size=(30, 2)) + 50.0])
+    perm = np.random.default_rng(7).permutation(60)
+    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+    node = N.SubsampleAggregate(size=6, statistic="mean", shuffle=7)
+    G = node(N.Clip(radius=100.0)(b.source("X", dp.Vectors(d=2), n=60)))
+    plan = b.build(m=N.GaussianMech()(N.Mean()(G)))
+    entry = [e for e in plan.check().entries if e.kind == "SubsampleAggregate"][0]
+    assert "public permutation of seed 7" in entry.derivation
+    out = node.evaluate([X], None)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(out, block_statistic(X[perm], 6, "mean"))
+    plain = N.SubsampleAggregate(size=6, statistic="mean").evaluate([X], None)  # type: ignore[arg-type]
+    assert set(np.round(plain[:, 0] / 50)) == {0.0, 1.0}  # every consecutive block is one half
+    assert np.all((out[:, 0] > 2) & (out[:, 0] < 48))  # every shuffled block mixes the halves
+    where = np.argsort(perm)  # row i sits at position where[i] of the permuted order
+    for i in (0, 29, 59):
+        X2 = X.copy()
+        X2[i] = [-1e3, 1e3]
+        changed = np.flatnonzero(np.any(node.evaluate([X2], None) != out, axis=1))  # type: ignore[arg-type]
+        assert list(changed) == [where[i] // 6]
