@@ -51,7 +51,7 @@ from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
-from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, zcdp_rho_for_approx_dp
+from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, to_float_down
 
 __all__ = ["GaussianMixture", "gaussian_mixture_plan", "stack_scalars"]
 
@@ -216,8 +216,10 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         raise ValueError(f"sample_aggregate keys cells of at most 6 dimensions (the k-dimensional projection, or "
                          f"the data when d <= k): min(n_components, d) <= 6, got k={k}, d={d}; use method='rpgmp'")
     if method == "sample_aggregate" and k >= 2:
-        budget = sample_aggregate_budget(budget)
-        delta = float(budget.delta)
+        # the cell histogram's own delta0: a quarter of an (eps, delta) budget (the planner's zCDP mode then
+        # certifies rho by CKS at delta - delta0, dpflow.privacy.approx_zcdp_to_approx_dp), all of an approximate
+        # zCDP budget's delta; rounded down, so that the float the node holds never exceeds the budget's delta
+        delta = to_float_down(budget.delta / 4 if isinstance(budget, ApproxDP) else budget.delta)
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_mixture")
     X = b.source("X", Vectors(d=d), n=n)
     rest, scaled = 1.0, dict[str, Any]()
@@ -288,24 +290,6 @@ def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t:
 
     nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * q), Rb), max_parts=k)
     return [Xl for Xl, _, _ in nodes]
-
-
-def sample_aggregate_budget(budget: ApproxZCDP | ApproxDP) -> ApproxZCDP:
-    """The budget the sample-and-aggregate plan is certified under.  Its cell histogram is a
-    delta0-approximate zCDP mechanism with no privacy-loss-distribution event, so an ``ApproxDP(eps,
-    delta)`` budget is met as ``ApproxZCDP(rho, delta / 4)`` with ``rho`` the largest for which rho-zCDP
-    gives (eps, 3 delta / 4)-DP (Canonne-Kamath-Steinke 2020 Prop. 12): delta0-approximate rho-zCDP with
-    delta0 <= delta / 4 is then (eps, delta)-DP (Bun-Steinke 2016 Sec. 8, the project's rule
-    ``dpflow.privacy.conversions.approx_zcdp_to_approx_dp``).  An ``ApproxZCDP`` budget is used as given.
-
-    >>> import dpflow as dp
-    >>> z = sample_aggregate_budget(dp.ApproxDP(2.0, 1e-6))
-    >>> float(z.delta), round(float(z.rho), 4)
-    (2.5e-07, 0.0861)
-    """
-    if isinstance(budget, ApproxZCDP):
-        return budget
-    return ApproxZCDP(zcdp_rho_for_approx_dp(budget.epsilon, budget.delta * 3 / 4), budget.delta / 4)
 
 
 def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, q: int, k: int, t: int, s_min: float, delta: float,
