@@ -383,3 +383,16 @@ def test_lattice_gamma_cut_is_two_to_the_minus_60() -> None:
     _, gamma = P._gaussian_mu2(ev)
     assert 2.0**-61 < gamma < 2.0**-60
     assert pld_epsilon(ev, 0.5) == up(2.0 * gamma)
+
+
+def test_lattice_gamma_of_exactly_two_to_the_minus_60_gets_no_figure() -> None:
+    """The cut is strict (Gamma < 2^-60), and Gamma = 2^-60 exactly is reachable: round 5 listed ``<=`` as
+    equivalent because no count found it; two lattice events of about 1.2e39 copies each, summed in this order,
+    give up(up(k1 s) + k2 s) = 2^-60 (s the slack per event; with the counts swapped, one float below)."""
+    k1, k2 = 1176609058941682046944356228214839836672, 1176609058940504855427506483055969697792
+    a, b = LatticeGaussianPLD(Fraction(1, 10**100)), LatticeGaussianPLD(Fraction(2, 10**100))
+    exact = PldEvents.of([(a, k1), (b, k2)])
+    assert P._gaussian_mu2(exact)[1] == 2.0**-60 and pld_epsilon(exact, 1e-6) == math.inf
+    below = PldEvents.of([(a, k2), (b, k1)])
+    gamma = P._gaussian_mu2(below)[1]
+    assert gamma == math.nextafter(2.0**-60, 0.0) and pld_epsilon(below, 1e-6) == up(2.0 * gamma)
