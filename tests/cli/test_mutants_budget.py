@@ -411,8 +411,9 @@ def test_a_commit_to_a_dataset_removed_by_hand_writes_nothing(store: BudgetStore
         con.execute("DELETE FROM datasets WHERE dataset = 'd'")
     with pytest.raises(BudgetStoreError) as err:
         store.commit(r)
-    assert (err.value.problem, err.value.fix) == ("dataset 'd' has no row in the datasets table (it was removed)",
-                                                  "restore the store from a backup whose chain verifies")
+    assert (err.value.path, err.value.problem, err.value.fix) == (
+        store.path, "dataset 'd' has no row in the datasets table (it was removed)",
+        "restore the store from a backup whose chain verifies")
     assert [e.kind for e in store.entries("d")] == ["open", "reserve"]
 
 
