@@ -357,7 +357,8 @@ class BudgetStore:
     """A persistent ledger of spent privacy per dataset identifier (SQLite file at ``path``).
 
     Safe to share between processes: every change is one ``BEGIN IMMEDIATE`` transaction, and each
-    call opens its own connection (so a store object survives ``fork``).  A missing file is created
+    call opens its own connection (so a store object survives ``fork``) and waits up to ``timeout`` seconds
+    (default 120) for another process's transaction to end.  A missing file is created
     (an empty store) unless ``create=False``; an existing file must hold a store (an empty file is
     refused too: it may be an emptied store), else :class:`BudgetStoreError` says what is wrong and
     how to recover.
@@ -438,11 +439,14 @@ class BudgetStore:
                 raise
             con.execute("COMMIT")
 
-    @staticmethod
-    def _append(con: sqlite3.Connection, dataset: str, kind: str, ref: int | None, amount: Fraction,
+    def _append(self, con: sqlite3.Connection, dataset: str, kind: str, ref: int | None, amount: Fraction,
                 plan_hash: str) -> int:
+        """Append one row to ``dataset``'s chain and move its head (inside the caller's transaction)."""
         row = con.execute("SELECT head FROM datasets WHERE dataset = ?", (dataset,)).fetchone()
-        prev = GENESIS if row is None else str(row[0])
+        if row is None:  # its datasets row was deleted by hand after the reservation: write no row outside a chain
+            raise BudgetStoreError(self.path, f"dataset {dataset!r} has no row in the datasets table (it was removed)",
+                                   "restore the store from a backup whose chain verifies")
+        prev = str(row[0])
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         h = _row_hash(prev, dataset, kind, ref, str(amount), plan_hash, created)
         cur = con.execute(

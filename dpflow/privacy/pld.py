@@ -85,6 +85,7 @@ __all__ = [
     "DELTA_NUMERICAL_RESERVE",
     "LATTICE_MAX_ENTRIES",
     "LATTICE_MIN_SIGMA",
+    "LATTICE_MIN_SMOOTHING",
     "LATTICE_SMOOTHING",
     "MAX_DISTINCT_EVENTS",
     "MAX_LOSS_WIDTH",
@@ -122,6 +123,9 @@ LATTICE_MIN_SIGMA = 2**40
 #: The smoothing width t (lattice units) of :class:`LatticeGaussianPLD`'s domination argument: the
 #: Gaussian PLD is taken at s'^2 = s^2 - t^2, and each entry adds 2 xi(t) / (1 - xi(t)) <= 6e-77 to Gamma.
 LATTICE_SMOOTHING = 3
+#: The smallest smoothing width :func:`lattice_smoothing_slack` bounds (below it, it returns ``inf``): at
+#: t >= 1/4 its xi is provably below 1 in floating point, so no float comparison decides the refusal.
+LATTICE_MIN_SMOOTHING = Fraction(1, 4)
 #: The entries of one release are fewer than this (a numpy array holds fewer than 2^63 bytes): it bounds
 #: the Gamma of one :class:`LatticeGaussianPLD` event whatever the dimension.
 LATTICE_MAX_ENTRIES = 2**63
@@ -219,16 +223,28 @@ class ApproxPLD:
 def lattice_smoothing_slack(t: float | Fraction, entries: int) -> float:
     """Gamma of :class:`LatticeGaussianPLD`: ``entries`` times 2 xi / (1 - xi) >= ln((1 + xi) / (1 - xi)), with
     xi = 2 e^-a / (1 - e^-a) >= 2 sum_{n>=1} e^{-2 pi^2 t^2 n^2} (a = 19.7 t^2 <= 2 pi^2 t^2, and n^2 >= n);
-    every float step rounded up.
+    every float step rounded up.  ``inf`` (no bound) for a smoothing width t below :data:`LATTICE_MIN_SMOOTHING`
+    (compared exactly), and a ``ValueError`` for a negative ``entries``.
+
+    Why 1/4 suffices (so no float test of xi < 1 decides the refusal): at t >= 1/4, a >= 1.23125 exactly and
+    so is a rounded down (1.23125 is a float); exp(-1.23125) = 0.29193, so for any exp within 1% of the true
+    value e = up(exp(-a)) <= 0.2949, down(1 - e) >= 0.7051 and xi <= up(0.5898 / 0.7051) < 0.837 (0.8246 at
+    t = 1/4 with the platform's exp); and e > 0 (up(0.0) > 0).  So every float or Fraction t >= 1/4 gives
+    0 < xi < 1 and a finite Gamma >= 0.  (A float test of xi < 1 instead would have to show that no float
+    t makes xi exactly 1.0; and below t = 2e-7, where e rounds up past 1, it went negative.)
 
     >>> 0 < lattice_smoothing_slack(3, 1) < 1e-76 and lattice_smoothing_slack(3, 2**63) < 1e-57
     True
+    >>> lattice_smoothing_slack(0.2, 1)
+    inf
     """
+    if entries < 0:
+        raise ValueError(f"a lattice release has a non-negative number of entries, got {entries}")
+    if exact(t) < LATTICE_MIN_SMOOTHING:
+        return math.inf
     a = Fraction(197, 10) * exact(t) ** 2  # 19.7 < 2 pi^2 = 19.739...
     e = up(math.exp(-to_float_down(a)))
     xi = up(2.0 * e / down(1.0 - e))
-    if not xi < 1.0:
-        return math.inf
     return up(entries * up(2.0 * xi / down(1.0 - xi)))
 
 

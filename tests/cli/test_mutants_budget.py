@@ -258,3 +258,186 @@ def test_exhausted_and_invalid_budgets_are_named_in_their_unit(store: BudgetStor
         with pytest.raises(ValueError, match=f"^a lifetime budget must be positive and at most 1.79769e\\+308, got "
                                              f"{text}$"):
             lifetime_limit(budget)
+
+
+# ------------------------------------------------------------------ store setup (round 6: every survivor checked)
+
+
+def test_a_store_is_built_beside_its_path_in_wal_mode_and_linked_into_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store is made in a hidden temporary file beside the path and hard-linked into place, so the path never
+    shows a half-made store and a crash leaves at most a '.NAME.*.new' file; it needs only the store's directory to
+    be writable (not $TMPDIR); the temporary file is gone afterwards; the store is in WAL mode; the default lock
+    wait is 120 s."""
+    import os
+    import tempfile
+
+    linked: list[str] = []
+    real_link = os.link
+
+    def spy(src: str, dst: Path) -> None:
+        linked.append(src)
+        real_link(src, dst)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-tmpdir"))
+    monkeypatch.setattr(os, "link", spy)
+    path = tmp_path / "b.sqlite"
+    store = BudgetStore(path)
+    (src,) = linked
+    assert Path(src).parent == tmp_path and Path(src).name.startswith(".b.sqlite.") and src.endswith(".new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite"]
+    assert store.timeout == 120.0 and store.path == str(path)
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {
+            "datasets", "entries", "sqlite_sequence"}
+
+
+def test_a_failed_creation_names_the_store_and_leaves_nothing_beside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SQLite failure while the store is built is named with the store's path and its lock wait; the temporary
+    file and any WAL / shared-memory files SQLite left beside it are removed; a directory that does not exist is
+    named with its fix."""
+    import dpflow.budget as budget_module
+
+    def failing(name: str, **_kw: object) -> sqlite3.Connection:
+        for suffix in ("-wal", "-shm"):
+            Path(name + suffix).write_text("")
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(budget_module.sqlite3, "connect", failing)
+    path = tmp_path / "b.sqlite"
+    with pytest.raises(BudgetStoreError) as err:
+        BudgetStore(path, timeout=7)
+    assert (err.value.path, err.value.problem, err.value.fix) == (
+        str(path), "another process held the store locked for more than 7 s (SQLite: database is locked)",
+        "retry when the other run has finished")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    missing = tmp_path / "no-such-dir" / "b.sqlite"
+    with pytest.raises(BudgetStoreError) as err:
+        BudgetStore(missing)
+    assert (err.value.path, err.value.problem, err.value.fix) == (
+        str(missing), "the store file cannot be created (No such file or directory)",
+        "give a path in an existing, writable directory")
+
+
+def test_what_is_not_a_store_is_named_with_its_fix(tmp_path: Path) -> None:
+    """The exact refusals of a path that is a directory, a missing file with create=False, and a file without
+    the two tables; a file holding exactly the two tables (no sqlite_sequence) is a store."""
+    def refusal(path: Path, **kw: bool) -> tuple[str, str, str]:
+        with pytest.raises(BudgetStoreError) as err:
+            BudgetStore(path, **kw)
+        return err.value.path, err.value.problem, err.value.fix
+
+    assert refusal(tmp_path) == (str(tmp_path), "this is a directory, not a store file",
+                                 "give the path of the store file, e.g. DIR/dpflow-budget.sqlite")
+    missing = tmp_path / "s.sqlite"
+    assert refusal(missing, create=False) == (
+        str(missing), "no such store file", "check the path (--store, --budget-store or $DPFLOW_BUDGET_STORE); a "
+        "new store is created by `dpflow budget open DATASET --rho R --store PATH`")
+    assert not missing.exists()
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE datasets (x)")
+    assert refusal(other) == (str(other), "the file holds no budget store (no datasets/entries tables): it is "
+                              "empty, truncated, or another kind of file",
+                              "restore the store from a backup, or give the path of the store file")
+    two = tmp_path / "two.sqlite"
+    with sqlite3.connect(two) as con:
+        con.execute("CREATE TABLE datasets (dataset TEXT PRIMARY KEY, filter, limit_value, charged, head)")
+        con.execute("CREATE TABLE entries (seq INTEGER PRIMARY KEY, dataset, kind, ref, amount, plan_hash, created, "
+                    "prev, hash)")
+    assert BudgetStore(two, create=False).datasets() == []
+
+
+def test_a_store_waits_for_a_lock_as_long_as_its_timeout(tmp_path: Path) -> None:
+    """A transaction held by another process delays a change by the store's timeout, then the refusal names it
+    (sqlite3's own default wait is 5 s)."""
+    import time
+
+    store = BudgetStore(tmp_path / "b.sqlite", timeout=0.2)
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(BudgetStoreError, match=re.escape("locked for more than 0.2 s")):
+            store.open("d", dp.ZCDP(1))
+        assert time.monotonic() - t0 < 3.0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.open("d", dp.ZCDP(1))
+
+
+def test_rows_are_stamped_in_utc(store: BudgetStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each row's time is UTC in ISO 8601 (YYYY-MM-DDTHH:MM:SSZ), whatever the local time zone."""
+    import datetime
+    import time
+
+    monkeypatch.setenv("TZ", "XYZ+05:30")
+    time.tzset()
+    try:
+        store.open("d", dp.ZCDP(1))
+        two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset="d")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    now = datetime.datetime.now(datetime.UTC)
+    for e in store.entries("d"):
+        t = datetime.datetime.strptime(e.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+        assert abs((now - t).total_seconds()) < 600, e.created
+
+
+def test_open_is_idempotent_and_refuses_a_change(store: BudgetStore) -> None:
+    store.open("d", dp.ZCDP(1))
+    store.open("d", dp.ZCDP(1))  # the same budget again: nothing written
+    assert [e.kind for e in store.entries("d")] == ["open"]
+    for other in (dp.ZCDP(2), dp.PureDP(1)):
+        with pytest.raises(ValueError, match=re.escape("dataset 'd' already has the lifetime budget zcdp 1; a "
+                                                       "lifetime budget cannot be changed")):
+            store.open("d", other)
+    with pytest.raises(ValueError, match="^a dataset id must be a non-empty string$"):
+        store.open("", dp.ZCDP(1))
+    assert store.datasets() == ["d"] and len(store.entries("d")) == 1
+
+
+def test_a_commit_to_a_dataset_removed_by_hand_writes_nothing(store: BudgetStore) -> None:
+    """A dataset whose datasets row was deleted after a reservation gets no row outside a chain: the commit is
+    refused, and the reservation's rows are left as they were."""
+    store.open("d", dp.ZCDP(1))
+    r = store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
+    with sqlite3.connect(store.path) as con:
+        con.execute("DELETE FROM datasets WHERE dataset = 'd'")
+    with pytest.raises(BudgetStoreError) as err:
+        store.commit(r)
+    assert (err.value.path, err.value.problem, err.value.fix) == (
+        store.path, "dataset 'd' has no row in the datasets table (it was removed)",
+        "restore the store from a backup whose chain verifies")
+    assert [e.kind for e in store.entries("d")] == ["open", "reserve"]
+
+
+def test_the_charge_note_lists_every_dataset(store: BudgetStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.open("a", dp.ZCDP(1))
+    store.open("b", dp.ZCDP(1))
+
+    def broken(_r: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "commit", broken)
+    with pytest.raises(OSError) as err:
+        two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset={"X": "a", "Y": "b"})
+    (sa,), (sb,) = store.status("a").pending_ids, store.status("b").pending_ids
+    assert err.value.__notes__[0] == (f"budget store {store.path}: left pending (counted as spent): 1/10 on dataset "
+                                      f"'a' (reservation {sa}), 1/10 on dataset 'b' (reservation {sb}); the store "
+                                      "could not be updated")
+
+
+def test_a_reference_that_is_not_an_integer_matches_no_reservation(store: BudgetStore) -> None:
+    """A row whose ref was edited to text reads as reservation -1 (no row has that seq), and is reported."""
+    store.open("d", dp.ZCDP(1))
+    two_sources(dp.ZCDP("1/10")).run(XY, budget_store=store, dataset="d")
+    with sqlite3.connect(store.path) as con:
+        con.execute("UPDATE entries SET ref = 'x' WHERE kind = 'commit'")
+    assert [e.ref for e in store.entries("d")] == [None, None, -1]
+    assert "row 3: commit of reservation -1 does not match one open reservation" in store.verify("d").problems

@@ -17,6 +17,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
+from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
 from scipy.special import ndtr
 from scipy.stats import binom
 
@@ -110,12 +111,15 @@ def test_sequential_scaled_and_text() -> None:
 
 def _slack(t: float, entries: int) -> float:
     """The Gamma of :func:`~dpflow.privacy.pld.lattice_smoothing_slack`, restated step by step."""
+    if Fraction(t) < Fraction(1, 4):
+        return math.inf
     e = up(math.exp(-to_float_down(Fraction(197, 10) * Fraction(t) ** 2)))
     xi = up(2.0 * e / down(1.0 - e))
-    return math.inf if xi >= 1.0 else up(entries * up(2.0 * xi / down(1.0 - xi)))
+    return up(entries * up(2.0 * xi / down(1.0 - xi)))
 
 
-@pytest.mark.parametrize(("t", "entries"), [(3, 1), (3, 2**63), (1, 1), (1, 7), (0.5, 1), (0.7, 3), (0.35, 1)])
+@pytest.mark.parametrize(("t", "entries"), [(3, 1), (3, 2**63), (1, 1), (1, 7), (0.5, 1), (0.7, 3), (0.35, 1),
+                                            (0.25, 1), (Fraction(1, 4), 5), (0.2, 1)])
 def test_lattice_smoothing_slack_every_step_rounded_up(t: float, entries: int) -> None:
     assert P.lattice_smoothing_slack(t, entries) == _slack(t, entries)
 
@@ -131,13 +135,19 @@ def test_lattice_smoothing_slack_goldens() -> None:
     assert P.lattice_smoothing_slack(t_edge, 1) < 1.0
 
 
-def test_lattice_smoothing_slack_refuses_xi_at_one() -> None:
-    """xi = 1 exactly gives inf (``not xi < 1``): at e = 1/3, xi = 2 (1/3) / (2/3) = 1 up to rounding."""
-    a = math.log(3.0)
-    t = math.sqrt(a / 19.7)
-    xi = up(2.0 * up(math.exp(-to_float_down(Fraction(197, 10) * Fraction(t) ** 2))) /
-            down(1.0 - up(math.exp(-to_float_down(Fraction(197, 10) * Fraction(t) ** 2)))))
-    assert xi >= 1.0 and P.lattice_smoothing_slack(t, 1) == math.inf
+def test_lattice_smoothing_slack_refuses_below_a_quarter_exactly() -> None:
+    """The refusal is an exact comparison t < 1/4 (``LATTICE_MIN_SMOOTHING``), where the bound's xi is provably
+    below 1 (0.8246 at t = 1/4): t = 1/4 itself has a finite Gamma, the float just below it and the old float
+    edge xi = 1 (t = sqrt(ln 3 / 19.7) = 0.236) have none.  Below t = 2e-7, e rounded up past 1 and the old
+    float test of xi < 1 returned a negative Gamma (-2.0 at t = 0); a negative count of entries is refused."""
+    assert P.LATTICE_MIN_SMOOTHING == Fraction(1, 4)
+    assert P.lattice_smoothing_slack(Fraction(1, 4), 1) == P.lattice_smoothing_slack(0.25, 1) == 9.400511803319336
+    for t in (math.nextafter(0.25, 0.0), Fraction(1, 4) - Fraction(1, 10**30), math.sqrt(math.log(3.0) / 19.7),
+              1e-7, 1e-9, 0, 0.0):
+        assert P.lattice_smoothing_slack(t, 1) == math.inf, t
+    assert P.lattice_smoothing_slack(3, 0) == up(0.0)
+    with pytest.raises(ValueError, match=r"^a lattice release has a non-negative number of entries, got -1$"):
+        P.lattice_smoothing_slack(3, -1)
 
 
 def test_lattice_smoothed_mu2_exact_and_its_refusal() -> None:
@@ -230,6 +240,46 @@ def test_loss_width_restated() -> None:
     mu2, _ = P._gaussian_mu2(ev)
     assert P._loss_width(ev, mu2) == 2.0 * (1.5 + 0.5 + 0.125) + 2.0 * (2.0 + 12.0 * 2.0)
     assert P._loss_width(PldEvents(()), Fraction(0)) == 0.0
+
+
+def _hockey_stick_differences(sigma: float) -> np.ndarray:
+    """``_gaussian_pld``'s differences P(x' <= x) - e^eps Q(x' <= x) on its grid, before the clip."""
+    loss = GaussianPrivacyLoss(sigma, sensitivity=1.0, pessimistic_estimate=True, log_mass_truncation_bound=-50,
+                               adjacency_type=AdjacencyType.REMOVE)
+    bounds = loss.connect_dots_bounds()
+    assert bounds.epsilon_lower is not None and bounds.epsilon_upper is not None
+    eps = np.arange(math.floor(bounds.epsilon_lower / V), math.ceil(bounds.epsilon_upper / V) + 1) * V
+    x = -0.5 - eps * sigma**2
+    return np.asarray(loss.mu_upper_cdf(x) - np.exp(eps + loss.mu_lower_log_cdf(x)))
+
+
+def test_gaussian_pld_clips_a_difference_that_cancels_below_zero() -> None:
+    """The clip's lower end binds: at sigma = 378,256.67 the grid is epsilon in {-1e-4, 0, 1e-4}, and at 1e-4 both
+    terms are subnormal (about 1e-308) and their float difference is -2.2e-313.  dp_accounting refuses a negative
+    delta (ValueError), so without the clip ``pld_epsilon`` raised for mu^2 = 1 / sigma^2 (the PLD equals
+    ``from_gaussian_mechanism``'s, which clips too).  The upper end never binds: round 6 in docs/assurance.md."""
+    sigma = 378256.6677540551
+    raw = _hockey_stick_differences(sigma)
+    assert len(raw) == 3 and -1e-312 < raw[-1] < 0.0 and (raw[:-1] > 0.0).all()
+    ours = P._gaussian_pld(sigma)._pmf_remove
+    ref = dp_pld.from_gaussian_mechanism(sigma, sensitivity=1.0, pessimistic_estimate=True,
+                                         value_discretization_interval=V)._pmf_remove
+    assert vars(ours) == vars(ref) and ours._infinity_mass == 0.0
+    mu2 = Fraction(1) / Fraction(sigma) ** 2
+    assert down(1.0 / up(math.sqrt(to_float_up(mu2)))) < sigma  # the sigma pld_epsilon uses: negative there too
+    assert _hockey_stick_differences(down(1.0 / up(math.sqrt(to_float_up(mu2)))))[-1] < 0.0
+    assert 0.0 < pld_epsilon([GaussianPLD(mu2)], 1e-6) < 1e-5
+
+
+def test_the_hockey_stick_differences_are_at_most_one() -> None:
+    """The premise of the upper end's proof: the first term is scipy's normal CDF (ndtr), which lies in [0, 1]
+    by construction (0.5 + 0.5 erf(z) for |z| < 1, else 0.5 erfc(|z|) or 1 minus it), here at its extremes;
+    the second term is an exp, >= 0, and a float difference a - b with b >= 0 never exceeds a."""
+    z = np.array([-np.inf, -1e308, -40.0, -8.3, -1.0, -0.5, -1e-300, 0.0, 1e-300, 0.5, 1.0, 1.4142135623730951,
+                  8.3, 9.0, 40.0, 1e308, np.inf])
+    assert ((ndtr(z) >= 0.0) & (ndtr(z) <= 1.0)).all() and ndtr(np.inf) == 1.0
+    for sigma in (0.05, 1.0, 378256.6677540551, 1e12):
+        assert (_hockey_stick_differences(sigma) <= 1.0).all()
 
 
 # ---------------------------------------------------------------------------------------------- epsilon
@@ -333,3 +383,16 @@ def test_lattice_gamma_cut_is_two_to_the_minus_60() -> None:
     _, gamma = P._gaussian_mu2(ev)
     assert 2.0**-61 < gamma < 2.0**-60
     assert pld_epsilon(ev, 0.5) == up(2.0 * gamma)
+
+
+def test_lattice_gamma_of_exactly_two_to_the_minus_60_gets_no_figure() -> None:
+    """The cut is strict (Gamma < 2^-60), and Gamma = 2^-60 exactly is reachable: round 5 listed ``<=`` as
+    equivalent because no count found it; two lattice events of about 1.2e39 copies each, summed in this order,
+    give up(up(k1 s) + k2 s) = 2^-60 (s the slack per event; with the counts swapped, one float below)."""
+    k1, k2 = 1176609058941682046944356228214839836672, 1176609058940504855427506483055969697792
+    a, b = LatticeGaussianPLD(Fraction(1, 10**100)), LatticeGaussianPLD(Fraction(2, 10**100))
+    exact = PldEvents.of([(a, k1), (b, k2)])
+    assert P._gaussian_mu2(exact)[1] == 2.0**-60 and pld_epsilon(exact, 1e-6) == math.inf
+    below = PldEvents.of([(a, k2), (b, k1)])
+    gamma = P._gaussian_mu2(below)[1]
+    assert gamma == math.nextafter(2.0**-60, 0.0) and pld_epsilon(below, 1e-6) == up(2.0 * gamma)

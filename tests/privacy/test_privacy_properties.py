@@ -27,6 +27,7 @@ from dpflow.privacy import (
     zcdp_rho_for_approx_dp,
     zcdp_to_approx_dp,
 )
+from dpflow.privacy.pld import VALUE_DISCRETIZATION_INTERVAL
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -155,7 +156,12 @@ def test_parallel_le_sequential(costs: list[Cost], relation: str, delta: float) 
         assert par.pure_eps is not None and par.pure_eps <= tot.pure_eps
     if tot.gdp_mu2 is not None:
         assert par.gdp_mu2 is not None and par.gdp_mu2 <= tot.gdp_mu2
-    assert tightest(par, delta) <= tightest(tot, delta)
+    # The PLD figure of a multiset exceeds its exact epsilon by less than one loss-grid step per event (each
+    # event's PLD rounds its losses up once), so the parallel figure can lie above the sequential one by that
+    # much: the add/remove join {approx(5, 1e-9), pure(1/7)} gives 4.301156 against 4.301128 for the
+    # composition with a second pure(1/7) (delta 1/2), both valid bounds.  Exactly, par <= tot.
+    events = sum(k for _, k in par.pld.counts) if par.pld is not None else 0
+    assert tightest(par, delta) <= tightest(tot, delta) + events * VALUE_DISCRETIZATION_INTERVAL + 1e-9
     if relation == "add_remove":  # every piece is below the max
         assert all(c.rho <= par.rho and c.delta0 <= par.delta0 for c in costs)
 
