@@ -14,12 +14,14 @@ from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 
 import dpflow as dp
 from dpflow.errors import BudgetError
+from dpflow.nodes.types import Mode
 from dpflow.planner.allocate import _check_budget, approx_dp_epsilon, approx_dp_target
-from dpflow.privacy import Cost
+from dpflow.privacy import Cost, zcdp_rho_for_approx_dp
 from dpflow.privacy.rounding import to_float_down
 
 TINY = Fraction(1, 10**30)
@@ -171,3 +173,79 @@ def test_a_pure_mechanism_in_weighted_rounds_costs_its_pure_share_per_round() ->
     assert [a.share for a in shares] == [Fraction(1, 4), Fraction(3, 4)]
     assert [a.mode for a in shares] == ["pure", "pure"]
     assert [a.cost.pure_eps for a in shares] == [Fraction(1, 4), Fraction(3, 4)]
+
+
+# --- round 6 (mut7): the refusals a user meets in the allocation, with their texts (node named, fix named) ---
+
+
+@attrs.frozen(kw_only=True)
+class _RefusingLaplace(dp.nodes.LaplaceMech):
+    """A Laplace mechanism whose cost refuses every share (as a node kind without a calibration at some share
+    would): the planner must re-raise the refusal as a static one naming the node's path."""
+
+    def cost(self, share: Fraction, mode: Mode) -> Cost:
+        raise dp.PlanTypeError(self.kind, f"no calibration at share {share}", "raise the share")
+
+
+def _looped(budget: Any, mech: Any, accounting: str = "auto", domain: Any = None) -> Any:
+    """A plan running ``mech`` on the rows of source X in each of two rounds of a loop."""
+    b = dp.PlanBuilder(budget=budget, accounting=accounting)
+    X = b.source("X", dp.Reals() if domain is None else domain, n=100)
+    out = dp.nodes.recurse(X, b.public([0.0]), lambda rows, state, k: mech(rows), times=2)
+    return b.build(m=out)
+
+
+def test_a_cost_refusal_is_re_raised_naming_the_node_path() -> None:
+    """A ``PlanError`` from a node's ``cost`` becomes a ``PlanTypeError`` keyed by the node's path (inside a loop
+    body: ``recurse_2/b1.<id>``), with the node's own problem and fix, raised from it."""
+    from dpflow.planner.certify import certify
+
+    plan = _looped(dp.ZCDP(Fraction(1, 2)), lambda rows: _RefusingLaplace()(dp.nodes.Mean()(
+        dp.nodes.Clip(radius=1.0)(rows))), domain=dp.Vectors(d=1))
+    with pytest.raises(dp.PlanTypeError) as info:
+        certify(plan)
+    e = info.value
+    assert e.node == "recurse_2/b1.laplace_mech_5"
+    assert (e.problem, e.fix) == ("no calibration at share 1/4", "raise the share")
+    assert isinstance(e.__cause__, dp.PlanTypeError) and e.__cause__.node == "LaplaceMech"
+
+
+@pytest.mark.parametrize("hist", [dp.nodes.StabilityHistogram, dp.nodes.GaussianStabilityHistogram])
+def test_basic_accounting_refuses_a_mechanism_with_its_own_delta(hist: Any) -> None:
+    """Under basic accounting a mechanism is calibrated to (epsilon_i, delta_i)-DP by a pure or a zCDP share with no
+    delta of its own; a stability histogram's cost always has one, so the plan is refused before data is read,
+    naming the node's path and the fix (automatic accounting, which certifies it)."""
+    from dpflow.planner.certify import certify
+
+    def mech(rows: Any) -> Any:
+        return hist(delta=Fraction(1, 10**8))(dp.nodes.BinCounts(width=1.0)(rows))
+
+    budget = dp.ApproxDP(1, Fraction(1, 10**6))
+    with pytest.raises(dp.PlanTypeError) as info:
+        certify(_looped(budget, mech, accounting="basic"))
+    e = info.value
+    assert e.node == f"recurse_2/b1.{_snake(hist.kind)}_4"
+    assert e.problem == f"{hist.kind} has no (epsilon, delta) calibration"
+    assert e.fix == "use accounting='auto'"
+    if hist is dp.nodes.StabilityHistogram:  # the fix named works (the Gaussian one's is fix6's lane, see report)
+        certify(_looped(budget, mech))
+
+
+def _snake(kind: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in kind).lstrip("_")
+
+
+def test_basic_accounting_with_exact_noise_calibrates_the_gaussian_by_the_zcdp_conversion() -> None:
+    """For an exact source the Gaussian-DP profile (continuous noise only) is not used: the Gaussian is a
+    mechanism like any other, run in zCDP mode at the CKS inversion of its (epsilon_i, delta_i), charged that
+    basic pair; the Laplace mechanism beside it stays pure (its pure epsilon buys more rho)."""
+    from dpflow.planner.certify import certify
+
+    plan, (g, lap) = _basic_plan(Fraction(1))
+    cert = certify(plan, exact_noise=True)
+    a_g, a_lap = cert.allocations[g.id], cert.allocations[lap.id]
+    d = Fraction(1, 10**6)
+    assert (a_g.mode, a_g.share) == ("zcdp", zcdp_rho_for_approx_dp(Fraction(1, 4), d / 4))
+    assert not a_g.continuous_gaussian
+    assert (a_g.cost.basic_eps, a_g.cost.basic_delta) == (Fraction(1, 4), d / 4)
+    assert (a_lap.mode, a_lap.share, a_lap.cost.basic_delta) == ("pure", Fraction(3, 4), 0)
