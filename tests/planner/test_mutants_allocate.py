@@ -249,3 +249,70 @@ def test_basic_accounting_with_exact_noise_calibrates_the_gaussian_by_the_zcdp_c
     assert not a_g.continuous_gaussian
     assert (a_g.cost.basic_eps, a_g.cost.basic_delta) == (Fraction(1, 4), d / 4)
     assert (a_lap.mode, a_lap.share, a_lap.cost.basic_delta) == ("pure", Fraction(3, 4), 0)
+
+
+def _two_pieces(budget: Any) -> tuple[Any, Any, Any]:
+    """A builder, and the pieces of source X (n = 6, one value split by a ball): replace-one neighbours."""
+    b = dp.PlanBuilder(budget=budget)
+    X = b.source("X", dp.Vectors(d=1), n=6)
+    lo, hi = dp.nodes.split(X, dp.nodes.PartitionByBall(center=[1.0], radius=1.0))
+    return b, lo, hi
+
+
+def test_fixed_costs_above_the_budget_are_refused_naming_each_fixed_node() -> None:
+    """The fixed shares on a source are folded as the costs are (two pieces under replace-one: both, a count's
+    one-sided change being its full one) and refused above the budget, in the budget's unit (a pure budget:
+    epsilon), listing every fixed mechanism on that source only (not the weighted one, not source Y's) and
+    naming the first of the largest."""
+    from dpflow.planner.certify import certify
+
+    b, lo, hi = _two_pieces(dp.PureDP(1))
+    Y = b.source("Y", dp.Vectors(d=1), n=6)
+    c_lo = dp.nodes.LaplaceMech(epsilon=Fraction(3, 5))(dp.nodes.Count()(lo))
+    c_hi = dp.nodes.LaplaceMech(epsilon=Fraction(3, 5))(dp.nodes.Count()(hi))
+    w = dp.nodes.LaplaceMech()(dp.nodes.Count()(lo))
+    y = dp.nodes.LaplaceMech(epsilon=Fraction(1, 2))(dp.nodes.Count()(Y))
+    with pytest.raises(BudgetError) as info:
+        certify(b.build(lo=c_lo, hi=c_hi, w=w, y=y))
+    e = info.value
+    assert e.node == c_lo.id
+    assert e.problem == (f"the mechanisms on source X need epsilon=1.2 but the budget allows epsilon=1 (per node: "
+                         f"{c_lo.id} epsilon=0.6, {c_hi.id} epsilon=0.6)")
+    assert e.fix == f"lower the fixed cost of {c_lo.id} (or use weight=), or raise the budget"
+
+
+def test_pure_shares_fold_one_sided_values_at_the_pure_factor() -> None:
+    """Under replace-one a count moves by 1 in each piece (ratio 1) and a histogram by 1 of its full l1 2 (ratio
+    1/2); in pure units the one-sided value is the share times the ratio (not its square, the zCDP factor).
+    Weighted: max(1, 1, 1 + 1/2) = 3/2 per unit weight, shares 2/3; fixed: 3/5 and 4/5 fold to max(3/5, 4/5,
+    3/5 + 2/5) = 1, exactly the budget (their plain sum, 7/5, would be refused)."""
+    from dpflow.planner.certify import certify
+
+    def plan(e_lo: Fraction | None, e_hi: Fraction | None) -> tuple[Any, Any, Any]:
+        b, lo, hi = _two_pieces(dp.PureDP(1))
+        c = dp.nodes.LaplaceMech(epsilon=e_lo)(dp.nodes.Count()(lo))
+        h = dp.nodes.LaplaceMech(epsilon=e_hi)(dp.nodes.Histogram(edges=[2, 3, 4, 5])(hi))
+        return b.build(c=c, h=h), c, h
+
+    p, c, h = plan(None, None)
+    cert = certify(p)
+    assert cert.allocations[c.id].share == cert.allocations[h.id].share == Fraction(2, 3)
+    p, c, h = plan(Fraction(3, 5), Fraction(4, 5))
+    cert = certify(p)
+    assert (cert.allocations[c.id].share, cert.allocations[h.id].share) == (Fraction(3, 5), Fraction(4, 5))
+    assert cert.ledger.totals[0].pure_eps == 1
+
+
+def test_pld_search_with_a_cost_without_pld_falls_back() -> None:
+    """A cost with no privacy loss distribution (approximate zCDP: the Gaussian stability histogram) ends the PLD
+    search (no PLD total); the plan is then certified or refused by the zCDP route, never crashes."""
+    from dpflow.planner.certify import certify
+
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1, Fraction(1, 10**6)))
+    X = b.source("X", dp.Reals(), n=100)
+    h = dp.nodes.GaussianStabilityHistogram(delta=Fraction(1, 10**8))(dp.nodes.BinCounts(width=1.0)(X))
+    g = dp.nodes.GaussianMech()(dp.nodes.Count()(X))
+    try:
+        certify(b.build(h=h, g=g))
+    except BudgetError:
+        pass  # the zCDP route's refusal with the histogram's delta (fix6's lane)
