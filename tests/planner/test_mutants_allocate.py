@@ -10,6 +10,7 @@ text), so a flipped comparison, a dropped condition or a swapped field fails.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -316,3 +317,40 @@ def test_pld_search_with_a_cost_without_pld_falls_back() -> None:
         certify(b.build(h=h, g=g))
     except BudgetError:
         pass  # the zCDP route's refusal with the histogram's delta (fix6's lane)
+
+
+def test_pld_search_answers_a_repeated_total_as_the_first_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PLD search memoises each total's composed costs (the search and the shortfall probes ask again): a
+    second question at the same total must get the first answer, an admissible total its epsilon and a total
+    where the PLD does not apply (a cost without PLD) infinity, not a cached placeholder."""
+    import dpflow.planner.allocate as allocate
+    from dpflow.planner.certify import certify
+
+    real = allocate.largest_on_grid
+    asked: list[float] = []
+
+    def twice(f: Any, target: float, start: Fraction, *args: Any) -> Fraction | None:
+        def g(x: Fraction) -> float:
+            v = f(x)
+            assert f(x) == v
+            asked.append(v)
+            return v
+        return real(g, target, start, *args)
+
+    monkeypatch.setattr(allocate, "largest_on_grid", twice)
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1, Fraction(1, 10**6)))
+    X = b.source("X", dp.Vectors(d=2), n=1000)
+    g = dp.nodes.GaussianMech()(dp.nodes.Sum()(dp.nodes.Clip(radius=1.0)(X)))
+    c = dp.nodes.LaplaceMech()(dp.nodes.Count()(X))
+    certify(b.build(g=g, c=c))
+    assert asked and all(0 < v < math.inf for v in asked[:1])
+    asked.clear()
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1, Fraction(1, 10**6)))
+    X = b.source("X", dp.Reals(), n=100)
+    h = dp.nodes.GaussianStabilityHistogram(delta=Fraction(1, 10**8))(dp.nodes.BinCounts(width=1.0)(X))
+    g = dp.nodes.GaussianMech()(dp.nodes.Count()(X))
+    try:
+        certify(b.build(h=h, g=g))
+    except BudgetError:
+        pass  # the zCDP route's refusal with the histogram's delta (fix6's lane)
+    assert asked == [math.inf]
