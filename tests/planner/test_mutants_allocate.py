@@ -354,3 +354,40 @@ def test_pld_search_answers_a_repeated_total_as_the_first_time(monkeypatch: pyte
     except BudgetError:
         pass  # the zCDP route's refusal with the histogram's delta (fix6's lane)
     assert asked == [math.inf]
+
+
+def test_pld_shortfall_is_proven_by_the_lower_bound_at_the_first_probe_above_the_budget() -> None:
+    """The shortfall bound is y / found - 1 for the first probe y (8, 64, 512 grid steps above the total found)
+    where the lower bound on every source's epsilon (``_epsilon_lower`` of the planner's own allocation and
+    folds at y) exceeds the budget's epsilon: restated here from those parts."""
+    from dpflow.planner.allocate import (
+        SHORTFALL_PROBES,
+        _epsilon_lower,
+        allocate_budget,
+        cost_leaf,
+        pld_total,
+        source_cost,
+    )
+    from dpflow.planner.certify import _Planner
+    from dpflow.planner.modes import Accounting, ModeChoice
+    from dpflow.privacy.calibration import _grid_floor, _grid_value
+
+    b = dp.PlanBuilder(budget=dp.ApproxDP(Fraction(3, 10), Fraction(1, 10**6)))
+    X = b.source("X", dp.Vectors(d=2), n=1000)
+    counts = {f"c{w}": dp.nodes.LaplaceMech(weight=w)(dp.nodes.Count()(X)) for w in (1, 2, 3)}
+    ctx = _Planner(b.build(**counts)).ctx
+    search = pld_total(ctx, Fraction(1, 10**6))
+    assert search is not None and search.shortfall is not None
+    eps, delta = approx_dp_target(ctx.plan.budget)
+
+    def lower(y: Fraction) -> float:
+        allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, y, ""))
+        leaf = cost_leaf(ctx, allocations)
+        return max(_epsilon_lower(source_cost(ctx, src, leaf), delta) for src in ctx.sources)
+
+    j = _grid_floor(search.total)
+    probes = [_grid_value(j + k) for k in SHORTFALL_PROBES]
+    first = next(y for y in probes if lower(y) > eps)
+    assert search.shortfall == first / search.total - 1
+    assert first == probes[1]  # the first probe proves nothing here: the bound reads the lower bound
+    assert all(lower(y) <= eps for y in probes[:probes.index(first)])
