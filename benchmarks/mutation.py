@@ -149,6 +149,18 @@ _INVOCATION_MEMO = ("the memos of _invocation (by the ids of unit and mult, each
                     "every variant either hits with the same objects or recomputes the same frozen Allocation")
 _FIXED_ANY_MODE = "fixed_share(None) vs (mode), tested against None: a fixed share is None in every mode or in none"
 
+# mut7 (round 6): the reasons of the allocate.py equivalents below
+_FOLDS_AGAIN = ("folds passed as None (or left out): allocate_budget then computes source_folds(ctx, mode) for the "
+                "choice's mode, the call pld_total makes itself (the same cached ctx.folds entry)")
+_CHOICE_TEXT = "the text of the ModeChoice handed to allocate_budget: it reads only choice.accounting and choice.total"
+_EMPTY_MAX = ("max(..., default=...) over the sources' costs: never empty (pld_total returns None first when there is "
+              "no mechanism, and a mechanism reads a source)")
+_LEAF_MEMO = ("the memos of cost_leaf's PerRecord pairs by the invocation's id (each entry holding its invocation, so "
+              "no other live object has that id): every variant either hits the entry of the same invocation or "
+              "recomputes an equal PerRecord of the same costs")
+_WORST_START = ("_refuse_budget's first worst / worst_f: it refuses only fixed > total > 0, so a fixed mechanism on "
+                "the source has a share f > 0 > -1 (> -2) and replaces both")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -375,6 +387,39 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.budget.xǁBudgetStoreǁ_charge_note__mutmut_6": _ONE_PER_DATASET,
     "dpflow.budget.xǁBudgetStoreǁ_charge_note__mutmut_9": _ONE_PER_DATASET,
     "dpflow.budget.xǁBudgetStoreǁ_charge_note__mutmut_10": _ONE_PER_DATASET,
+    # mut7 (round 6): allocate.py, pld_total, source_folds, cost_leaf and _refuse_budget
+    "dpflow.planner.allocate.x_pld_total__mutmut_5": _MODE_TEXT,
+    "dpflow.planner.allocate.x_pld_total__mutmut_6": _MODE_TEXT,
+    "dpflow.planner.allocate.x_pld_total__mutmut_7": _MODE_TEXT,
+    "dpflow.planner.allocate.x_pld_total__mutmut_11": _MODE_TEXT,
+    "dpflow.planner.allocate.x_pld_total__mutmut_9": _FOLDS_AGAIN,
+    "dpflow.planner.allocate.x_pld_total__mutmut_20": _FOLDS_AGAIN,
+    "dpflow.planner.allocate.x_pld_total__mutmut_23": _FOLDS_AGAIN,
+    "dpflow.planner.allocate.x_pld_total__mutmut_26": _CHOICE_TEXT,
+    "dpflow.planner.allocate.x_pld_total__mutmut_30": _CHOICE_TEXT,
+    "dpflow.planner.allocate.x_pld_total__mutmut_70": _EMPTY_MAX,
+    "dpflow.planner.allocate.x_pld_total__mutmut_72": _EMPTY_MAX,
+    "dpflow.planner.allocate.x_pld_total__mutmut_77": _EMPTY_MAX,
+    "dpflow.planner.allocate.x_pld_total__mutmut_84": _EMPTY_MAX,
+    "dpflow.planner.allocate.x_pld_total__mutmut_86": _EMPTY_MAX,
+    "dpflow.planner.allocate.x_pld_total__mutmut_91": _EMPTY_MAX,
+    "dpflow.planner.allocate.x_source_folds__mutmut_15": _FIXED_ANY_MODE,
+    "dpflow.planner.allocate.x_source_folds__mutmut_30": ("per_round=None vs False: fold_frac reads it only by its "
+                                                          "truth value"),
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_26": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_27": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_28": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_31": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_32": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_34": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_40": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_41": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_42": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_45": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_46": _LEAF_MEMO,
+    "dpflow.planner.allocate.x_cost_leaf__mutmut_48": _LEAF_MEMO,
+    "dpflow.planner.allocate.x__refuse_budget__mutmut_13": _WORST_START,
+    "dpflow.planner.allocate.x__refuse_budget__mutmut_16": _WORST_START,
 }
 
 # mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,

@@ -70,6 +70,9 @@ MUTANTS = (
     Mutant("basic accounting's delta_i multiplied by epsilon", "dpflow/planner/allocate.py",
            "delta = budget.delta * eps / budget.epsilon", "delta = budget.delta * eps * budget.epsilon",
            ("tests/planner/test_mutants_allocate.py",)),
+    Mutant("pure-mode one-sided shares folded at the zCDP factor (ratio squared)", "dpflow/planner/allocate.py",
+           "factor = one_sided_factor(ctx, mode)", 'factor = one_sided_factor(ctx, "zcdp")',
+           ("tests/planner/test_mutants_allocate.py::test_pure_shares_fold_one_sided_values_at_the_pure_factor",)),
 )
 
 

@@ -6,7 +6,7 @@ import math
 from fractions import Fraction
 from functools import reduce
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpflow.privacy import (
@@ -146,7 +146,14 @@ def test_scaled_equals_repeated_then(c: Cost, k: int) -> None:
 
 @SETTINGS
 @given(COST_LISTS, st.sampled_from(["replace", "add_remove"]), TARGET_DELTAS)
+@example([Cost.pure(Fraction(1, 3)), Cost.pure(Fraction(1, 3)), Cost.approx_dp(Fraction(2), 0)], "replace", 0.5)
 def test_parallel_le_sequential(costs: list[Cost], relation: str, delta: float) -> None:
+    """The parallel composition is dominated by the sequential one, rule by rule.  The pessimistic PLD figure
+    rounds each event's losses up to the loss grid, so it lies within ``VALUE_DISCRETIZATION_INTERVAL`` per event
+    above the exact epsilon, and it is not exactly monotone: the example (found by a mutation run's clean pass)
+    gives 1.1627988 for the two largest pieces against 1.1627800 for all three.  The tightest epsilons are
+    therefore compared up to that grid slack per event (the exact epsilon of the parallel composition is at most
+    the sequential one's, which is at most its pessimistic figure)."""
     par = Cost.parallel(costs, relation)  # type: ignore[arg-type]
     tot = seq(costs)
     assert par.rho <= tot.rho
