@@ -368,6 +368,55 @@ EQUIVALENT: dict[str, str] = {
                                                     "least one round, and a non-empty sum of Fractions is the same"),
 }
 
+#: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
+#: function): (file, the original text, its mutant, the test paths that must kill it).  ``--hand`` applies each to
+#: a copy of the tree, runs the tests and prints the first failing test, or "survived".  The accessors left out
+#: are read by no decision: ``LedgerEntry.cost``, ``SourceTotal.gdp_mu`` / ``measure`` / ``budget_used`` (text
+#: and JSON of the ledger), ``Sym.is_const`` (the noise text), the ``InferContext`` / ``EvalContext`` /
+#: ``Backend`` / ``NoiseSource`` protocol stubs (no body), and ``Status.spent`` / ``remaining``, which only
+#: ``status`` text shows (``reserve`` sums the rows in SQL); the last two are mutated anyway.
+HAND_MUTANTS: list[tuple[str, str, str, tuple[str, ...]]] = [
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)", "return False",
+     ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)", "return True",
+     ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)",
+     "return all(isinstance(e, GaussianPLD) for e, _ in self.counts)", ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, LatticeGaussianPLD) for e, _ in self.counts)",
+     "return False", ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, LatticeGaussianPLD) for e, _ in self.counts)",
+     "return True", ("tests/privacy/", "tests/planner/")),
+    ("dpflow/planner/modes.py", "self in (Accounting.PURE, Accounting.BASIC) else", "self in (Accounting.PURE,) else",
+     ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "self in (Accounting.PURE, Accounting.BASIC) else", "self in (Accounting.BASIC,) else",
+     ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.BASIC, Accounting.PLD)", ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.GDP, Accounting.PLD)", ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.GDP, Accounting.BASIC)", ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD, Accounting.ZCDP)", ("tests/planner/",)),
+    ("dpflow/planner/ledger.py", "return self.cost.rho\n", "return self.cost.rho / 2\n",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py", "tests/planner/")),
+    ("dpflow/planner/ledger.py", "return self.cost.delta0\n", "return self.cost.delta0 * 0\n",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py", "tests/planner/")),
+    ("dpflow/planner/ledger.py", "return self.cost.pure_eps\n",
+     "return None if self.cost.pure_eps is None else self.cost.pure_eps / 2\n",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py", "tests/planner/")),
+    ("dpflow/budget.py", "return self.committed + self.pending", "return self.committed",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py")),
+    ("dpflow/budget.py", "return self.limit - self.spent", "return self.limit - self.committed",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py")),
+    ("dpflow/nodes/fixedpoint.py", "return tuple(self.units.shape)", "return tuple(self.units.shape[:1])",
+     ("tests/nodes/",)),
+    ("dpflow/nodes/tuples.py", "return self.k + 1", "return self.k", ("tests/nodes/",)),
+    ("dpflow/interpreter/noise.py", "    def exact(self) -> bool:\n        return True",
+     "    def exact(self) -> bool:\n        return False", ("tests/interpreter/test_secure_no_continuous.py",)),
+    ("dpflow/interpreter/noise.py", "return self._exact", "return False", ("tests/interpreter/test_exact_noise.py",)),
+]
+
 # mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,
 # 36 and the SIGXCPU codes timeout, None not run yet; anything else is "suspicious".
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout", -24: "timeout",
@@ -451,6 +500,40 @@ def mutmut_job(job: dict[str, Any]) -> None:
     mm.cli(["run", "--max-children", str(job["workers"]), *job["patterns"]])
 
 
+def hand_mutants(which: list[int] | None) -> None:
+    """Run :data:`HAND_MUTANTS` (all, or the given indices): each applied to a copy of the tree in a temporary
+    directory (the worktree is never edited), its tests run with ``-x``; print the first failing test or
+    "survived"."""
+    import re
+    import shutil
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        for part in ("dpflow", "tests", "docs", "examples", "benchmarks", "pyproject.toml", "README.md"):
+            src = root / part
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, Path(tmp) / part)
+        print("| # | file | mutant | killed by |\n|---|---|---|---|")
+        for i, (path, old, new, tests) in enumerate(HAND_MUTANTS):
+            if which is not None and i not in which:
+                continue
+            target = Path(tmp) / path
+            text = target.read_text()
+            if text.count(old) != 1:
+                raise SystemExit(f"hand mutant {i}: {old!r} occurs {text.count(old)} times in {path}")
+            target.write_text(text.replace(old, new))
+            try:  # python -m pytest from tmp: the copy's dpflow comes first on sys.path
+                proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:warnings", "-p",
+                                       "no:cacheprovider", *tests], cwd=tmp, capture_output=True, text=True,
+                                      check=False)
+            finally:
+                target.write_text(text)
+            failed = re.search(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
+            verdict = failed.group(1) if failed else ("survived" if proc.returncode == 0 else
+                                                      f"pytest exit {proc.returncode}")
+            print(f"| {i} | {path} | `{' '.join(old.split())}` -> `{' '.join(new.split())}` | {verdict} |", flush=True)
+
+
 def results(path: str, patterns: list[str]) -> dict[str, str]:
     """Each mutant of ``path`` matching ``patterns`` and its status, from mutmut's result file."""
     meta = Path("mutants") / (path + ".meta")
@@ -481,9 +564,14 @@ def main() -> None:
     ap.add_argument("--mutmut-job", help=argparse.SUPPRESS)
     ap.add_argument("--report-only", action="store_true", help="tabulate the last run, run nothing")
     ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
+    ap.add_argument("--hand", nargs="*", type=int, metavar="I",
+                    help="run the hand mutants of HAND_MUTANTS (all, or those numbered I) instead of mutmut")
     args = ap.parse_args()
     if args.mutmut_job:
         mutmut_job(json.loads(Path(args.mutmut_job).read_text()))
+        return
+    if args.hand is not None:
+        hand_mutants(args.hand or None)
         return
     specs = [split(m) for m in args.modules]
     secs = 0.0
