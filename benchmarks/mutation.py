@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import subprocess
 import sys
 import time
@@ -456,7 +457,13 @@ def run(specs: list[tuple[str, list[str]]], *, all_tests: bool, max_seconds: flo
     job_file.parent.mkdir(exist_ok=True)
     job_file.write_text(json.dumps(job))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False, stdout=subprocess.DEVNULL)
+    # mutmut forks each mutant from a process whose dask thread pool (made by the stats pass) has no threads in the
+    # child: a test computing on dask's default threaded scheduler then waits forever, and mutmut counts the mutant
+    # as a timeout (a kill).  The synchronous scheduler makes no pool; one BLAS thread keeps CPU time = work.
+    env = os.environ | {"DASK_SCHEDULER": "synchronous"} | {
+        k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False, stdout=subprocess.DEVNULL,
+                   env=env)
     return time.perf_counter() - t0
 
 
