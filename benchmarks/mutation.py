@@ -367,6 +367,33 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.planner.fold.x__top_two_frac__mutmut_4": _SUM_START,
     "dpflow.planner.fold.x__fold_frac__mutmut_19": ("sum(round weights) without the Fraction(0) start: a loop has at "
                                                     "least one round, and a non-empty sum of Fractions is the same"),
+    # ---- round 6, mut6: nodes/fixedpoint.py, nodes/floaterr.py, nodes/mechanisms.py
+    "dpflow.nodes.fixedpoint.x_quantise__mutmut_37": ("nan_to_num(copy=None) vs copy=False: t is a float64 ndarray, "
+                                                     "which np.array(t, copy=None) does not copy: written in place"),
+    "dpflow.nodes.fixedpoint.x_quantise__mutmut_41": "nan_to_num without nan=0.0: numpy's default is 0.0",
+    **{f"dpflow.nodes.fixedpoint.{name}": (
+        "an int64 sum (or reduceat) without dtype=np.int64: numpy adds an int64 array in int64 (the platform "
+        "integer on 64-bit Linux, and on Windows since numpy 2)") for name in (
+        "x_exact_total__mutmut_12", "x_exact_total__mutmut_14", "x_exact_total__mutmut_19", "x_exact_total__mutmut_21",
+        "x_sum_units__mutmut_21", "x_sum_units__mutmut_25")},
+    "dpflow.nodes.fixedpoint.x_sum_units__mutmut_24": "reduceat without axis=0: numpy's default axis is 0",
+    "dpflow.nodes.fixedpoint.x_sum_units__mutmut_8": (
+        "the empty test on shape[1] (d = 0) vs shape[0] (n = 0): reduceat over an empty index list gives (0, d) "
+        "parts, whose exact_total is d zeros, and d = 0 gives an empty result on both paths"),
+    "dpflow.nodes.fixedpoint.x_gram_units__mutmut_23": ("max(k, 2) blocks vs max(k, 1): the extra block is zero rows, "
+                                                       "whose products add 0"),
+    "dpflow.nodes.fixedpoint.x_gram_units__mutmut_33": ("reshape(-2, ...) vs (-1, ...): numpy infers a negative "
+                                                       "dimension, whichever negative it is"),
+    "dpflow.nodes.fixedpoint.x_gram_units__mutmut_42": "einsum subscripts in upper case: the same labels",
+    **{f"dpflow.nodes.fixedpoint.xǁFixedPointǁas_float__mutmut_{i}": (
+        "np.array of Python floats without dtype=float: float64 (the empty list too)") for i in (4, 6)},
+    **{f"dpflow.nodes.fixedpoint.xǁFixedPointǁ__array____mutmut_{i}": (
+        "FixedPoint.__array__'s dtype and copy handling: np.asarray casts what __array__ returns to the dtype it "
+        "asked for, and as_float's array is a fresh float64 array, so every variant gives the same values")
+       for i in (2, 3, 4, 5, 6, 8, 9)},
+    "dpflow.nodes.fixedpoint.x_to_float__mutmut_18": ("k >= 0 vs k > 0 on overflow: k = 0 never overflows "
+                                                     "(ldexp(0.0, e) is 0.0)"),
+    "dpflow.nodes.fixedpoint.x_lattice_units__mutmut_10": "nan_to_num without nan=0.0: numpy's default is 0.0",
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
