@@ -209,3 +209,53 @@ def test_a_zero_sensitivity_on_the_lattice_releases_the_statistic_unchanged(mech
     out = getattr(N, mech)().evaluate([value], ctx)
     assert out.tolist() == [3.0, 0.1]
     assert ctx.facts == {"sigma" if mech == "GaussianMech" else "scale": 0.0} and ctx.noise.calls == 0
+
+
+# --------------------------------------------------------------------------- round 6: Peel's lattice edges
+
+def test_peel_on_the_lattice_at_sensitivity_zero_releases_the_top_s_unchanged() -> None:
+    """Sensitivity 0 and no float error: v does not depend on the data, so Peel's lattice path releases the s
+    largest |v_j| (ties to the lower index) unchanged and 0 elsewhere, at scale 0, drawing no noise."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    stat = StatT((5,), "X", Sym.const(0.0), Sym.const(0.0), Sym.const(0.0), float_error=FloatError("exact",
+                                                                                                    Vectors(d=1)))
+    ctx = _Ctx(stat, 0.0, True)
+    out = N.Peel(s=2).evaluate([np.array([3.0, -5.0, 1.5, 5.0, -4.0])], ctx)  # type: ignore[arg-type]
+    assert out.tolist() == [0.0, -5.0, 0.0, 5.0, 0.0]
+    assert ctx.facts == {"scale": 0.0} and ctx.noise.calls == 0
+    one = N.Peel(s=1).evaluate([np.array([2.0, -2.0, 1.0])], ctx)  # type: ignore[arg-type]
+    assert one.tolist() == [2.0, 0.0, 0.0]
+
+
+def test_peel_on_the_lattice_with_an_infinite_float_error_releases_nan() -> None:
+    """A finite l-infinity sensitivity but no finite float-error bound (rows not bounded for the error term):
+    the lattice release has infinite noise, every entry NaN, scale recorded as inf, no exception, no draw."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    fe = FloatError("mean", Vectors(d=4), Sym.const(10.0))
+    stat = StatT((4,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe)
+    assert float_slack(stat, {}, 4) == (math.inf, math.inf)
+    ctx = _Ctx(stat, 1.0, True)
+    out = N.Peel(s=2).evaluate([np.ones(4)], ctx)  # type: ignore[arg-type]
+    assert out.shape == (4,) and np.all(np.isnan(out))
+    assert ctx.facts == {"scale": math.inf} and ctx.noise.calls == 0
+
+
+@pytest.mark.parametrize(("share", "mode", "ratio", "eps"), [(Fraction(1), "pure", Fraction(1, 4), Fraction(1)),
+                                                             (Fraction(1, 2), "zcdp", Fraction(1, 2), Fraction(1)),
+                                                             (Fraction(2), "pure", Fraction(1), Fraction(2))])
+def test_laplace_one_sided_cost_is_ratio_times_the_shares_epsilon(share: Fraction, mode: str, ratio: Fraction,
+                                                                   eps: Fraction) -> None:
+    """The same Laplace noise at l1 shift ratio * Delta_1 is ratio * epsilon-DP, epsilon the share's (a zCDP share
+    rho buys epsilon = sqrt(2 rho): rho = 1/2 is epsilon 1)."""
+    from dpflow.nodes.mechanisms import LaplaceMech
+
+    mech = LaplaceMech()
+    full = mech.eps(share, mode)  # type: ignore[arg-type]
+    assert full == eps if mode == "pure" else eps - Fraction(2, 10**12) < full <= eps  # sqrt(2 rho), rounded down
+    assert mech.one_sided_cost(share, mode, ratio) == Cost.pure(ratio * full)  # type: ignore[arg-type]
