@@ -114,14 +114,14 @@ def test_an_unbounded_input_is_refused_naming_the_norm_and_the_fix(mech: str, no
 class _Ctx:
     """The part of the interpreter's EvalContext a mechanism's evaluate uses, with a fixed bound value."""
 
-    def __init__(self, stat: StatT, bound: float, exact: bool) -> None:
+    def __init__(self, stat: StatT, bound: float, exact: bool, alloc: object = None, noise: object = None) -> None:
         from conftest import ExactZeroNoise, ZeroNoise
 
         from dpflow.nodes.types import Allocation
 
         self._stat, self._bound = stat, bound
-        self.noise = ExactZeroNoise() if exact else ZeroNoise()
-        self.alloc = Allocation("zcdp", Fraction(1, 2), Cost.zcdp(Fraction(1, 2)))
+        self.noise = noise or (ExactZeroNoise() if exact else ZeroNoise())
+        self.alloc = alloc or Allocation("zcdp", Fraction(1, 2), Cost.zcdp(Fraction(1, 2)))
         self.facts: dict[str, object] = {}
 
     def stat(self) -> StatT:
@@ -259,3 +259,104 @@ def test_laplace_one_sided_cost_is_ratio_times_the_shares_epsilon(share: Fractio
     full = mech.eps(share, mode)  # type: ignore[arg-type]
     assert full == eps if mode == "pure" else eps - Fraction(2, 10**12) < full <= eps  # sqrt(2 rho), rounded down
     assert mech.one_sided_cost(share, mode, ratio) == Cost.pure(ratio * full)  # type: ignore[arg-type]
+
+
+class _Draws:
+    """An exact noise source whose discrete Laplace draws are given in advance; it records what it is asked."""
+
+    exact = True
+
+    def __init__(self, *draws: list[int] | list[list[int]]) -> None:
+        self.draws, self.asked, self.calls = list(draws), [], 0
+
+    def discrete_laplace(self, t: Fraction, shape: tuple[int, ...]) -> object:
+        import numpy as np
+
+        self.calls += 1
+        self.asked.append((t, shape))
+        return np.asarray(self.draws.pop(0), dtype=np.int64).reshape(shape)
+
+
+def _exact_peel_stat(d: int) -> StatT:
+    return StatT((d,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=FloatError("exact",
+                                                                                                    Vectors(d=1)))
+
+
+def test_peel_on_the_lattice_draws_integer_noise_at_scale_over_step() -> None:
+    """Pure share 3, s = 1, lambda = 1: u = 1, step 2^-40 (b just above 1), t = scale / step.  The scores are
+    |k_j| + Z_j (the score noise moves the choice to coordinate 2 here) and the release k_j + Z (+5 lattice
+    steps); the scale is the pure-mode scale of the widened sensitivity."""
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.mechanisms import Peel, unit_lattice
+    from dpflow.nodes.types import Allocation
+
+    peel, share = N.Peel(s=1), Fraction(3)
+    v = np.array([0.5, -2.0, 1.0])
+    step = 2.0**-40
+    k1 = int(2.0 / step)
+    noise = _Draws([[0, 0, 2 * k1]], [5])
+    ctx = _Ctx(_exact_peel_stat(3), 1.0, True, Allocation("pure", share, Cost.pure(share)), noise)
+    out = peel.evaluate([v], ctx)  # type: ignore[arg-type]
+    cal = unit_lattice("linf", 1.0, (0.0, 0.0), 3, lambda x: Peel(s=1).noise_scale(x, share, "pure"))
+    assert cal is not None and cal.step == step
+    assert ctx.facts == {"scale": cal.scale, "lattice": {"step": step, "sensitivity": cal.sensitivity,
+                                                         "float_slack": 0.0}}
+    t = Fraction(cal.scale) / Fraction(step)
+    assert noise.asked == [(t, (1, 3)), (t, (1,))]
+    assert out.tolist() == [0.0, 0.0, 1.0 + 5 * step]
+
+
+def test_peel_on_the_lattice_keeps_exact_integers() -> None:
+    """A fixed-point statistic's units are used as exact integers: k = 2^53 + 1 beats 2^53 (equal as floats) and
+    is released exactly, and k = -2^63 (whose int64 absolute value overflows) has the largest |k|."""
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.fixedpoint import FixedPoint
+    from dpflow.nodes.types import Allocation
+
+    share = Fraction(3)
+    alloc = Allocation("pure", share, Cost.pure(share))
+    ctx = _Ctx(_exact_peel_stat(2), 1.0, True, alloc)
+    big = FixedPoint(np.array([2**53, 2**53 + 1], dtype=object), -40)
+    assert N.Peel(s=1).evaluate([big], ctx).tolist() == [0.0, (2**53 + 1) * 2.0**-40]  # type: ignore[arg-type]
+    low = FixedPoint(np.array([-(2**63), 1], dtype=object), -40)
+    assert N.Peel(s=1).evaluate([low], ctx).tolist() == [-(2.0**23), 0.0]  # type: ignore[arg-type]
+
+
+def test_peel_zero_sensitivity_with_an_overflowing_float_error_is_not_released() -> None:
+    """lambda = 0 but a finite float error so large that the scale overflows (a tiny pure share): the
+    release has infinite noise (NaN).  Only both zero -- sensitivity and error -- releases v unchanged."""
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.types import Allocation
+
+    fe = FloatError("sum", Vectors(d=1, box=(-1e290, 1e290)), Sym.const(1e10))
+    stat = StatT((2,), "X", Sym.const(0.0), Sym.const(0.0), Sym.const(0.0), float_error=fe)
+    slack = float_slack(stat, {}, 2)[0]
+    share = Fraction(3, 10**14)
+    assert math.isfinite(slack) and N.Peel(s=1).noise_scale(slack, share, "pure") == math.inf
+    ctx = _Ctx(stat, 0.0, True, Allocation("pure", share, Cost.pure(share)))
+    out = N.Peel(s=1).evaluate([np.array([3.0, 1.0])], ctx)  # type: ignore[arg-type]
+    assert np.all(np.isnan(out)) and ctx.facts == {"scale": math.inf} and ctx.noise.calls == 0
+
+
+def test_peel_fixed_epsilon_costs_its_2s_pure_steps() -> None:
+    """Peel(epsilon=1, s=2): unit u = 1/6 (3 s u = epsilon); in zCDP units s (2u)^2 / 2 + s u^2 / 2 = 5/36."""
+    from dpflow import nodes as N
+
+    peel = N.Peel(s=2, epsilon=1)
+    assert peel.fixed_share("pure") == 1 and peel.fixed_share("zcdp") == Fraction(5, 36)
+    assert N.Peel(s=2).fixed_share("pure") is None
+
+
+def test_peel_noise_text() -> None:
+    from dpflow import nodes as N
+
+    stat = _exact_peel_stat(4)
+    assert N.Peel(s=3).noise_text(stat, Fraction(9), "pure") == (
+        "Laplace, b = 1 / 1, 6 draws of d values; exact sources: discrete Laplace (report-noisy-max on integer "
+        "scores) on a 2^-k lattice, linf sensitivity + lattice step + 2 x float error")
