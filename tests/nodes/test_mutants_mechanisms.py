@@ -360,3 +360,79 @@ def test_peel_noise_text() -> None:
     assert N.Peel(s=3).noise_text(stat, Fraction(9), "pure") == (
         "Laplace, b = 1 / 1, 6 draws of d values; exact sources: discrete Laplace (report-noisy-max on integer "
         "scores) on a 2^-k lattice, linf sensitivity + lattice step + 2 x float error")
+
+
+def _peel_plan(node: object, query: str = "Mean", d: int = 3) -> object:
+    import dpflow as dp
+    from dpflow import nodes as N
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1))
+    X = b.source("X", dp.Vectors(d=d), n=10)
+    return b.build(m=node(getattr(N, query)()(N.Clip(radius=1.0)(X))))  # type: ignore[operator]
+
+
+def test_peel_refusals_name_the_node_the_problem_and_the_fix() -> None:
+    import dpflow as dp
+    from dpflow import nodes as N
+    from dpflow.errors import DomainError
+
+    with pytest.raises(DomainError) as err:
+        dp.certify(_peel_plan(N.Peel(s=1), "SecondMoment"))  # type: ignore[arg-type]
+    assert (err.value.node[:5], err.value.problem, err.value.fix) == (
+        "peel_", "Peel selects from a vector, got shape (3, 3)", "apply Peel to a vector statistic such as Mean")
+    with pytest.raises(DomainError) as err:
+        dp.certify(_peel_plan(N.Peel(s=4)))  # type: ignore[arg-type]
+    assert (err.value.node[:5], err.value.problem, err.value.fix) == ("peel_", "s=4 exceeds the dimension 3",
+                                                                      "choose s <= d")
+    dp.certify(_peel_plan(N.Peel(s=3)))  # type: ignore[arg-type]  # s = d selects every coordinate
+    with pytest.raises(ValueError, match="^Peel needs s >= 1, got 0$"):
+        N.Peel(s=0)
+
+
+class _Laplace:
+    """A continuous noise source whose Laplace draws are given in advance."""
+
+    exact = False
+
+    def __init__(self, *draws: list[float] | list[list[float]]) -> None:
+        self.draws = list(draws)
+
+    def laplace(self, b: float, shape: tuple[int, ...]) -> object:
+        import numpy as np
+
+        return np.asarray(self.draws.pop(0), dtype=float).reshape(shape)
+
+
+def test_continuous_peel_adds_its_score_and_release_noise() -> None:
+    """Scores |v_j| + Z_j (the score noise moves the choice to coordinate 2), release v_j + Z."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    ctx = _Ctx(_exact_peel_stat(3), 1.0, False, noise=_Laplace([[0.0, 0.0, 10.0]], [0.25]))
+    out = N.Peel(s=1).evaluate([np.array([0.5, -2.0, 1.0])], ctx)  # type: ignore[arg-type]
+    assert out.tolist() == [0.0, 0.0, 1.25]
+
+
+def test_lattice_release_paths_agree_and_never_overflow() -> None:
+    """The int64 fast path is taken only when the sums fit (|k| < 2^62 and |z| < 2^62); otherwise each entry is
+    k + z in Python ints, rounded by ``to_float`` (truncated to 64 bits, then rounded).  An empty release is
+    empty (no max over nothing)."""
+    import numpy as np
+
+    from dpflow.nodes.fixedpoint import FixedPoint
+    from dpflow.nodes.mechanisms import _lattice_release
+
+    assert _lattice_release(np.zeros(0), 1.0, np.zeros(0, dtype=np.int64), False).tolist() == []
+    # z beyond int64 sums: a scaled entry of 5 and z = 2^63 - 1 would wrap in int64
+    big = np.array([2**63 - 1], dtype=np.int64)
+    assert _lattice_release(np.array([5.0]), 1.0, big, False).tolist() == [float(2**63 + 4)]
+    # scaled entries at 1.5 x 2^62 (beyond 2^62) and z = 2^62 - 1: their int64 sum would wrap
+    k = FixedPoint(np.array([3 * 2**61], dtype=object), 0)
+    assert _lattice_release(k, 1.0, np.array([2**62 - 1], dtype=np.int64), False).tolist() == [2.5 * 2.0**62]
+    # object draws take the exact path: to_float's rule (2^64 + 2^11 + 1 -> 2^64), +-inf beyond the floats
+    z = np.array([2**64 + 2**11 + 1, -(2**1100), 5], dtype=object)
+    assert _lattice_release(np.zeros(3), 1.0, z, False).tolist() == [2.0**64, -math.inf, 5.0]
+    # a fixed-point entry is added to z exactly before the one rounding: 2^60 + 128 + 100 -> 2^60 + 256
+    exact = _lattice_release(FixedPoint(np.array([2**60 + 128], dtype=object), 0), 1.0, np.array([100]), False)
+    assert exact.tolist() == [2.0**60 + 256]
