@@ -436,3 +436,53 @@ def test_lattice_release_paths_agree_and_never_overflow() -> None:
     # a fixed-point entry is added to z exactly before the one rounding: 2^60 + 128 + 100 -> 2^60 + 256
     exact = _lattice_release(FixedPoint(np.array([2**60 + 128], dtype=object), 0), 1.0, np.array([100]), False)
     assert exact.tolist() == [2.0**60 + 256]
+
+
+@pytest.mark.parametrize(("mech", "unit"), [("LaplaceMech", "l1"), ("GaussianMech", "l2")])
+@pytest.mark.parametrize("one_sided", [None, 0.5])
+def test_lattice_release_widens_in_its_own_norm_over_m_entries(mech: str, unit: str, one_sided: float | None) -> None:
+    """LaplaceMech widens its l1 sensitivity by the l1 slack and step * m, GaussianMech its l2 one by the l2
+    slack and step * sqrt(m) (m = 4 entries here, where the two differ); a one-sided ratio q divides the slack and
+    the rounding.  The recorded lattice is :func:`unit_lattice`'s, at the mechanism's own scale function."""
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.mechanisms import unit_lattice
+
+    fe = FloatError("mean", Vectors(d=4, l2_bound=Sym.const(1.0)), Sym.const(1e6))
+    half = None if one_sided is None else (Sym.const(one_sided),) * 3
+    stat = StatT((4,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe, one_sided=half)
+    ctx = _Ctx(stat, 1.0, True)
+    node = getattr(N, mech)()
+    node.evaluate([np.zeros(4)], ctx)
+    share, mode = ctx.alloc.share, ctx.alloc.mode  # type: ignore[attr-defined]
+    ratio = Fraction(1) if one_sided is None else Fraction(1, 2)
+    cal = unit_lattice(unit, 1.0, float_slack(stat, {}, 4), 4, lambda x: node.noise_scale(x, share, mode), ratio)
+    assert cal is not None
+    other = unit_lattice("l2" if unit == "l1" else "l1", 1.0, float_slack(stat, {}, 4), 4,
+                         lambda x: node.noise_scale(x, share, mode), ratio)
+    assert other is not None and other.sensitivity != cal.sensitivity
+    slack = float_slack(stat, {}, 4)[0 if unit == "l2" else 1]
+    assert ctx.facts["lattice"] == {"step": cal.step, "sensitivity": cal.sensitivity, "float_slack": slack}
+    assert ctx.facts["sigma" if mech == "GaussianMech" else "scale"] == cal.scale
+
+
+def test_continuous_laplace_noise_on_a_symmetric_statistic_is_mirrored() -> None:
+    """One Laplace draw per upper-triangle entry, mirrored: the lower triangle is not a second noisy copy."""
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    stat = StatT((2, 2), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), symmetric=True)
+    ctx = _Ctx(stat, 1.0, False, noise=_Laplace([[1.0, 2.0], [3.0, 4.0]]))
+    out = N.LaplaceMech().evaluate([np.zeros((2, 2))], ctx)  # type: ignore[arg-type]
+    assert out.tolist() == [[1.0, 2.0], [2.0, 4.0]]
+
+
+def test_gaussian_one_sided_cost_is_ratio_squared_rho() -> None:
+    from dpflow.nodes.mechanisms import GaussianMech
+
+    assert GaussianMech().one_sided_cost(Fraction(1, 2), "zcdp", Fraction(1, 3)) == Cost.gaussian_zcdp(Fraction(1,
+                                                                                                                18))
+    with pytest.raises(Exception, match="GaussianMech"):
+        GaussianMech().one_sided_cost(Fraction(1, 2), "pure", Fraction(1, 3))
