@@ -486,3 +486,40 @@ def test_gaussian_one_sided_cost_is_ratio_squared_rho() -> None:
                                                                                                                 18))
     with pytest.raises(Exception, match="GaussianMech"):
         GaussianMech().one_sided_cost(Fraction(1, 2), "pure", Fraction(1, 3))
+
+
+def test_noise_texts_and_input_checks() -> None:
+    """The ledger's noise and sensitivity texts: formula, the scale for a constant sensitivity, the mirrored upper
+    triangle, and which sampler an exact source uses (continuous without a float-error bound)."""
+    from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech
+
+    exact = FloatError("exact", Vectors(d=1))
+    sym = StatT((2, 2), "X", Sym.const(2.0), Sym.const(2.0), Sym.const(2.0), symmetric=True, float_error=exact)
+    vec = StatT((2,), "X", Sym.const(2.0), Sym.const(2.0), Sym.const(2.0))
+    lattice = "; exact sources: discrete {} on a 2^-k lattice, sensitivity + lattice + 2 x float error"
+    assert LaplaceMech().noise_text(sym, Fraction(1, 2), "pure") == (
+        "Laplace, b = 2 / 0.5 = 4 (upper triangle, mirrored)" + lattice.format("Laplace"))
+    assert GaussianMech().noise_text(sym, Fraction(1, 2), "zcdp") == (
+        "Gaussian, sigma = 2 / sqrt(2*0.5) = 2 (upper triangle, mirrored)" + lattice.format("Gaussian"))
+    assert LaplaceMech().noise_text(vec, Fraction(1, 2), "zcdp") == (
+        "Laplace, b = 2 / 1 = 2; continuous noise on every source (this statistic has no floating-point error bound)")
+
+    class _Infer:
+        node_id = "lap"
+
+    assert LaplaceMech().check_input(sym, _Infer()) == "l1 = 2 (upper triangle)"  # type: ignore[arg-type]
+    assert LaplaceMech().check_input(vec, _Infer()) == "l1 = 2"  # type: ignore[arg-type]
+
+
+def test_laplace_refuses_a_matrix_without_an_l1_rule() -> None:
+    from dpflow.errors import UnboundedSensitivityError
+    from dpflow.nodes.mechanisms import LaplaceMech
+
+    class _Infer:
+        node_id = "lap"
+
+    sym = StatT((2, 2), "X", None, Sym.const(2.0), Sym.const(2.0), symmetric=True)
+    with pytest.raises(UnboundedSensitivityError) as err:
+        LaplaceMech().check_input(sym, _Infer())  # type: ignore[arg-type]
+    assert (err.value.node, err.value.problem, err.value.fix) == (
+        "lap", "a matrix statistic has no l1 sensitivity rule", "use GaussianMech for second moments")
