@@ -523,3 +523,35 @@ def test_laplace_refuses_a_matrix_without_an_l1_rule() -> None:
         LaplaceMech().check_input(sym, _Infer())  # type: ignore[arg-type]
     assert (err.value.node, err.value.problem, err.value.fix) == (
         "lap", "a matrix statistic has no l1 sensitivity rule", "use GaussianMech for second moments")
+
+
+def test_epsilon_mechanisms_pure_and_bounded_range_units() -> None:
+    """A fixed epsilon is the pure share itself, eps^2/2 in zCDP units, eps^2/8 for a bounded-range mechanism
+    (Cesar-Rogers 2021); a zCDP share rho buys sqrt(2 rho), or sqrt(8 rho) bounded-range (rounded down); the
+    cost is a bounded-range or a pure cost accordingly."""
+    from dpflow.nodes.mechanisms import LaplaceMech
+    from dpflow.nodes.quantile import Quantile
+    from dpflow.privacy import bounded_range_eps_for_zcdp, pure_eps_for_zcdp
+
+    lap, br = LaplaceMech(epsilon=1), Quantile(q=0.5, epsilon=1)
+    assert (lap.fixed_share("pure"), lap.fixed_share("zcdp")) == (1, Fraction(1, 2))
+    assert (br.fixed_share("pure"), br.fixed_share("zcdp")) == (1, Fraction(1, 8))
+    assert LaplaceMech().fixed_share("zcdp") is None
+    assert br.eps(Fraction(1, 8), "zcdp") == bounded_range_eps_for_zcdp(Fraction(1, 8)) != pure_eps_for_zcdp(
+        Fraction(1, 8))
+    assert lap.eps(Fraction(1, 2), "zcdp") == pure_eps_for_zcdp(Fraction(1, 2)) and br.eps(Fraction(3), "pure") == 3
+    assert br.cost(Fraction(1), "pure") == Cost.bounded_range(Fraction(1))
+    assert lap.cost(Fraction(1), "pure") == Cost.pure(Fraction(1)) != Cost.bounded_range(Fraction(1))
+
+
+def test_gaussian_takes_the_lattice_unless_certified_on_its_continuous_profile() -> None:
+    from dpflow.nodes.mechanisms import GaussianMech
+    from dpflow.nodes.types import Allocation
+
+    fe = FloatError("exact", Vectors(d=1))
+    with_fe = StatT((1,), "X", None, Sym.const(1.0), None, float_error=fe)
+    without = StatT((1,), "X", None, Sym.const(1.0), None)
+    for continuous in (False, True):
+        alloc = Allocation("zcdp", Fraction(1), Cost.zcdp(Fraction(1)), continuous_gaussian=continuous)
+        assert GaussianMech().takes_lattice(with_fe, alloc) is (not continuous)
+        assert GaussianMech().takes_lattice(without, alloc) is False
