@@ -555,3 +555,33 @@ def test_gaussian_takes_the_lattice_unless_certified_on_its_continuous_profile()
         alloc = Allocation("zcdp", Fraction(1), Cost.zcdp(Fraction(1)), continuous_gaussian=continuous)
         assert GaussianMech().takes_lattice(with_fe, alloc) is (not continuous)
         assert GaussianMech().takes_lattice(without, alloc) is False
+
+
+@pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech", "Peel"])
+def test_infer_releases_the_statistics_shape_marked_with_the_node(mech: str) -> None:
+    """The released type has the statistic's shape and names the mechanism's node (what ``noise_scale`` reads);
+    no derivation text (the ledger's derivation is the input check's)."""
+    from dpflow import nodes as N
+    from dpflow.nodes.types import Inferred, ReleasedT
+
+    class _Infer:
+        node_id = "m"
+
+    stat = StatT((3,), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0))
+    node = N.Peel(s=1) if mech == "Peel" else getattr(N, mech)()
+    assert node.infer([stat], _Infer()) == Inferred(ReleasedT((3,), "m"), "")  # type: ignore[arg-type]
+
+
+def test_continuous_gaussian_adds_its_noise() -> None:
+    import numpy as np
+
+    from dpflow import nodes as N
+
+    class _Normal:
+        exact = False
+
+        def normal(self, sigma: float, shape: tuple[int, ...]) -> object:
+            return np.full(shape, 0.5)
+
+    ctx = _Ctx(_exact_peel_stat(2), 1.0, False, noise=_Normal())
+    assert N.GaussianMech().evaluate([np.array([1.0, 2.0])], ctx).tolist() == [1.5, 2.5]  # type: ignore[arg-type]
