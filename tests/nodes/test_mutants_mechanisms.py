@@ -585,3 +585,52 @@ def test_continuous_gaussian_adds_its_noise() -> None:
 
     ctx = _Ctx(_exact_peel_stat(2), 1.0, False, noise=_Normal())
     assert N.GaussianMech().evaluate([np.array([1.0, 2.0])], ctx).tolist() == [1.5, 2.5]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("l1", [False, True])
+def test_one_sided_lattice_calibration_divides_slack_and_rounding_by_q(l1: bool) -> None:
+    """With a one-sided ratio q < 1 the widened sensitivity is delta + up(slack + rounding) / q, rounded up: a
+    one-sided change moves the rounded statistic by q delta + slack + rounding = q x that (mechanisms.py)."""
+    def scale_of(d: float) -> float:
+        return 3.0 * d
+    delta, slack, q, entries = 1.25, 0.5, Fraction(1, 4), 9
+    cal = lattice_calibration(delta, slack, entries, l1, scale_of, q)
+    assert cal is not None
+    step = _lattice_step(scale_of(delta + slack))
+    rounding = step * (entries if l1 else math.sqrt(entries))
+    assert cal.sensitivity == up(delta + up(slack + rounding) / 0.25)
+    assert cal.scale == scale_of(cal.sensitivity)
+
+
+@pytest.mark.parametrize("ratio", [Fraction(1), Fraction(1, 2)])
+def test_unit_lattice_picks_the_units_slack_and_rounding(ratio: Fraction) -> None:
+    """l1: the l1 slack and step * m; l2: the l2 slack and step * sqrt(m); linf (Peel, one coordinate at a time):
+    the l2 slack and one step; each with the ratio handed on."""
+    from dpflow.nodes.mechanisms import unit_lattice
+
+    def scale_of(d: float) -> float:
+        return 2.0 * d
+    slacks, m = (0.25, 0.75), 16
+
+    def want(slack: float, entries: int, l1: bool) -> float:
+        cal = lattice_calibration(1.0, slack, entries, l1, scale_of, ratio)
+        assert cal is not None
+        step = _lattice_step(scale_of(1.0 + slack))
+        rounding = step * (entries if l1 else math.sqrt(entries))
+        assert cal.sensitivity == (up(1.0 + slack + rounding) if ratio == 1 else
+                                   up(1.0 + up(slack + rounding) / float(ratio)))
+        return cal.sensitivity
+
+    for unit, slack, entries, l1 in [("l1", 0.75, m, True), ("l2", 0.25, m, False), ("linf", 0.25, 1, False)]:
+        got = unit_lattice(unit, 1.0, slacks, m, scale_of, ratio)
+        assert got is not None and got.sensitivity == want(slack, entries, l1), unit
+
+
+def test_a_clamped_step_raises_the_scale_to_2_to_40_steps() -> None:
+    """A scale so small that the step is clamped at MIN_LATTICE_STEP: the scale is raised to step * 2^40, so that
+    the noise in lattice units is at least LATTICE_MIN_SIGMA = 2^40 (what the lattice Gaussian PLD assumes)."""
+    from dpflow.privacy.pld import LATTICE_MIN_SIGMA
+
+    cal = lattice_calibration(2.0**-700, 0.0, 1, False, lambda d: d)
+    assert cal is not None and cal.step == MIN_LATTICE_STEP
+    assert LATTICE_MIN_SIGMA == 2.0**40 and cal.scale == MIN_LATTICE_STEP * 2.0**40
