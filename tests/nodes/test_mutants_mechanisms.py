@@ -634,3 +634,58 @@ def test_a_clamped_step_raises_the_scale_to_2_to_40_steps() -> None:
     cal = lattice_calibration(2.0**-700, 0.0, 1, False, lambda d: d)
     assert cal is not None and cal.step == MIN_LATTICE_STEP
     assert LATTICE_MIN_SIGMA == 2.0**40 and cal.scale == MIN_LATTICE_STEP * 2.0**40
+
+
+@pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech", "Peel"])
+def test_a_mechanism_on_rows_is_refused_naming_what_it_needs(mech: str) -> None:
+    from dpflow import nodes as N
+    from dpflow.errors import PlanTypeError
+    from dpflow.nodes.types import ReleasedT
+
+    class _Infer:
+        node_id = "m"
+
+    node = N.Peel(s=1) if mech == "Peel" else getattr(N, mech)()
+    with pytest.raises(PlanTypeError) as err:
+        node.infer([ReleasedT((2,))], _Infer())
+    what = "a sensitive aggregate (a query such as Mean or Sum)"
+    assert (err.value.node, err.value.problem, err.value.fix) == ("m", f"expects {what}, got Released",
+                                                                  f"pass {what}")
+
+
+def test_unbounded_and_pure_refusals_name_their_node() -> None:
+    from dpflow.errors import PlanTypeError, UnboundedSensitivityError
+    from dpflow.nodes.mechanisms import GaussianMech, _unbounded
+
+    class _Infer:
+        node_id = "m"
+
+    assert _unbounded(_Infer(), "l2").node == "m"  # type: ignore[arg-type]
+    for refuse in (lambda: GaussianMech().cost(Fraction(1), "pure"),
+                   lambda: GaussianMech().noise_scale(1.0, Fraction(1), "pure")):
+        with pytest.raises(PlanTypeError) as err:
+            refuse()
+        assert err.value.node == "GaussianMech" and "cannot meet a pure-DP budget" in err.value.problem
+    assert isinstance(_unbounded(_Infer(), "l1"), UnboundedSensitivityError)  # type: ignore[arg-type]
+
+
+def test_peel_scale_stops_at_exact_equality() -> None:
+    """u = 1/93 (pure share 1/31, s = 1): 1 / float(u) rounds to the float below 93, one step up is 93 exactly,
+    where lambda / b = u holds: b = 93, not one more step."""
+    from dpflow.nodes.mechanisms import Peel
+
+    assert Peel(s=1).unit(Fraction(1, 31), "pure") == Fraction(1, 93)
+    assert Peel(s=1).noise_scale(1.0, Fraction(1, 31), "pure") == 93.0
+
+
+def test_an_overflowing_widened_sensitivity_keeps_the_shape() -> None:
+    import numpy as np
+
+    from dpflow import nodes as N
+    from dpflow.nodes.floaterr import OVERFLOW
+
+    fe = FloatError("sum", Vectors(d=1, box=(-OVERFLOW / 1e8 / 4.0, OVERFLOW / 1e8 / 4.0)), Sym.const(1e8))
+    stat = StatT((2, 1), "X", Sym.const(1.0), Sym.const(1.0), Sym.const(1.0), float_error=fe)
+    for mech in (N.GaussianMech(), N.LaplaceMech()):
+        out = mech.evaluate([np.ones((2, 1))], _Ctx(stat, float(np.finfo(float).max), True))  # type: ignore[arg-type]
+        assert out.shape == (2, 1) and np.all(np.isnan(out))
