@@ -145,17 +145,10 @@ _FIXED_ANY_MODE = "fixed_share(None) vs (mode), tested against None: a fixed sha
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
     "dpflow.nodes.rules.x_released_endpoint__mutmut_9": "v > 0 vs v > 1 where v is +inf, -inf or NaN: same answer",
-    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_21": _INT_STAT,
-    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_23": _INT_STAT,
     "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_6": _INT_STAT,
     "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_8": _INT_STAT,
     "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_25": "takes_lattice(stat, None): LaplaceMech's does not "
                                                                   "read the allocation",
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_11": "nan_to_num without nan=0.0: numpy's default is 0.0",
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_29": _STRICT,
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_32": _STRICT,
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_33": _STRICT,
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_37": _SQUARE,
     "dpflow.nodes.mechanisms.x__noised_entries__mutmut_4": _SQUARE,
     "dpflow.nodes.mechanisms.x__slack__mutmut_9": "'fe is not None or True': _slack is reached only on the lattice "
                                                   "path, which needs a float-error bound (takes_lattice)",
@@ -163,10 +156,6 @@ EQUIVALENT: dict[str, str] = {
                                                 "1 + 6u and rounds to even, 1 + 4u: the same float",
     "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_26": "U * 1.0 vs U / 1.0: the same float",
     "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_36": "widen=None vs widen=False: both falsy, read only by `if`",
-    "dpflow.nodes.mechanisms.x__lattice_noised__mutmut_39": (
-        "scale_of(delta - slack) vs (delta + slack) when no lattice calibration exists: the scale functions never "
-        "return inf for a finite input (they raise), so this branch has scale_of(delta + slack) = 0, i.e. "
-        "delta = slack = 0, where both arguments are 0"),
     "dpflow.nodes.base.x_sym_max__mutmut_11": ">= vs > between bounds with the same factors: at equal coefficients "
                                              "a and b are equal bounds",
     "dpflow.privacy.rounding.x_up__mutmut_6": _ZERO_BRANCH,
@@ -396,6 +385,64 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.fixedpoint.x_lattice_units__mutmut_10": "nan_to_num without nan=0.0: numpy's default is 0.0",
     "dpflow.nodes.floaterr.xǁFloatErrorǁ_fixed_bound__mutmut_29": ("widen=None vs widen=False: both falsy, read only "
                                                                   "by `if`"),
+    **{f"dpflow.nodes.mechanisms.{name}": _INT_STAT for name in (
+        "xǁPeelǁevaluate__mutmut_8", "xǁPeelǁevaluate__mutmut_10", "xǁPeelǁ_lattice__mutmut_3",
+        "xǁPeelǁ_lattice__mutmut_5",
+        "xǁGaussianMechǁevaluate__mutmut_6", "xǁGaussianMechǁevaluate__mutmut_8", "x__lattice_noised__mutmut_60",
+        "x__lattice_noised__mutmut_62")},
+    **{f"dpflow.nodes.mechanisms.x__lattice_release__mutmut_{i}": _STRICT for i in (57, 60, 61)},
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_65": _SQUARE,
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_9": (
+        "reshape(None) vs reshape(shape): lattice_units returns an array of the value's own shape (rint of it, or a "
+        "FixedPoint's units, whose shape np.shape reads), and reshape(None) returns that shape unchanged"),
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_38": "astype(None) vs astype(float): both float64",
+    **{f"dpflow.nodes.mechanisms.x__lattice_release__mutmut_{i}": (
+        "the fast path's bound at <= 2^62 instead of < 2^62 (on |k| or on |z|): with the other bound strict, "
+        "|k + z| < 2^63 still, so the int64 sum is exact") for i in (23, 32)},
+    **{f"dpflow.nodes.mechanisms.x__lattice_release__mutmut_{i}": (
+        "the fast path taken for fewer entries (bound 2 * 62): the exact path rounds the same integer k + z to a float "
+        "once (to_float, no truncation below 2^63) and scales it by 2^e with one correct rounding, as the fast "
+        "path's float product does (+-inf on overflow in both: to_float catches ldexp's OverflowError)")
+       for i in (24, 33)},
+    **{f"dpflow.nodes.mechanisms.x_unit_lattice__mutmut_{i}": (
+        "the linf path's l1 flag None or True vs False: it calibrates one entry, where step * 1 = step * sqrt(1), "
+        "and the slack is passed explicitly (s2)") for i in (8, 18)},
+    **{f"dpflow.nodes.mechanisms.x__lattice_noised__mutmut_{i}": (
+        "an l2 unit text other than 'l2' ('XXl2XX', 'L2'): unit_lattice reads its unit only through == 'linf' and "
+        "== 'l1', so any other text is l2") for i in (47, 48)},
+    "dpflow.nodes.mechanisms.x__lattice_noised__mutmut_51": (
+        "scale_of(delta - slack) vs (delta + slack) when no lattice calibration exists: the scale functions never "
+        "return inf for a finite input (they raise), so this branch has scale_of(delta + slack) = 0, i.e. "
+        "delta = slack = 0, where both arguments are 0"),
+    **{f"dpflow.nodes.mechanisms.x__lattice_noised__mutmut_{i}": (
+        "unreachable: lattice_calibration returns None for a scale of 0 (handled just above) or a non-finite one, "
+        "and laplace_scale and gaussian_sigma_for_zcdp check their result in exact arithmetic (measures.exact "
+        "refuses inf): for the finite delta + slack here they return a finite scale or raise")
+       for i in (63, 64, 65, 66, 67, 68)},
+    **{f"dpflow.nodes.mechanisms.xǁGaussianMechǁ{name}": (
+        "GaussianMech's noise_scale with mode None: it compares its mode with 'pure' only (None acts as zCDP), and a "
+        "Gaussian never runs in pure mode (its cost refuses a pure budget at planning)")
+       for name in ("noise_text__mutmut_10", "evaluate__mutmut_51", "evaluate__mutmut_67")},
+    "dpflow.nodes.mechanisms.xǁGaussianMechǁevaluate__mutmut_32": ("l1=None vs False for _lattice_noised: read only "
+                                                                  "by `if l1` / `... if l1 else ...`"),
+    **{f"dpflow.nodes.mechanisms.xǁGaussianMechǁone_sided_cost__mutmut_{i}": (
+        "share_at_ratio's mode None, 'XXzcdpXX' or 'ZCDP': it compares the mode with 'pure' only, so every other "
+        "text is the zCDP rule ratio^2 rho") for i in (7, 11, 12)},
+    **{f"dpflow.nodes.mechanisms.{name}": (
+        "`l is not None or l.is_const` in noise_text: noise_text runs only after check_input, which refuses a None "
+        "sensitivity, so l is not None and `or` and `and` agree") for name in (
+        "xǁGaussianMechǁnoise_text__mutmut_4", "xǁLaplaceMechǁnoise_text__mutmut_9")},
+    **{f"dpflow.nodes.mechanisms.{name}": "Inferred(...) without its derivation: the default is ''" for name in (
+        "xǁGaussianMechǁinfer__mutmut_9", "xǁLaplaceMechǁinfer__mutmut_9", "xǁPeelǁinfer__mutmut_31")},
+    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_18": ("takes_lattice(stat, None): Peel's does not read the "
+                                                           "allocation"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_18": (
+        "unit_lattice also called for an infinite slack: scale_of(lambda + inf) is inf, so it returns None too, and "
+        "the branch that follows tests the slack's finiteness itself"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_22": ("unit_lattice's entries None for the linf unit: that path "
+                                                           "calibrates one entry and does not read entries"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_59": ("np.abs(v).astype(None) vs astype(object) at sensitivity "
+                                                           "0: v is float64, so the scores are the same floats"),
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
