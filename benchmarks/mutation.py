@@ -441,6 +441,13 @@ EQUIVALENT: dict[str, str] = {
         "the branch that follows tests the slack's finiteness itself"),
     "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_22": ("unit_lattice's entries None for the linf unit: that path "
                                                            "calibrates one entry and does not read entries"),
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_17": (
+        "the fast path for draws that are not int64 (object arrays of Python ints) instead of int64 ones: for object "
+        "draws below 2^62 the sum is in exact Python ints and astype(float) rounds it once, as to_float does below "
+        "2^64; int64 draws then take the exact path, which gives the same floats (see mutants 24, 33)"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_119": (
+        "the release draws left int64 instead of object: an object array plus an int64 array is an object array of "
+        "exact Python ints (numpy adds elementwise with Python semantics), the same sums"),
     "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_59": ("np.abs(v).astype(None) vs astype(object) at sensitivity "
                                                            "0: v is float64, so the scores are the same floats"),
 }
