@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import subprocess
 import sys
 import time
@@ -165,28 +166,17 @@ _WORST_START = ("_refuse_budget's first worst / worst_f: it refuses only fixed >
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
     "dpflow.nodes.rules.x_released_endpoint__mutmut_9": "v > 0 vs v > 1 where v is +inf, -inf or NaN: same answer",
-    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_21": _INT_STAT,
-    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_23": _INT_STAT,
     "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_6": _INT_STAT,
     "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_8": _INT_STAT,
     "dpflow.nodes.mechanisms.xǁLaplaceMechǁevaluate__mutmut_25": "takes_lattice(stat, None): LaplaceMech's does not "
                                                                   "read the allocation",
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_11": "nan_to_num without nan=0.0: numpy's default is 0.0",
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_29": _STRICT,
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_32": _STRICT,
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_33": _STRICT,
-    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_37": _SQUARE,
     "dpflow.nodes.mechanisms.x__noised_entries__mutmut_4": _SQUARE,
     "dpflow.nodes.mechanisms.x__slack__mutmut_9": "'fe is not None or True': _slack is reached only on the lattice "
                                                   "path, which needs a float-error bound (takes_lattice)",
     "dpflow.nodes.floaterr.x_gamma__mutmut_18": "1 + 5u vs 1 + 4u (u = 2^-53): 1 + 5u is the tie between 1 + 4u and "
                                                 "1 + 6u and rounds to even, 1 + 4u: the same float",
-    "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_17": "U * 1.0 vs U / 1.0: the same float",
-    "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_25": "widen=None vs widen=False: both falsy, read only by `if`",
-    "dpflow.nodes.mechanisms.x__lattice_noised__mutmut_39": (
-        "scale_of(delta - slack) vs (delta + slack) when no lattice calibration exists: the scale functions never "
-        "return inf for a finite input (they raise), so this branch has scale_of(delta + slack) = 0, i.e. "
-        "delta = slack = 0, where both arguments are 0"),
+    "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_26": "U * 1.0 vs U / 1.0: the same float",
+    "dpflow.nodes.floaterr.xǁFloatErrorǁbound__mutmut_36": "widen=None vs widen=False: both falsy, read only by `if`",
     "dpflow.nodes.base.x_sym_max__mutmut_11": ">= vs > between bounds with the same factors: at equal coefficients "
                                              "a and b are equal bounds",
     "dpflow.privacy.rounding.x_up__mutmut_6": _ZERO_BRANCH,
@@ -420,7 +410,150 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.planner.allocate.x_cost_leaf__mutmut_48": _LEAF_MEMO,
     "dpflow.planner.allocate.x__refuse_budget__mutmut_13": _WORST_START,
     "dpflow.planner.allocate.x__refuse_budget__mutmut_16": _WORST_START,
+    # ---- round 6, mut6: nodes/fixedpoint.py, nodes/floaterr.py, nodes/mechanisms.py
+    "dpflow.nodes.fixedpoint.x_quantise__mutmut_37": ("nan_to_num(copy=None) vs copy=False: t is a float64 ndarray, "
+                                                     "which np.array(t, copy=None) does not copy: written in place"),
+    "dpflow.nodes.fixedpoint.x_quantise__mutmut_41": "nan_to_num without nan=0.0: numpy's default is 0.0",
+    **{f"dpflow.nodes.fixedpoint.{name}": (
+        "an int64 sum (or reduceat) without dtype=np.int64: numpy adds an int64 array in int64 (the platform "
+        "integer on 64-bit Linux, and on Windows since numpy 2)") for name in (
+        "x_exact_total__mutmut_12", "x_exact_total__mutmut_14", "x_exact_total__mutmut_19", "x_exact_total__mutmut_21",
+        "x_sum_units__mutmut_21", "x_sum_units__mutmut_25")},
+    "dpflow.nodes.fixedpoint.x_sum_units__mutmut_24": "reduceat without axis=0: numpy's default axis is 0",
+    "dpflow.nodes.fixedpoint.x_sum_units__mutmut_8": (
+        "the empty test on shape[1] (d = 0) vs shape[0] (n = 0): reduceat over an empty index list gives (0, d) "
+        "parts, whose exact_total is d zeros, and d = 0 gives an empty result on both paths"),
+    "dpflow.nodes.fixedpoint.x_gram_units__mutmut_23": ("max(k, 2) blocks vs max(k, 1): the extra block is zero rows, "
+                                                       "whose products add 0"),
+    "dpflow.nodes.fixedpoint.x_gram_units__mutmut_33": ("reshape(-2, ...) vs (-1, ...): numpy infers a negative "
+                                                       "dimension, whichever negative it is"),
+    "dpflow.nodes.fixedpoint.x_gram_units__mutmut_42": "einsum subscripts in upper case: the same labels",
+    **{f"dpflow.nodes.fixedpoint.xǁFixedPointǁas_float__mutmut_{i}": (
+        "np.array of Python floats without dtype=float: float64 (the empty list too)") for i in (4, 6)},
+    **{f"dpflow.nodes.fixedpoint.xǁFixedPointǁ__array____mutmut_{i}": (
+        "FixedPoint.__array__'s dtype and copy handling: np.asarray casts what __array__ returns to the dtype it "
+        "asked for, and as_float's array is a fresh float64 array, so every variant gives the same values")
+       for i in (2, 3, 4, 5, 6, 8, 9)},
+    "dpflow.nodes.fixedpoint.x_to_float__mutmut_18": ("k >= 0 vs k > 0 on overflow: k = 0 never overflows "
+                                                     "(ldexp(0.0, e) is 0.0)"),
+    "dpflow.nodes.fixedpoint.x_lattice_units__mutmut_10": "nan_to_num without nan=0.0: numpy's default is 0.0",
+    "dpflow.nodes.floaterr.xǁFloatErrorǁ_fixed_bound__mutmut_29": ("widen=None vs widen=False: both falsy, read only "
+                                                                  "by `if`"),
+    **{f"dpflow.nodes.mechanisms.{name}": _INT_STAT for name in (
+        "xǁPeelǁevaluate__mutmut_8", "xǁPeelǁevaluate__mutmut_10", "xǁPeelǁ_lattice__mutmut_3",
+        "xǁPeelǁ_lattice__mutmut_5",
+        "xǁGaussianMechǁevaluate__mutmut_6", "xǁGaussianMechǁevaluate__mutmut_8", "x__lattice_noised__mutmut_60",
+        "x__lattice_noised__mutmut_62")},
+    **{f"dpflow.nodes.mechanisms.x__lattice_release__mutmut_{i}": _STRICT for i in (57, 60, 61)},
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_65": _SQUARE,
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_9": (
+        "reshape(None) vs reshape(shape): lattice_units returns an array of the value's own shape (rint of it, or a "
+        "FixedPoint's units, whose shape np.shape reads), and reshape(None) returns that shape unchanged"),
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_38": "astype(None) vs astype(float): both float64",
+    **{f"dpflow.nodes.mechanisms.x__lattice_release__mutmut_{i}": (
+        "the fast path's bound at <= 2^62 instead of < 2^62 (on |k| or on |z|): with the other bound strict, "
+        "|k + z| < 2^63 still, so the int64 sum is exact") for i in (23, 32)},
+    **{f"dpflow.nodes.mechanisms.x__lattice_release__mutmut_{i}": (
+        "the fast path taken for fewer entries (bound 2 * 62): the exact path rounds the same integer k + z to a float "
+        "once (to_float, no truncation below 2^63) and scales it by 2^e with one correct rounding, as the fast "
+        "path's float product does (+-inf on overflow in both: to_float catches ldexp's OverflowError)")
+       for i in (24, 33)},
+    **{f"dpflow.nodes.mechanisms.x_unit_lattice__mutmut_{i}": (
+        "the linf path's l1 flag None or True vs False: it calibrates one entry, where step * 1 = step * sqrt(1), "
+        "and the slack is passed explicitly (s2)") for i in (8, 18)},
+    **{f"dpflow.nodes.mechanisms.x__lattice_noised__mutmut_{i}": (
+        "an l2 unit text other than 'l2' ('XXl2XX', 'L2'): unit_lattice reads its unit only through == 'linf' and "
+        "== 'l1', so any other text is l2") for i in (47, 48)},
+    "dpflow.nodes.mechanisms.x__lattice_noised__mutmut_51": (
+        "scale_of(delta - slack) vs (delta + slack) when no lattice calibration exists: the scale functions never "
+        "return inf for a finite input (they raise), so this branch has scale_of(delta + slack) = 0, i.e. "
+        "delta = slack = 0, where both arguments are 0"),
+    **{f"dpflow.nodes.mechanisms.x__lattice_noised__mutmut_{i}": (
+        "unreachable: lattice_calibration returns None for a scale of 0 (handled just above) or a non-finite one, "
+        "and laplace_scale and gaussian_sigma_for_zcdp check their result in exact arithmetic (measures.exact "
+        "refuses inf): for the finite delta + slack here they return a finite scale or raise")
+       for i in (63, 64, 65, 66, 67, 68)},
+    **{f"dpflow.nodes.mechanisms.xǁGaussianMechǁ{name}": (
+        "GaussianMech's noise_scale with mode None: it compares its mode with 'pure' only (None acts as zCDP), and a "
+        "Gaussian never runs in pure mode (its cost refuses a pure budget at planning)")
+       for name in ("noise_text__mutmut_10", "evaluate__mutmut_51", "evaluate__mutmut_67")},
+    "dpflow.nodes.mechanisms.xǁGaussianMechǁevaluate__mutmut_32": ("l1=None vs False for _lattice_noised: read only "
+                                                                  "by `if l1` / `... if l1 else ...`"),
+    **{f"dpflow.nodes.mechanisms.xǁGaussianMechǁone_sided_cost__mutmut_{i}": (
+        "share_at_ratio's mode None, 'XXzcdpXX' or 'ZCDP': it compares the mode with 'pure' only, so every other "
+        "text is the zCDP rule ratio^2 rho") for i in (7, 11, 12)},
+    **{f"dpflow.nodes.mechanisms.{name}": (
+        "`l is not None or l.is_const` in noise_text: noise_text runs only after check_input, which refuses a None "
+        "sensitivity, so l is not None and `or` and `and` agree") for name in (
+        "xǁGaussianMechǁnoise_text__mutmut_4", "xǁLaplaceMechǁnoise_text__mutmut_9")},
+    **{f"dpflow.nodes.mechanisms.{name}": "Inferred(...) without its derivation: the default is ''" for name in (
+        "xǁGaussianMechǁinfer__mutmut_9", "xǁLaplaceMechǁinfer__mutmut_9", "xǁPeelǁinfer__mutmut_31")},
+    "dpflow.nodes.mechanisms.xǁPeelǁevaluate__mutmut_18": ("takes_lattice(stat, None): Peel's does not read the "
+                                                           "allocation"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_18": (
+        "unit_lattice also called for an infinite slack: scale_of(lambda + inf) is inf, so it returns None too, and "
+        "the branch that follows tests the slack's finiteness itself"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_22": ("unit_lattice's entries None for the linf unit: that path "
+                                                           "calibrates one entry and does not read entries"),
+    "dpflow.nodes.mechanisms.x__lattice_release__mutmut_17": (
+        "the fast path for draws that are not int64 (object arrays of Python ints) instead of int64 ones: for object "
+        "draws below 2^62 the sum is in exact Python ints and astype(float) rounds it once, as to_float does below "
+        "2^64; int64 draws then take the exact path, which gives the same floats (see mutants 24, 33)"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_119": (
+        "the release draws left int64 instead of object: an object array plus an int64 array is an object array of "
+        "exact Python ints (numpy adds elementwise with Python semantics), the same sums"),
+    "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_59": ("np.abs(v).astype(None) vs astype(object) at sensitivity "
+                                                           "0: v is float64, so the scores are the same floats"),
 }
+
+#: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
+#: function): (file, the original text, its mutant, the test paths that must kill it).  ``--hand`` applies each to
+#: a copy of the tree, runs the tests and prints the first failing test, or "survived".  The accessors left out
+#: are read by no decision: ``LedgerEntry.cost``, ``SourceTotal.gdp_mu`` / ``measure`` / ``budget_used`` (text
+#: and JSON of the ledger), ``Sym.is_const`` (the noise text), the ``InferContext`` / ``EvalContext`` /
+#: ``Backend`` / ``NoiseSource`` protocol stubs (no body), and ``Status.spent`` / ``remaining``, which only
+#: ``status`` text shows (``reserve`` sums the rows in SQL); the last two are mutated anyway.
+HAND_MUTANTS: list[tuple[str, str, str, tuple[str, ...]]] = [
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)", "return False",
+     ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)", "return True",
+     ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)",
+     "return all(isinstance(e, GaussianPLD) for e, _ in self.counts)", ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, LatticeGaussianPLD) for e, _ in self.counts)",
+     "return False", ("tests/privacy/", "tests/planner/")),
+    ("dpflow/privacy/pld.py", "return any(isinstance(e, LatticeGaussianPLD) for e, _ in self.counts)",
+     "return True", ("tests/privacy/", "tests/planner/")),
+    ("dpflow/planner/modes.py", "self in (Accounting.PURE, Accounting.BASIC) else", "self in (Accounting.PURE,) else",
+     ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "self in (Accounting.PURE, Accounting.BASIC) else", "self in (Accounting.BASIC,) else",
+     ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.BASIC, Accounting.PLD)", ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.GDP, Accounting.PLD)", ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.GDP, Accounting.BASIC)", ("tests/planner/",)),
+    ("dpflow/planner/modes.py", "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+     "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD, Accounting.ZCDP)", ("tests/planner/",)),
+    ("dpflow/planner/ledger.py", "return self.cost.rho\n", "return self.cost.rho / 2\n",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py", "tests/planner/")),
+    ("dpflow/planner/ledger.py", "return self.cost.delta0\n", "return self.cost.delta0 * 0\n",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py", "tests/planner/")),
+    ("dpflow/planner/ledger.py", "return self.cost.pure_eps\n",
+     "return None if self.cost.pure_eps is None else self.cost.pure_eps / 2\n",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py", "tests/planner/")),
+    ("dpflow/budget.py", "return self.committed + self.pending", "return self.committed",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py")),
+    ("dpflow/budget.py", "return self.limit - self.spent", "return self.limit - self.committed",
+     ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py")),
+    ("dpflow/nodes/fixedpoint.py", "return tuple(self.units.shape)", "return tuple(self.units.shape[:1])",
+     ("tests/nodes/",)),
+    ("dpflow/nodes/tuples.py", "return self.k + 1", "return self.k", ("tests/nodes/",)),
+    ("dpflow/interpreter/noise.py", "    def exact(self) -> bool:\n        return True",
+     "    def exact(self) -> bool:\n        return False", ("tests/interpreter/test_secure_no_continuous.py",)),
+    ("dpflow/interpreter/noise.py", "return self._exact", "return False", ("tests/interpreter/test_exact_noise.py",)),
+]
 
 # mutmut's exit codes (mutmut.stats.status_by_exit_code): 1 and 3 killed, 0 survived, 5 and 33 no tests,
 # 36 and the SIGXCPU codes timeout, None not run yet; anything else is "suspicious".
@@ -461,7 +594,13 @@ def run(specs: list[tuple[str, list[str]]], *, all_tests: bool, max_seconds: flo
     job_file.parent.mkdir(exist_ok=True)
     job_file.write_text(json.dumps(job))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False, stdout=subprocess.DEVNULL)
+    # mutmut forks each mutant from a process whose dask thread pool (made by the stats pass) has no threads in the
+    # child: a test computing on dask's default threaded scheduler then waits forever, and mutmut counts the mutant
+    # as a timeout (a kill).  The synchronous scheduler makes no pool; one BLAS thread keeps CPU time = work.
+    env = os.environ | {"DASK_SCHEDULER": "synchronous"} | {
+        k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False, stdout=subprocess.DEVNULL,
+                   env=env)
     return time.perf_counter() - t0
 
 
@@ -505,6 +644,40 @@ def mutmut_job(job: dict[str, Any]) -> None:
     mm.cli(["run", "--max-children", str(job["workers"]), *job["patterns"]])
 
 
+def hand_mutants(which: list[int] | None) -> None:
+    """Run :data:`HAND_MUTANTS` (all, or the given indices): each applied to a copy of the tree in a temporary
+    directory (the worktree is never edited), its tests run with ``-x``; print the first failing test or
+    "survived"."""
+    import re
+    import shutil
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        for part in ("dpflow", "tests", "docs", "examples", "benchmarks", "pyproject.toml", "README.md"):
+            src = root / part
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, Path(tmp) / part)
+        print("| # | file | mutant | killed by |\n|---|---|---|---|")
+        for i, (path, old, new, tests) in enumerate(HAND_MUTANTS):
+            if which is not None and i not in which:
+                continue
+            target = Path(tmp) / path
+            text = target.read_text()
+            if text.count(old) != 1:
+                raise SystemExit(f"hand mutant {i}: {old!r} occurs {text.count(old)} times in {path}")
+            target.write_text(text.replace(old, new))
+            try:  # python -m pytest from tmp: the copy's dpflow comes first on sys.path
+                proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:warnings", "-p",
+                                       "no:cacheprovider", *tests], cwd=tmp, capture_output=True, text=True,
+                                      check=False)
+            finally:
+                target.write_text(text)
+            failed = re.search(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
+            verdict = failed.group(1) if failed else ("survived" if proc.returncode == 0 else
+                                                      f"pytest exit {proc.returncode}")
+            print(f"| {i} | {path} | `{' '.join(old.split())}` -> `{' '.join(new.split())}` | {verdict} |", flush=True)
+
+
 def results(path: str, patterns: list[str]) -> dict[str, str]:
     """Each mutant of ``path`` matching ``patterns`` and its status, from mutmut's result file."""
     meta = Path("mutants") / (path + ".meta")
@@ -535,9 +708,14 @@ def main() -> None:
     ap.add_argument("--mutmut-job", help=argparse.SUPPRESS)
     ap.add_argument("--report-only", action="store_true", help="tabulate the last run, run nothing")
     ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
+    ap.add_argument("--hand", nargs="*", type=int, metavar="I",
+                    help="run the hand mutants of HAND_MUTANTS (all, or those numbered I) instead of mutmut")
     args = ap.parse_args()
     if args.mutmut_job:
         mutmut_job(json.loads(Path(args.mutmut_job).read_text()))
+        return
+    if args.hand is not None:
+        hand_mutants(args.hand or None)
         return
     specs = [split(m) for m in args.modules]
     secs = 0.0
@@ -548,6 +726,7 @@ def main() -> None:
     rows: list[list[str]] = []
     totals = Counter[str]()
     survivors: list[str] = []
+    stale: list[str] = []  # listed as equivalent but killed: mutmut renumbered the function's mutants
     for (path, pats), module in zip(specs, args.modules, strict=True):
         status = results(path, pats)
         c = Counter(s for name, s in status.items() if name not in EQUIVALENT)
@@ -556,6 +735,7 @@ def main() -> None:
         c["equivalent"] = sum(1 for name in status if name in EQUIVALENT)
         totals.update(c)
         survivors += [n for n, s in status.items() if s == "survived" and n not in EQUIVALENT]
+        stale += [n for n, s in status.items() if n in EQUIVALENT and s in ("killed", "timeout")]
         rows.append([module, *(str(c[k]) for k in head[1:-1]), rate(c)])
     rows.append(["all", *(str(totals[k]) for k in head[1:-1]), rate(totals)])
     print("| " + " | ".join(head) + " |")
@@ -563,6 +743,9 @@ def main() -> None:
     for row in rows:
         print("| " + " | ".join(row) + " |")
     print(f"kill rate = (killed + timeout) / (checked - equivalent); mutmut ran {secs:.0f} s")
+    if stale:
+        print("\nlisted in EQUIVALENT but killed (renumbered after a code change? check the reason still fits):")
+        print("\n".join(f"  {n}" for n in stale))
     if args.survivors and survivors:
         print("\nsurvivors (mutmut show NAME):")
         print("\n".join(f"  {n}" for n in survivors))

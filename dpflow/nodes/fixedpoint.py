@@ -172,8 +172,8 @@ class FixedPoint:
 
 
 def to_float(k: int, exponent: int) -> float:
-    """``k * 2**exponent`` as a float (near it, after one rounding of ``k``), or +-inf beyond the float range:
-    never raises.
+    """``k * 2**exponent`` as a float, or +-inf (the sign of ``k``) beyond the float range: never raises.  The
+    top 64 bits of ``k`` (truncated) are rounded to a float and scaled, so the result is within one ulp.
 
     >>> to_float(3, -1), to_float(2**2000, 0), to_float(-(2**2000), -3000)
     (1.5, inf, -9.332636185032189e-302)

@@ -38,12 +38,15 @@ from dpflow.privacy.ratio import share_at_ratio
 from dpflow.privacy.rounding import up
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _sigma(sensitivity: float, rho: Fraction) -> float:
-    """The Gaussian sigma for ``sensitivity`` at ``rho`` (cached: every round of a loop and every ledger
-    line asks again; sized for 10,000-node plans, whose accuracy rows and ledger lines ask for about 7,500
-    distinct pairs: a smaller LRU cache evicts each pair before it is asked again)."""
+def _sigma_of(sensitivity: float, rho: Fraction) -> float:
+    """The Gaussian sigma for ``sensitivity`` at ``rho`` (cached as ``_sigma``: every round of a loop and every
+    ledger line asks again; sized for 10,000-node plans, whose accuracy rows and ledger lines ask for about
+    7,500 distinct pairs: a smaller LRU cache evicts each pair before it is asked again)."""
     return gaussian_sigma_for_zcdp(sensitivity, rho)
+
+
+# cached by a call, not a decorator: mutation testing (mutmut) does not mutate decorated functions
+_sigma = functools.lru_cache(maxsize=1 << 16)(_sigma_of)
 
 
 def _exact(ctx: EvalContext) -> bool:

@@ -73,6 +73,27 @@ MUTANTS = (
     Mutant("pure-mode one-sided shares folded at the zCDP factor (ratio squared)", "dpflow/planner/allocate.py",
            "factor = one_sided_factor(ctx, mode)", 'factor = one_sided_factor(ctx, "zcdp")',
            ("tests/planner/test_mutants_allocate.py::test_pure_shares_fold_one_sided_values_at_the_pure_factor",)),
+    # round 6 (mut6): fixed-point sums, their error term, and @property accessors mutmut does not mutate
+    Mutant("fixed-point quantisation warns on an overflowing private row", "dpflow/nodes/fixedpoint.py",
+           'np.errstate(all="ignore")', 'np.errstate(all="warn")', ("tests/nodes/test_mutants_fixedpoint.py",)),
+    Mutant("fixed-point statistic's shape without its columns (too few noised entries)", "dpflow/nodes/fixedpoint.py",
+           "return tuple(self.units.shape)", "return tuple(self.units.shape[:1])",
+           ("tests/nodes/test_fixedpoint.py::test_exact_releases_equal_the_float_statistics_up_to_the_lattice",)),
+    Mutant("fixed Gram overflow threshold not strict", "dpflow/nodes/floaterr.py",
+           "if not b1 * b1 < OVERFLOW:", "if not b1 * b1 <= OVERFLOW:", ("tests/nodes/test_mutants_floaterr.py",)),
+    Mutant("continuous Gaussian profile claimed in zCDP mode", "dpflow/planner/modes.py",
+           "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD)",
+           "return self in (Accounting.GDP, Accounting.BASIC, Accounting.PLD, Accounting.ZCDP)",
+           ("tests/planner/test_accuracy.py::test_rows_use_the_certified_scale_and_the_run_records_the_same",)),
+    Mutant("continuous Gaussian events not seen (PldEvents.has_gaussian)", "dpflow/privacy/pld.py",
+           "return any(isinstance(e, GaussianPLD) for e, _ in self.counts)", "return False",
+           ("tests/privacy/test_mutants_composition.py::test_for_lattice_noise",)),
+    Mutant("the secure source says it is not exact", "dpflow/interpreter/noise.py",
+           "    def exact(self) -> bool:\n        return True", "    def exact(self) -> bool:\n        return False",
+           ("tests/interpreter/test_exact_noise.py::test_secure_noise_is_the_default_and_says_so",)),
+    Mutant("lifetime zCDP filter charged half the ledger's rho", "dpflow/planner/ledger.py",
+           "return self.cost.rho\n", "return self.cost.rho / 2\n",
+           ("tests/cli/test_budget.py::test_runs_are_charged_exactly_and_stored_as_fraction_text",)),
 )
 
 

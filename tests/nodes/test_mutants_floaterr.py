@@ -13,6 +13,7 @@ import math
 import pytest
 
 from dpflow.domains import ReleasedNorm, ReleasedScalar, RowCount, Sym, Vectors
+from dpflow.nodes.fixedpoint import GRAM_BITS, grid_exponent
 from dpflow.nodes.floaterr import OVERFLOW, FloatError, U, gamma
 from dpflow.privacy.rounding import up
 
@@ -151,3 +152,42 @@ def test_overflow_thresholds_are_strict() -> None:
     g_at = _at(OVERFLOW, n.value(), 2)
     assert FloatError("gram", dom(g_at), n).bound({}, 1) == (math.inf, math.inf)
     assert math.isfinite(FloatError("gram", dom(math.nextafter(g_at, 0.0)), n).bound({}, 1)[0])
+
+
+# --------------------------------------------------------------------------- round 6: the fixed-point kinds
+
+def test_fixed_gram_reads_the_released_radius_and_centre() -> None:
+    """The grid and the half-excess of a ``fixed_gram`` about a released centre with a released radius, restated
+    (``_fixed_bound``): b1 = b + q sqrt(d) / 2 for the widened centred bound b, and
+    (b1 - r + 4 u b1)(b1 + r) sqrt(2) stability / 2 against the declared radius r."""
+    dom = Vectors(d=3, l2_bound=Sym.ref(ReleasedScalar("radius")), center="c")
+    values = {ReleasedScalar("radius"): 2.0, ReleasedNorm("c"): 7.0}
+    fe = FloatError("fixed_gram", dom, gram_center="c", stability=2)
+    b, r = fe.centred_norm(values), Sym.ref(ReleasedScalar("radius")).value(values)
+    e = grid_exponent(up(b), GRAM_BITS)
+    assert e is not None and fe.grid(values) == e
+    b1 = b + math.ldexp(1.0, e) * math.sqrt(3) / 2.0
+    l2 = up((b1 - r + 4 * U * b1) * (b1 + r) * math.sqrt(2.0) * 2 / 2.0)
+    assert fe.bound(values, 6) == (l2, up(l2 * math.sqrt(6)))
+
+
+def test_fixed_kinds_without_a_finite_row_bound_have_no_grid() -> None:
+    """A released centre whose norm is NaN or infinite: no grid, an infinite error (the release is NaN), and no
+    exception (``up`` refuses NaN, so the bound is rounded up only when finite)."""
+    dom = Vectors(d=2, l2_bound=Sym.const(1.0), center="c")
+    for kind in ("fixed_sum", "fixed_gram"):
+        fe = FloatError(kind, dom, gram_center="c" if kind == "fixed_gram" else None)  # type: ignore[arg-type]
+        for c in (math.nan, math.inf):
+            assert fe.grid({ReleasedNorm("c"): c}) is None
+            assert fe.bound({ReleasedNorm("c"): c}, 2) == (math.inf, math.inf)
+
+
+def test_fixed_gram_overflow_threshold_is_strict() -> None:
+    """b1 * b1 < 2^1000 or the error is infinite: b1 = 2^500 exactly (a box of half-width 2^499 - 2^473 in d = 4:
+    row bound 2^500 - 2^474, grid 2^474, half cell 2^474) is at the threshold; one grid step less is finite."""
+    at = FloatError("fixed_gram", Vectors(d=4, box=(-(2.0**499 - 2.0**473), 2.0**499 - 2.0**473)))
+    assert at.centred_norm({}) + math.ldexp(1.0, at.grid({}) or 0) == 2.0**500
+    assert at.bound({}, 1) == (math.inf, math.inf)
+    below = FloatError("fixed_gram", Vectors(d=4, box=(-(2.0**499 - 2.0**474), 2.0**499 - 2.0**474)))
+    b1, r = 2.0**500 - 2.0**474, 2.0**500 - 2.0**475
+    assert below.bound({}, 1)[0] == up((b1 - r + 4 * U * b1) * (b1 + r) * math.sqrt(2.0) / 2.0) < math.inf
