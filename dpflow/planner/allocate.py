@@ -18,7 +18,7 @@ from dpflow.planner.context import PlanContext, one_sided_factor, one_sided_rati
 from dpflow.planner.fold import CostLeaf, _round_weights, fold_cost, fold_frac
 from dpflow.planner.infer import TypedScope, _key, _mech, _source_name, _source_of
 from dpflow.planner.ledger import PerRecord
-from dpflow.planner.modes import Accounting, ModeChoice, PldSearch, own_delta
+from dpflow.planner.modes import Accounting, ModeChoice, PldSearch, _gdp_valid, own_delta
 from dpflow.privacy import (
     PLD_RULE,
     ZCDP,
@@ -363,6 +363,7 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
         return None
 
     folds = source_folds(ctx, Accounting.PLD.mode)
+    gdp_valid = _gdp_valid(Accounting.PLD, ctx.mechs, ctx.exact_noise)
     seen: dict[Fraction, list[Cost] | None] = {}
 
     def costs_at(total: Fraction) -> list[Cost] | None:
@@ -374,30 +375,41 @@ def pld_total(ctx: PlanContext, start: Fraction) -> PldSearch | None:
             allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.PLD, total, ""), folds)
         except PlanError:
             return None  # refused at this total: the zCDP allocation raises it again
-        distinct = {id(a): a for a in allocations.values()}.values()  # equal mechanisms share one allocation
-        lattice = any(a.cost.pld is not None and a.cost.pld.has_gaussian and not a.continuous_gaussian
-                      for a in distinct)
-        if lattice and not lattice_covered(ctx, allocations):
-            return None
-        leaf = cost_leaf(ctx, allocations)
-        costs = [source_cost(ctx, src, leaf) for src in ctx.sources]
-        if lattice:  # a run may draw the discrete Gaussian: the lattice Gaussian PLD, as in the ledger
-            costs = [c.for_lattice_noise() for c in costs]
+        leaf, covered = cost_leaf(ctx, allocations), lattice_covered(ctx, allocations)
+        costs = [run_cost(source_cost(ctx, src, leaf), gdp_valid, covered) for src in ctx.sources]
         if any(c.pld is None or c.delta0 >= Fraction(delta) for c in costs):
             return None
         seen[total] = costs
         return costs
 
-    def epsilon_at(total: Fraction) -> float:
-        costs = costs_at(total)
-        return math.inf if costs is None else max((approx_dp_epsilon(c, delta) for c in costs), default=0.0)
+    found = largest_on_grid(lambda t: _worst(costs_at(t), approx_dp_epsilon, delta), eps, start)
+    return None if found is None else PldSearch(
+        found, _shortfall(lambda t: _worst(costs_at(t), _epsilon_lower, delta), eps, found))
 
-    def lower_at(total: Fraction) -> float:
-        costs = costs_at(total)
-        return math.inf if costs is None else max((_epsilon_lower(c, delta) for c in costs), default=0.0)
 
-    found = largest_on_grid(epsilon_at, eps, start)
-    return None if found is None else PldSearch(found, _shortfall(lower_at, eps, found))
+def _worst(costs: list[Cost] | None, epsilon_of: Callable[[Cost, float], float], delta: float) -> float:
+    """The largest ``epsilon_of(cost, delta)`` over the sources' costs; ``inf`` where the PLD does not apply
+    (``costs`` is ``None``), 0.0 with no source.
+
+    >>> _worst(None, approx_dp_epsilon, 1e-6), _worst([], approx_dp_epsilon, 1e-6)
+    (inf, 0.0)
+    """
+    return math.inf if costs is None else max((epsilon_of(c, delta) for c in costs), default=0.0)
+
+
+def run_cost(cost: Cost, gdp_valid: bool, covered: bool) -> Cost:
+    """The cost a source's releases are certified by: ``cost`` itself where the certificate rests on continuous
+    Gaussian noise for every Gaussian mechanism (``gdp_valid``, :func:`~dpflow.planner.modes._gdp_valid`) and
+    the lattice Gaussian PLD covers every mechanism that may draw the discrete Gaussian (``covered``,
+    :func:`lattice_covered`); otherwise a run may draw the discrete Gaussian, so the cost for lattice noise
+    (:meth:`~dpflow.privacy.Cost.for_lattice_noise`: no Gaussian-DP profile, lattice Gaussian PLD events, no
+    PLD at all where it is not covered).  The one statement of that choice: the ledger and the PLD search read it.
+
+    >>> c = Cost.gaussian_zcdp(Fraction(1, 8))
+    >>> run_cost(c, True, True) is c, str(run_cost(c, False, True).pld), run_cost(c, True, False).pld
+    (True, 'lattice_gaussian(1/4)x1', None)
+    """
+    return cost if gdp_valid and covered else cost.for_lattice_noise(covered)
 
 
 def _epsilon_lower(cost: Cost, delta: float) -> float:

@@ -37,6 +37,7 @@ from dpflow.planner.allocate import (
     invocation_table,
     lattice_covered,
     pld_total,
+    run_cost,
     source_cost,
     zcdp_total,
 )
@@ -105,9 +106,9 @@ class _Planner:
         for src in ctx.sources:
             name = _source_name(src)
             cost = source_cost(ctx, src, leaf)
-            gdp_dropped |= not (gdp_valid and covered) and bool(cost.gdp_mu2)
-            if not (gdp_valid and covered):  # a run may draw the discrete Gaussian: no GDP profile, lattice PLD
-                cost = cost.for_lattice_noise(covered)
+            certified = run_cost(cost, gdp_valid, covered)
+            gdp_dropped |= bool(cost.gdp_mu2) and certified.gdp_mu2 is None
+            cost = certified
             pld_missing |= cost.pld is None
             _check_budget(ctx, name, cost, mode)
             totals.append(_source_total(ctx, name, cost, mode, total, report_delta, gdp_valid))

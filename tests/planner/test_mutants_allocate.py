@@ -366,3 +366,53 @@ def test_pld_shortfall_is_proven_by_the_lower_bound_at_the_first_probe_above_the
     assert search.shortfall == first / search.total - 1
     assert first == probes[1]  # the first probe proves nothing here: the bound reads the lower bound
     assert all(lower(y) <= eps for y in probes[:probes.index(first)])
+
+
+def test_run_cost_is_the_cost_itself_only_with_a_valid_profile_and_a_covered_lattice() -> None:
+    """``run_cost``, the one statement of which cost a run is certified by (the ledger and the PLD search read
+    it): the cost as it is only when both hold; a valid profile with an uncovered lattice drops a PLD holding a
+    Gaussian event whole, an invalid profile gives the lattice events and no Gaussian-DP profile."""
+    from dpflow.planner.allocate import run_cost
+    from dpflow.privacy import Cost
+
+    g = Cost.gaussian_zcdp(Fraction(1, 8)).then(Cost.pure(Fraction(1, 2)))
+    assert run_cost(g, True, True) is g
+    lat = run_cost(g, False, True)
+    assert str(lat.pld) == "lattice_gaussian(1/4)x1; pure(1/2)x1" and lat.gdp_mu2 is None and lat.rho == g.rho
+    assert run_cost(g, True, False).pld is None and run_cost(g, False, False).pld is None
+    assert run_cost(g, True, False).gdp_mu2 is None
+    p = Cost.pure(Fraction(1, 2))
+    assert run_cost(p, False, False) == p  # no Gaussian event: nothing to drop
+
+
+def test_worst_epsilon_over_sources() -> None:
+    from dpflow.planner.allocate import _worst
+    from dpflow.privacy import Cost
+
+    seen: list[float] = []
+
+    def eps_of(c: Cost, delta: float) -> float:
+        seen.append(delta)
+        return float(c.rho)
+
+    assert _worst(None, eps_of, 0.25) == math.inf and _worst([], eps_of, 0.25) == 0.0
+    assert _worst([Cost.zcdp(Fraction(1, 4)), Cost.zcdp(Fraction(3, 4)), Cost.zcdp(Fraction(1, 2))], eps_of,
+                  0.25) == 0.75
+    assert seen == [0.25] * 3
+
+
+def test_pld_search_does_not_apply_when_the_own_delta0_reaches_the_budget_delta() -> None:
+    """A Laplace stability histogram claiming the whole delta (delta0 = delta, a float the budget holds exactly):
+    the PLD search reports no total (``None``) instead of asking for an epsilon at delta = delta0 (which
+    ``Cost.epsilon_at`` refuses); the plan is then refused by the zCDP route with the fix named."""
+    from dpflow.planner.allocate import pld_total
+    from dpflow.planner.certify import _Planner
+
+    delta = 2.0 ** -20
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1.0, delta))
+    X = b.source("X", dp.Reals(), n=1000)
+    plan = b.build(h=dp.nodes.StabilityHistogram(delta=delta)(dp.nodes.BinCounts(width=1.0)(X)),
+                   c=dp.nodes.LaplaceMech()(dp.nodes.Count()(X)))
+    assert pld_total(_Planner(plan).ctx, Fraction(1, 10**6)) is None
+    with pytest.raises(BudgetError, match="leaves nothing of the budget's delta"):
+        dp.certify(plan)
