@@ -474,6 +474,12 @@ def _loss_width(events: PldEvents, mu2: Fraction) -> float:
         2.0 * (mu * mu / 2.0 + 12.0 * mu))
 
 
+#: The smallest composed Gaussian mu^2 the PLD is built at: a smaller one is raised to it (against the user: the
+#: Gaussian of the larger mu dominates, Dong, Roth & Su 2022), since dp_accounting squares sigma = 1 / mu and
+#: overflows for mu^2 below about 1e-308.  At 2^-1000 (sigma = 2^500) the figure is 5e-324 at any delta.
+MIN_GAUSSIAN_MU2 = 2.0**-1000
+
+
 def _epsilon_of(events: PldEvents, delta: float) -> float:
     """:func:`pld_epsilon` of a multiset at a float delta (uncached: :data:`_epsilon` caches it)."""
     mu2, gamma = _gaussian_mu2(events)
@@ -481,7 +487,7 @@ def _epsilon_of(events: PldEvents, delta: float) -> float:
         return math.inf
     plds = [_event_pld(e, k) for e, k in events.counts if not isinstance(e, _GAUSSIANS)]
     if mu2 > 0:  # Gaussians compose to one Gaussian, mu^2 summed (Dong, Roth & Su 2022, Cor. 3.3)
-        sigma = down(1.0 / up(math.sqrt(to_float_up(mu2))))
+        sigma = down(1.0 / up(math.sqrt(max(to_float_up(mu2), MIN_GAUSSIAN_MU2))))
         plds.append(_gaussian_pld(sigma))
     if not plds:
         return 0.0

@@ -396,3 +396,15 @@ def test_lattice_gamma_of_exactly_two_to_the_minus_60_gets_no_figure() -> None:
     below = PldEvents.of([(a, k2), (b, k1)])
     gamma = P._gaussian_mu2(below)[1]
     assert gamma == math.nextafter(2.0**-60, 0.0) and pld_epsilon(below, 1e-6) == up(2.0 * gamma)
+
+
+def test_a_tiny_gaussian_mu2_is_raised_to_the_floor_not_an_overflow() -> None:
+    """mu^2 below about 1e-308 made dp_accounting square an overflowing sigma (a bare OverflowError); it is now
+    raised to MIN_GAUSSIAN_MU2 = 2^-1000 (a larger mu dominates), so the figure equals the floor's exactly."""
+    from dpflow.privacy.pld import MIN_GAUSSIAN_MU2
+
+    assert MIN_GAUSSIAN_MU2 == 2.0**-1000
+    tiny = P.pld_epsilon([P.GaussianPLD(Fraction(1, 10**320))], 1e-6)
+    assert tiny == P.pld_epsilon([P.GaussianPLD(Fraction(2) ** -1000)], 1e-6) == 5e-324
+    pure = P.pld_epsilon([P.PurePLD(Fraction(1, 2))], 1e-6)
+    assert pure <= P.pld_epsilon([P.GaussianPLD(Fraction(1, 10**320)), P.PurePLD(Fraction(1, 2))], 1e-6) < 0.5
