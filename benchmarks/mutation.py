@@ -66,11 +66,12 @@ DEFAULT_MODULES = [  # in order of privacy importance
 ]
 
 #: The tests a module's mutants run: its subject folder's (a rule must be pinned where it is stated; a function
-#: every plan calls is reached by hundreds of end-to-end tests, which made each mutant run for minutes).
+#: every plan calls is reached by hundreds of end-to-end tests, which made each mutant run for minutes).  A node
+#: module's also include the contract suite, which checks every node kind's sensitivity on adversarial neighbours.
 SUBJECT_TESTS = {
     "dpflow/privacy/": ("tests/privacy/",),
     "dpflow/planner/": ("tests/planner/",),
-    "dpflow/nodes/": ("tests/nodes/",),
+    "dpflow/nodes/": ("tests/nodes/", "tests/contract/"),
     "dpflow/budget.py": ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py"),
 }
 #: Tests whose recorded duration (mutmut's stats pass) exceeds this many seconds are left out of mutant runs by
