@@ -281,30 +281,23 @@ def own_delta0(ctx: PlanContext, total: Fraction) -> tuple[Fraction, str]:
         allocations, _ = allocate_budget(ctx, ModeChoice(Accounting.ZCDP, total, ""))
     except PlanError:
         return Fraction(0), ""
-    if all(a.cost.delta0 == 0 for a in allocations.values()):
-        return Fraction(0), ""
-    leaf = cost_leaf(ctx, allocations)
-    return max(((source_cost(ctx, src, leaf).delta0, _source_name(src)) for src in ctx.sources),
-               key=lambda t: t[0], default=(Fraction(0), ""))
+    leaf = cost_leaf(ctx, allocations)  # a mechanism reads a source, so ctx.sources is not empty
+    return max(((source_cost(ctx, src, leaf).delta0, _source_name(src)) for src in ctx.sources), key=lambda t: t[0])
 
 
 def zcdp_total(ctx: PlanContext) -> tuple[Fraction, Fraction]:
     """The zCDP-mode total rho for the plan's (epsilon, delta) budget, and the mechanisms' own delta0 it leaves
-    room for (:func:`own_delta0`).  Without a delta0: the largest rho whose CKS conversion meets (epsilon,
-    delta).  With one: the largest rho whose conversion as delta0-approximate rho-zCDP
-    (:func:`~dpflow.privacy.approx_zcdp_to_approx_dp`, inverted by
+    room for (:func:`own_delta0`, 0 for most plans): the largest rho whose conversion as delta0-approximate rho-zCDP
+    (:func:`~dpflow.privacy.approx_zcdp_to_approx_dp`: CKS at delta - delta0; inverted by
     :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`) meets the budget at :func:`approx_dp_target`, the
-    point the ledger's budget check reads, so that check passes by construction.  Refused, naming the source,
-    when delta0 leaves no delta.
+    point the ledger's budget check reads (both rounded down, against the user), so that check passes by
+    construction.  One rule with or without a delta0.  Refused, naming the source, when delta0 leaves no delta.
 
     Sources: Canonne, Kamath & Steinke 2020, Prop. 12; Bun & Steinke 2016, Sec. 8 (the proof of the conversion
     is in its docstring)."""
     budget = ctx.plan.budget
     assert isinstance(budget, ApproxDP)
-    rho = zcdp_rho_for_approx_dp(budget.epsilon, budget.delta)
-    delta0, source = own_delta0(ctx, rho)
-    if delta0 == 0:
-        return rho, delta0
+    delta0, source = own_delta0(ctx, zcdp_rho_for_approx_dp(budget.epsilon, budget.delta))
     eps, delta = approx_dp_target(budget)
     if delta0 >= Fraction(delta):
         raise BudgetError(source, f"the mechanisms on source {source} claim delta={float(delta0):.6g} of their own "
