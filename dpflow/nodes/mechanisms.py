@@ -35,7 +35,7 @@ from dpflow.privacy import (
 )
 from dpflow.privacy.pld import LATTICE_MIN_SIGMA
 from dpflow.privacy.ratio import share_at_ratio
-from dpflow.privacy.rounding import up
+from dpflow.privacy.rounding import to_float_up, up
 
 
 def _sigma_of(sensitivity: float, rho: Fraction) -> float:
@@ -527,21 +527,18 @@ class Peel(Mechanism):
         return self._cost_at_unit(self.unit(share, mode))
 
     def noise_scale(self, sensitivity: float, share: Fraction, mode: Mode) -> float:
-        """b = lambda / u, one float step up (u = :meth:`unit`, lambda the l-infinity sensitivity): the
-        Laplace scale of every noisy-max score and of every released coordinate.
+        """b = lambda / u rounded up to a float (u = :meth:`unit`, lambda the l-infinity sensitivity): the smallest
+        float b with lambda / b <= u exactly, so the certified cost at u is never exceeded; the Laplace scale of
+        every noisy-max score and of every released coordinate.
 
         >>> Peel(s=1).noise_multiplier(Fraction(3), "pure") >= 1.0
         True
         """
         if not sensitivity > 0:
             return 0.0
-        u = self.unit(share, mode)
-        b = math.nextafter(sensitivity / float(u), math.inf)
-        # float(u) and the division each round to nearest, and one step up does not always cover both: step
-        # up until lambda / b <= u holds exactly (so the certified cost at u is never exceeded)
-        while math.isfinite(b) and Fraction(sensitivity) / Fraction(b) > u:
-            b = math.nextafter(b, math.inf)
-        return b
+        if sensitivity == math.inf:
+            return math.inf
+        return to_float_up(Fraction(sensitivity) / self.unit(share, mode))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
         u = self.unit(share, mode)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from dpflow.domains import Sym, Vectors
@@ -81,8 +82,8 @@ def test_float_slack_is_twice_the_float_error() -> None:
 
 def test_peel_scale_never_exceeds_the_certified_unit_regression() -> None:
     """Regression (found by the mutation run's review): b = nextafter(lambda / float(u)) can leave lambda / b
-    above u, since float(u) and the division both round to nearest; the scale now steps up until the exact
-    check lambda / b <= u holds."""
+    above u, since float(u) and the division both round to nearest; the scale is now lambda / u rounded up
+    exactly (it was a loop stepping up until the exact check held, with no bound of its own)."""
     from dpflow.nodes.mechanisms import Peel
 
     peel, lam, share = Peel(s=2), 8.091480733492338, Fraction(713711, 918466)
@@ -93,6 +94,24 @@ def test_peel_scale_never_exceeds_the_certified_unit_regression() -> None:
     assert Fraction(lam) / Fraction(b) <= u
     assert b == math.nextafter(one_step, math.inf)                     # and by one more float only
     assert peel.noise_scale(0.0, share, "pure") == 0.0 and peel.noise_scale(math.inf, share, "pure") == math.inf
+
+
+@pytest.mark.parametrize("mode", ["pure", "zcdp"])
+def test_peel_scale_is_the_smallest_float_meeting_the_unit(mode: str) -> None:
+    """b is the least float with lambda / b <= u exactly: where lambda / float(u) already meets u (a third of
+    these draws) one float less would do no harm to the rule, and b takes no step above it."""
+    from dpflow.nodes.mechanisms import Peel
+
+    rng = np.random.default_rng(5)
+    exact_at_nearest = 0
+    for _ in range(60):
+        peel = Peel(s=int(rng.integers(1, 4)))
+        lam, share = float(rng.uniform(0.1, 10.0)), Fraction(int(rng.integers(1, 10**6)), int(rng.integers(1, 10**6)))
+        u = peel.unit(share, mode)  # type: ignore[arg-type]
+        b = peel.noise_scale(lam, share, mode)  # type: ignore[arg-type]
+        assert Fraction(lam) / Fraction(b) <= u < Fraction(lam) / Fraction(math.nextafter(b, 0.0))
+        exact_at_nearest += b == lam / float(u)
+    assert exact_at_nearest >= 10
 
 
 @pytest.mark.parametrize(("mech", "norm"), [("GaussianMech", "l2"), ("LaplaceMech", "l1"), ("Peel", "l-infinity")])
