@@ -75,18 +75,19 @@ class BinCounts(Query):
                         f"l1 {text_of(l1)}, linf {text_of(linf)}")
 
     def keys(self, a: np.ndarray) -> np.ndarray:
-        """The bin key of every row of a block (its first column).
+        """The bin key of every row of a block of one-dimensional rows (``infer`` refuses others).  Integer
+        rows on the unit grid are their own keys; otherwise NaN is 0 and +-inf the largest float before the
+        division, so the quotient is never NaN (at most +-inf, then clamped).
 
         >>> BinCounts(width=0.5).keys(np.array([[0.2], [-0.1], [np.nan]]))
         array([ 0, -1,  0])
         """
-        v = a.reshape(-1) if a.ndim <= 1 else a[:, 0]
+        v = a.reshape(-1)
         if v.dtype.kind in "iu" and self.width == 1.0 and self.shift == 0.0:
             return np.clip(v.astype(np.int64), -_KEY_LIMIT, _KEY_LIMIT)
         with np.errstate(all="ignore"):
             z = np.floor((np.nan_to_num(v.astype(float), nan=0.0) - self.shift) / self.width)
-            z = np.nan_to_num(np.clip(z, -float(_KEY_LIMIT), float(_KEY_LIMIT)), nan=0.0)
-        out: np.ndarray = z.astype(np.int64)
+        out: np.ndarray = np.clip(z, -float(_KEY_LIMIT), float(_KEY_LIMIT)).astype(np.int64)
         return out
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -176,28 +177,24 @@ class StabilityHistogram(EpsilonMechanism):
         return Cost.approx_dp(self.eps(share, mode), self.delta)
 
     def scale_threshold(self, l1: float, eps: float | Fraction) -> tuple[float, float]:
-        """Laplace scale ``b >= D / eps`` (checked exactly) and release threshold ``t`` with ``(t - 1) / b >=
-        ln(c)``, ``c = D / (2 delta)``, every step rounded up: a bin of count 1 then passes with probability
-        ``exp(-(t - 1) / b) / 2 <= 1 / (2 c) = delta / D`` (derived from the ``b`` actually used, so no float
-        rounding of ``eps`` or ``delta`` can push it above; docs/assurance.md).
+        """Laplace scale ``b``, the smallest float ``>= D / eps`` (exactly), and release threshold ``t`` with
+        ``(t - 1) / b >= ln(c)``, ``c = D / (2 delta)``, every step rounded up: a bin of count 1 then passes with
+        probability ``exp(-(t - 1) / b) / 2 <= 1 / (2 c) = delta / D`` (derived from the ``b`` actually used, so no
+        float rounding of ``eps`` or ``delta`` can push it above; docs/assurance.md).
 
         >>> b, t = StabilityHistogram(delta=1e-6).scale_threshold(1.0, 1.0)
-        >>> b > 1.0 and 0.5 * math.exp(-(t - 1) / b) <= 1e-6
+        >>> b == 1.0 and 0.5 * math.exp(-(t - 1) / b) <= 1e-6
         True
         """
-        b = math.nextafter(l1 / float(eps), math.inf)
-        while Fraction(b) * exact(eps) < exact(l1):
-            b = math.nextafter(b, math.inf)
+        b = to_float_up(exact(l1) / exact(eps))
         c = exact(l1) / (2 * self.delta)
         return b, up(1.0 + up(b * up(math.log(to_float_up(c)))))
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
-        if mode == "pure":
-            return ""
-        eps = self.eps(share, mode)
+        eps = self.eps(share, mode)  # never in pure mode: the planner refuses the histogram there first
         b, t = self.scale_threshold(self._l1(stat), eps)
         return (f"Laplace b = {b:.6g} on occupied bins, released above t = {t:.6g} (eps={float(eps):.6g}, "
-                f"delta={self.delta})"
+                f"delta={float(self.delta):.3g})"
                 "; exact sources: discrete Laplace on the integer counts, released above t + 1/2")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -288,11 +285,10 @@ class GaussianStabilityHistogram(Mechanism):
         return sigma, math.nextafter(t * (1 + 1e-12), math.inf)
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:
-        if mode == "pure" or stat.l1 is None or stat.l2 is None:
-            return ""
+        assert stat.l1 is not None and stat.l2 is not None  # check_input; never in pure mode (refused first)
         sigma, t = self.scale_threshold(stat.l1.coef, stat.l2.coef, share)
         return (f"Gaussian sigma = {sigma:.6g} on occupied bins, released above t = {t:.6g} (rho={float(share):.6g}, "
-                f"delta={self.delta}); exact sources: discrete Gaussian on the integer counts")
+                f"delta={float(self.delta):.3g}); exact sources: discrete Gaussian on the integer counts")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         alloc = ctx.allocation()

@@ -38,7 +38,7 @@ def test_sequential_split_rules() -> None:
 @pytest.mark.parametrize("relation", ["replace", "add_remove"])
 def test_stability_histogram_thresholds_are_pinned(relation: str) -> None:
     """Replace-one: Lap(2/eps), t = 1 + 2 ln(1/delta)/eps (Vadhan's 2 ln(2/delta) until round 6); add/remove:
-    Lap(1/eps), t = 1 + ln(1/(2 delta))/eps (b rounded up by one ulp; t = 1 + b ln(.) from that b, rounded up: the
+    Lap(1/eps), t = 1 + ln(1/(2 delta))/eps (b = D/eps rounded up exactly; t = 1 + b ln(.) from that b, rounded up: the
     review of 2026-11-23 evening, so that the per-bin probability is at most its claim exactly), and the plan's
     ledger shows the one for its relation."""
     node = N.StabilityHistogram(delta=1e-6)
@@ -49,7 +49,9 @@ def test_stability_histogram_thresholds_are_pinned(relation: str) -> None:
         else:
             want = (1.0 / eps, 1.0 + math.log(1.0 / 2e-6) / eps)
             got = node.scale_threshold(1.0, eps)
-        assert got[0] == math.nextafter(want[0], math.inf)
+        d = Fraction(2 if relation == "replace" else 1)  # b: the smallest float with b eps >= D exactly
+        assert Fraction(got[0]) * Fraction(eps) >= d > Fraction(math.nextafter(got[0], 0.0)) * Fraction(eps)
+        assert got[0] == pytest.approx(want[0], rel=1e-15)
         assert want[1] < got[1] <= want[1] * (1 + 4e-12)
         # a bin of count 1 is released with probability delta / D: delta / 2 under replace-one (D = 2) and delta
         # under add/remove (one bin); the mechanism's delta is at most max(a, b) p <= D p (StabilityHistogram)
