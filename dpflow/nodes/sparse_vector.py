@@ -96,9 +96,8 @@ def _opt_finite(x: Any) -> float | None:
 
 
 def _floor_units(x: float, step: float) -> int:
-    """``floor(x / step)`` exactly; +-2^1100 (beyond any floored finite answer) for +-inf answers and thresholds."""
-    big = 2**1100
-    return big if x == math.inf else -big if x == -math.inf else math.floor(Fraction(x) / Fraction(step))
+    """``floor(x / step)`` exactly, for a finite ``x`` (infinite answers and thresholds are decided without it)."""
+    return math.floor(Fraction(x) / Fraction(step))
 
 
 def found_index(released: Any) -> int | None:
@@ -107,7 +106,7 @@ def found_index(released: Any) -> int | None:
     >>> found_index(3), found_index(NOT_FOUND)
     (3, None)
     """
-    i = int(np.asarray(released).reshape(-1)[0])
+    i = int(np.asarray(released).item())
     return None if i < 0 else i
 
 
@@ -115,7 +114,7 @@ def _threshold_value(ctx: EvalContext, t: float | Ref) -> float:
     """Declared policy for a released threshold: NaN counts as +inf (nothing is above it)."""
     if not isinstance(t, Ref):
         return t
-    v = float(np.asarray(ctx.value(t), dtype=float).reshape(-1)[0])
+    v = float(np.asarray(ctx.value(t)).item())  # a released scalar (infer checks its shape)
     return math.inf if math.isnan(v) else v
 
 
@@ -229,7 +228,8 @@ class AboveThreshold(EpsilonMechanism):
         ctx.record("scales", (b1, b2))
         rho = ctx.noise.laplace(b1, (1,))
         nu = ctx.noise.laplace(b2, (m,))
-        above = np.flatnonzero(f + nu >= T + rho[0])
+        # declared policies, exactly: a -inf (NaN) answer is never above, nothing is above a +inf threshold
+        above = np.flatnonzero((f + nu >= T + rho[0]) & (f > -np.inf) & (T < math.inf))
         return int(above[0]) if above.size else NOT_FOUND
 
     def _exact(self, f: np.ndarray, T: float, delta: float | Fraction, eps1: Fraction, eps2: Fraction,
@@ -249,12 +249,16 @@ class AboveThreshold(EpsilonMechanism):
         ctx.record("lattice", {"step": step, "sensitivity_units": D})
         rho = int(ctx.noise.discrete_laplace(t1, (1,))[0])
         nu = ctx.noise.discrete_laplace(t2, (m,))
-        t_hat = _floor_units(T, step) + rho
-        if fixed is not None:
-            floors = [int(k) for k in lattice_units(fixed, step, floor=True).ravel()]
-        else:
-            floors = [_floor_units(fi, step) for fi in f.tolist()]
+        if T == math.inf:  # a public threshold (declared policy: nothing is above +inf)
+            return NOT_FOUND
+        t_hat = None if T == -math.inf else _floor_units(T, step) + rho
+        exact_floors = None if fixed is None else [int(k) for k in lattice_units(fixed, step, floor=True).ravel()]
         for i in range(m):  # m queries (public), not rows
-            if floors[i] + int(nu[i]) >= t_hat:
+            if f[i] == -math.inf:  # declared policy: a -inf (NaN) answer is never above
+                continue
+            if t_hat is None or f[i] == math.inf:  # every other answer is above -inf, and +inf above every T
+                return i
+            floor = _floor_units(float(f[i]), step) if exact_floors is None else exact_floors[i]
+            if floor + int(nu[i]) >= t_hat:
                 return i
         return NOT_FOUND
