@@ -82,11 +82,11 @@ class BinCounts(Query):
         >>> BinCounts(width=0.5).keys(np.array([[0.2], [-0.1], [np.nan]]))
         array([ 0, -1,  0])
         """
-        v = a.reshape(-1)
-        if v.dtype.kind in "iu" and self.width == 1.0 and self.shift == 0.0:
+        v = a.ravel()
+        if v.dtype.kind in ("i", "u") and self.width == 1.0 and self.shift == 0.0:
             return np.clip(v.astype(np.int64), -_KEY_LIMIT, _KEY_LIMIT)
-        with np.errstate(all="ignore"):
-            z = np.floor((np.nan_to_num(v.astype(float), nan=0.0) - self.shift) / self.width)
+        with np.errstate(all="ignore"):  # nan_to_num: NaN -> 0, +-inf -> +-the largest float
+            z = np.floor((np.nan_to_num(v.astype(float)) - self.shift) / self.width)
         out: np.ndarray = np.clip(z, -float(_KEY_LIMIT), float(_KEY_LIMIT)).astype(np.int64)
         return out
 

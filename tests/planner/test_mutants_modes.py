@@ -214,3 +214,28 @@ class _PureOnly(N.LaplaceMech):
 def test_own_delta_reads_the_unit_zcdp_cost() -> None:
     assert own_delta(N.GaussianStabilityHistogram(delta=1e-9))
     assert not own_delta(N.GaussianMech()) and not own_delta(_PureOnly())
+
+
+@pytest.mark.parametrize(("shortfall", "exact_noise"), [(None, False), (Fraction(3, 4000), True)])
+def test_the_pld_mode_text(shortfall: Fraction | None, exact_noise: bool) -> None:
+    ctx = PlanContext.of(_plan(dp.ApproxDP(1, 1e-6), [N.GaussianMech, N.LaplaceMech]), exact_noise=exact_noise)
+    choice = mode_and_total(ctx, lambda ctx, start: PldSearch(Fraction(1, 25), shortfall), zcdp_total)
+    bound = ("no bound on the shortfall proven" if shortfall is None else
+             "the largest admissible total is less than 0.075% above it")
+    noise = ("exact sources draw the discrete Gaussian, accounted by the lattice Gaussian PLD (the smoothed "
+             "continuous Gaussian, dpflow.privacy.pld.LatticeGaussianPLD)" if exact_noise else
+             "every Gaussian mechanism draws continuous noise (the Gaussian PLD is proven for continuous noise only)")
+    assert choice == ModeChoice(Accounting.PLD, Fraction(1, 25), (
+        "PLD mode: rho=0.04 shared by weight (as in zCDP mode), a total whose composed cost meets (1, 1e-06) on "
+        "every source by its tightest valid conversion, the privacy loss distribution among them (pessimistic "
+        f"dp_accounting numerics; search rounded down; {bound}); " + noise))
+
+
+def test_a_pure_capable_plan_compares_pure_and_pld_mode_by_noise_variance() -> None:
+    """Laplace only: pure mode at epsilon = 1 against the PLD total; the least total noise variance wins (pure
+    here: epsilon 1/2 for each of the two, against sqrt(2 x 0.02) = 0.2 from a total rho of 0.04), and pure mode's
+    text says delta is spared."""
+    ctx = PlanContext.of(_plan(dp.ApproxDP(1, 1e-6), [N.LaplaceMech, N.LaplaceMech]))
+    choice = mode_and_total(ctx, lambda ctx, start: PldSearch(Fraction(1, 25), None), zcdp_total)
+    assert choice == ModeChoice(Accounting.PURE, Fraction(1),
+                                "pure mode: basic composition meets the budget with delta to spare")
