@@ -163,10 +163,11 @@ def _basic_allocation(ctx: PlanContext, sp: TypedScope, rec: NodeRecord, node: M
 def _basic_candidates(node: Mechanism, eps: Fraction, delta: Fraction) -> tuple[list[tuple[Mode, Fraction, Cost]],
                                                                                   Fraction]:
     """The calibrations of ``node`` that are (eps, delta)-DP on their own, each with its certified cost carrying that
-    basic point, and the delta0 the mechanism claims itself (0 for most): pure epsilon (``pure_capable``); rho-zCDP
-    by CKS (Canonne-Kamath-Steinke 2020 Prop 12, valid for every rho-zCDP event); for a mechanism with a delta0 of
-    its own, delta0-approximate rho-zCDP converted at delta - delta0 (Bun-Steinke 2016 Sec. 8:
-    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`), and the (epsilon', delta') point its cost declares at
+    basic point, and the delta0 the mechanism claims itself (0 for most): pure epsilon (``pure_capable``);
+    delta0-approximate rho-zCDP converted by CKS at delta - delta0, rounded down (Canonne-Kamath-Steinke 2020 Prop
+    12, valid for every rho-zCDP event; Bun-Steinke 2016 Sec. 8 for delta0 > 0:
+    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`; one rule, as in :func:`zcdp_total`), and the (epsilon',
+    delta') point its cost declares at
     the zCDP share eps^2/2 (``Cost.basic_eps``: the Laplace stability histogram's (eps, delta)) when within (eps,
     delta)."""
     out: list[tuple[Mode, Fraction, Cost]] = []
@@ -174,13 +175,8 @@ def _basic_candidates(node: Mechanism, eps: Fraction, delta: Fraction) -> tuple[
         cost = node.cost(eps, "pure")
         if cost.delta0 == 0:
             out.append(("pure", eps, cost.with_basic(eps, Fraction(0))))
-    rho = zcdp_rho_for_approx_dp(eps, delta)
-    cost = node.cost(rho, "zcdp")
-    own = cost.delta0
-    if own == 0:
-        out.append(("zcdp", rho, cost.with_basic(eps, delta)))
-        return out, own
-    if own < delta:
+    own = node.cost(zcdp_rho_for_approx_dp(eps, delta), "zcdp").delta0
+    if own < delta:  # CKS at delta - own, rounded down (own = 0 for most mechanisms)
         rho = approx_zcdp_rho_for_approx_dp(eps, delta, own)
         cost = node.cost(rho, "zcdp")
         if cost.delta0 <= own:

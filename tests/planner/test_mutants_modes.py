@@ -239,3 +239,34 @@ def test_a_pure_capable_plan_compares_pure_and_pld_mode_by_noise_variance() -> N
     choice = mode_and_total(ctx, lambda ctx, start: PldSearch(Fraction(1, 25), None), zcdp_total)
     assert choice == ModeChoice(Accounting.PURE, Fraction(1),
                                 "pure mode: basic composition meets the budget with delta to spare")
+
+
+def test_noise_variance_sums_inverse_rho_over_every_source_and_round() -> None:
+    """The mode choice's measure: the sum over sources of 1/rho of each mechanism at its share, a loop counted once
+    per round.  Source X: Gaussian weights 1 and 3 (shares T/4, 3T/4); source Y: a loop of two rounds with round
+    weights 1 and 3 around a Gaussian (its weight folds to 4, unit T/4, each round counted at that unit)."""
+    from dpflow.planner.modes import _noise_variance
+
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1, 1e-6))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    Y = b.source("Y", dp.Vectors(d=2), n=100)
+    rows = N.Clip(radius=1.0)(X)
+
+    def body(r: Any, state: Any, k: int) -> Any:
+        return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0, center=state)(r)))
+
+    plan = b.build(a=N.GaussianMech()(N.Mean()(rows)), c=N.GaussianMech(weight=3.0)(N.Sum()(rows)),
+                   y=N.recurse(Y, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0]))
+    T = Fraction(1, 10)
+    assert _noise_variance(PlanContext.of(plan), "zcdp", T) == 4 / T + 4 / (3 * T) + 2 * 4 / T
+
+
+def test_basic_mode_takes_the_laplace_histograms_own_point_at_epsilon_i() -> None:
+    """The Laplace stability histogram declares (eps, delta) at the zCDP share eps^2/2: at eps_i = 1 it is (1, 1e-7)
+    (eps rounded down), within (1, 1e-6), and less noisy than any CKS calibration (rho 1/2 against about 0.024)."""
+    b = dp.PlanBuilder(budget=dp.ApproxDP(1, 1e-6), accounting="basic")
+    h = N.StabilityHistogram(delta=1e-7)(N.BinCounts(width=1.0)(b.source("X", dp.Reals(), n=1000)))
+    alloc = certify(b.build(h=h)).allocations[h.id]
+    assert (alloc.mode, alloc.share) == ("zcdp", Fraction(1, 2))
+    assert alloc.cost.basic_eps is not None and 1 - Fraction(1, 10**9) < alloc.cost.basic_eps <= 1  # rounded down
+    assert alloc.cost.basic_delta == Fraction(1e-7)
