@@ -163,6 +163,19 @@ _LEAF_MEMO = ("the memos of cost_leaf's PerRecord pairs by the invocation's id (
 _WORST_START = ("_refuse_budget's first worst / worst_f: it refuses only fixed > total > 0, so a fixed mechanism on "
                 "the source has a share f > 0 > -1 (> -2) and replaces both")
 
+# lead (round 7): the reasons of the modes.py, stability.py and sparse_vector.py equivalents below
+_FIXED_BOTH = ("fixed_share('pure') ... and vs or fixed_share('zcdp') ..., each tested against None: a fixed share is "
+               "None in every mode or in none, so the two tests agree")
+_UNIT_SHARE = ("own_delta's unit share (2 vs 1): every dpflow mechanism's delta0 is independent of its share (the "
+               "stability histograms' costs are Cost.approx_dp(eps, delta) and Cost.approx_zcdp(share, delta), every "
+               "other cost has delta0 = 0); were one not, the ledger's budget check would refuse the plan")
+_TRUTH = "None vs False as a flag: it is read only as a truth value"
+_NAME_UNREAD = "own_delta0's source name returned with delta0 = 0: zcdp_total reads the name only to refuse delta0 > 0"
+_MECH_DERIVATION = ("a mechanism's Inferred derivation text: the planner records check_input's text for every "
+                    "Mechanism (planner/infer.py), never infer's")
+_ASTYPE = "astype(None) vs astype(float): numpy reads the dtype None as float64"
+_ASSERT = "an assert weakened (and -> or): check_input guarantees both operands, so neither form fails"
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -505,6 +518,13 @@ EQUIVALENT: dict[str, str] = {
         "exact Python ints (numpy adds elementwise with Python semantics), the same sums"),
     "dpflow.nodes.mechanisms.xǁPeelǁ_lattice__mutmut_59": ("np.abs(v).astype(None) vs astype(object) at sensitivity "
                                                            "0: v is float64, so the scores are the same floats"),
+    # lead (round 7): modes.py
+    **{f"dpflow.planner.modes.x_mode_and_total__mutmut_{n}": _FIXED_ANY_MODE for n in (80, 81, 82)},
+    **{f"dpflow.planner.modes.x__basic_mode__mutmut_{n}": _FIXED_ANY_MODE for n in (19, 20, 21, 23, 24, 25)},
+    "dpflow.planner.modes.x__basic_mode__mutmut_18": _FIXED_BOTH,
+    **{f"dpflow.planner.modes.x_own_delta__mutmut_{n}": _MODE_TEXT for n in (2, 7, 8)},
+    "dpflow.planner.modes.x_own_delta__mutmut_6": _UNIT_SHARE,
+    "dpflow.planner.modes.x__noise_variance__mutmut_49": _TRUTH,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
