@@ -94,6 +94,15 @@ MUTANTS = (
     Mutant("lifetime zCDP filter charged half the ledger's rho", "dpflow/planner/ledger.py",
            "return self.cost.rho\n", "return self.cost.rho / 2\n",
            ("tests/cli/test_budget.py::test_runs_are_charged_exactly_and_stored_as_fraction_text",)),
+    # round 7 (lead): the sparse vector's release step and the mechanisms' own delta in zCDP mode
+    Mutant("AboveThreshold's threshold noise subtracted", "dpflow/nodes/sparse_vector.py",
+           "(f + nu >= T + rho[0])", "(f + nu >= T - rho[0])",
+           ("tests/nodes/test_mutants_sparse_vector.py::test_continuous_release_draws_one_threshold_noise_then_m_"
+            "answer_noises_and_halts_at_ge",)),
+    Mutant("the mechanisms' own delta0 not taken from the zCDP total's delta", "dpflow/planner/allocate.py",
+           "    return approx_zcdp_rho_for_approx_dp(eps, delta, delta0), delta0",
+           "    return approx_zcdp_rho_for_approx_dp(eps, delta, 0), delta0",
+           ("tests/planner/test_mutants_modes.py::test_the_zcdp_mode_text_with_the_mechanisms_own_delta",)),
 )
 
 
