@@ -76,14 +76,14 @@ class BinCounts(Query):
 
     def keys(self, a: np.ndarray) -> np.ndarray:
         """The bin key of every row of a block of one-dimensional rows (``infer`` refuses others).  Integer
-        rows on the unit grid are their own keys; otherwise NaN is 0 and +-inf the largest float before the
+        rows of a type that fits int64 are their own keys on the unit grid; otherwise NaN is 0 and +-inf the largest float before the
         division, so the quotient is never NaN (at most +-inf, then clamped).
 
         >>> BinCounts(width=0.5).keys(np.array([[0.2], [-0.1], [np.nan]]))
         array([ 0, -1,  0])
         """
         v = a.ravel()
-        if v.dtype.kind in ("i", "u") and self.width == 1.0 and self.shift == 0.0:
+        if np.can_cast(v.dtype, np.int64) and self.width == 1.0 and self.shift == 0.0:  # not uint64: it may wrap
             return np.clip(v.astype(np.int64), -_KEY_LIMIT, _KEY_LIMIT)
         with np.errstate(all="ignore"):  # nan_to_num: NaN -> 0, +-inf -> +-the largest float
             z = np.floor((np.nan_to_num(v.astype(float)) - self.shift) / self.width)

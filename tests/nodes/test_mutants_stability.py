@@ -187,14 +187,20 @@ def test_the_histograms_have_no_pure_cost() -> None:
 
 
 def test_bin_keys_on_every_path() -> None:
-    """Integer rows on the unit grid are their own keys (exact beyond 2^53), otherwise floor((x - shift) / width);
-    NaN counts as 0, +-inf and huge values are clamped to +-2^62; keys are int64 on both paths."""
+    """Integer rows (of a type that fits int64) on the unit grid are their own keys (exact beyond 2^53), otherwise
+    floor((x - shift) / width); NaN counts as 0, +-inf and huge values are clamped to +-2^62 (uint64 rows from 2^63
+    wrapped to negative keys before round 7); keys are int64 on both paths."""
     big = 2**60 + 1
     ints = np.array([[5], [-3], [big], [-(2**63)], [2**63 - 1]], dtype=np.int64)
     unit = BinCounts(width=1.0).keys(ints)
     assert unit.dtype == np.int64 and unit.tolist() == [5, -3, big, -(2**62), 2**62]
     assert BinCounts(width=2.0).keys(ints[:2]).tolist() == [2, -2]
     assert BinCounts(width=1.0, shift=0.5).keys(ints[:2]).tolist() == [4, -4]
+    # unsigned: uint32 on the fast path; uint64 (which would wrap in int64) clamped through floats
+    assert BinCounts(width=1.0).keys(np.array([[2**32 - 1]], dtype=np.uint32)).tolist() == [2**32 - 1]
+    huge = BinCounts(width=1.0).keys(np.array([[2**64 - 1], [2**63], [7]], dtype=np.uint64))
+    assert huge.dtype == np.int64 and huge.tolist() == [2**62, 2**62, 7]
+    assert BinCounts(width=1.0).keys(np.array([[True], [False]])).tolist() == [1, 0]
     floats = np.array([[0.2], [-0.1], [np.nan], [np.inf], [-np.inf], [1e300]])
     got = BinCounts(width=0.5, shift=0.25).keys(floats)
     assert got.dtype == np.int64 and got.tolist() == [-1, -1, -1, 2**62, -(2**62), 2**62]
