@@ -201,7 +201,7 @@ class AboveThreshold(EpsilonMechanism):
         stat = ctx.stat()
         alloc = ctx.allocation()
         assert stat.linf is not None
-        f = np.asarray(ins[0], dtype=float).reshape(-1)
+        f = np.asarray(ins[0], dtype=float).ravel()
         f = np.where(np.isnan(f), -np.inf, f)  # declared policy: a NaN answer is never above
         T = _threshold_value(ctx, self.threshold)
         delta = ctx.bound(stat.linf)
@@ -212,9 +212,7 @@ class AboveThreshold(EpsilonMechanism):
             ctx.record("threshold", T)
         fixed = ins[0] if isinstance(ins[0], FixedPoint) else None
         if self.min_threshold is not None and not T >= self.min_threshold:
-            f = np.full(m, -np.inf)  # public decision: the budget is too small for this threshold
-            T = math.inf
-            fixed = None
+            T = math.inf  # public decision: the budget is too small for this threshold (nothing is above +inf)
         if ctx.noise.exact and stat.float_error is not None:
             slack = float_slack(stat, ctx.public_values(stat.float_error.refs()), m)[0]  # l2 >= linf
             finite = math.isfinite(delta) and math.isfinite(slack)  # the exact sum: a float sum may round down

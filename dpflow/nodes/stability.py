@@ -76,8 +76,8 @@ class BinCounts(Query):
 
     def keys(self, a: np.ndarray) -> np.ndarray:
         """The bin key of every row of a block of one-dimensional rows (``infer`` refuses others).  Integer
-        rows of a type that fits int64 are their own keys on the unit grid; otherwise NaN is 0 and +-inf the largest float before the
-        division, so the quotient is never NaN (at most +-inf, then clamped).
+        rows of a type that fits int64 are their own keys on the unit grid; otherwise NaN is 0 and +-inf the
+        largest float before the division, so the quotient is never NaN (at most +-inf, then clamped).
 
         >>> BinCounts(width=0.5).keys(np.array([[0.2], [-0.1], [np.nan]]))
         array([ 0, -1,  0])

@@ -23,8 +23,9 @@ import pytest
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.domains import Sym, Vectors
+from dpflow.domains import RowCount, Sym, Vectors
 from dpflow.errors import DomainError, PlanError
+from dpflow.handles import Ref
 from dpflow.nodes import sparse_vector
 from dpflow.nodes.fixedpoint import FixedPoint
 from dpflow.nodes.floaterr import FloatError
@@ -66,7 +67,7 @@ class _Ctx:
         return self._bound
 
     def public_values(self, names: Any) -> dict[Any, float]:
-        return {}
+        return {RowCount("X"): 1e4}
 
     def record(self, key: str, value: Any) -> None:
         self.facts[key] = value
@@ -268,3 +269,48 @@ def test_the_noise_text() -> None:
         head + "; continuous noise on every source (no floating-point error bound)")
     assert node.noise_text(_stat(2, _FE), Fraction(1), "pure") == (
         head + "; exact sources: discrete Laplace on a 2^-k lattice of the answers")
+
+
+def test_a_nan_released_threshold_counts_as_plus_inf() -> None:
+    ctx: Any = SimpleNamespace(value=lambda ref: np.array(math.nan))
+    assert sparse_vector._threshold_value(ctx, Ref("t")) == math.inf
+    ctx = SimpleNamespace(value=lambda ref: np.array(2.5))
+    assert sparse_vector._threshold_value(ctx, Ref("t")) == 2.5 and sparse_vector._threshold_value(ctx, 1.5) == 1.5
+
+
+def test_a_threshold_must_refer_to_a_released_value() -> None:
+    ctx: Any = SimpleNamespace(node_id="at", relation="replace", type_of=lambda ref: _stat(2))
+    assert _refusal(lambda: AboveThreshold(threshold=Ref("h")).infer([_stat(2)], ctx)) == (
+        "PostProcessingError", "at", "parameter 'threshold' refers to h, which is not released",
+        "pass the output of a mechanism or of public()")
+
+
+def test_exact_answers_are_floored_exactly_not_from_their_float_view() -> None:
+    """delta 2^100: step 2^60.  The exact answer 2^61 - 1 floors to 1 unit; its float view (2^61) would floor to 2
+    and meet the threshold 2^61 (2 units)."""
+    fixed = FixedPoint(np.array([2**61 - 1], dtype=object), 0)
+    out, ctx = _run(AboveThreshold(threshold=2.0**61), fixed, _Noise(True), bound=2.0**100, float_error=_FE)
+    assert ctx.facts["lattice"]["step"] == 2.0**60 and out == NOT_FOUND
+    out, _ = _run(AboveThreshold(threshold=2.0**61), FixedPoint(np.array([2**61], dtype=object), 0), _Noise(True),
+                  bound=2.0**100, float_error=_FE)
+    assert out == 0
+
+
+def test_float_answers_are_floored_exactly_even_where_their_quotient_overflows() -> None:
+    """A tiny sensitivity (step about 2^-1040): 1e300 / step overflows a float, the exact floor does not, and is
+    above the threshold 1e299."""
+    out, _ = _run(AboveThreshold(threshold=1e299), [1e300], _Noise(True), bound=1e-300, float_error=_FE)
+    assert out == 0
+
+
+def test_the_lattice_step_below_sensitivity_one() -> None:
+    eps1, eps2 = svt_split(Fraction(1))
+    ctx = _Ctx(_stat(1), 0.5, _Noise(True))
+    AboveThreshold(threshold=1.0)._exact(np.array([0.5]), 1.0, 0.5, eps1, eps2, ctx)  # type: ignore[arg-type]
+    assert ctx.facts["lattice"] == {"step": 2.0**-41, "sensitivity_units": 2**40}
+
+
+def test_the_float_slack_reads_the_public_row_count() -> None:
+    fe = FloatError("sum", Vectors(d=1, box=(-1e3, 1e3)), Sym.ref(RowCount("X")))
+    out, ctx = _run(AboveThreshold(threshold=1.0), [0.0, 2.0], _Noise(True), float_error=fe)
+    assert out == 1 and ctx.facts["lattice"]["sensitivity_units"] > 2**40
