@@ -315,11 +315,6 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.base.x_change_bound__mutmut_21": _SYM_MAX_NONE,
     "dpflow.nodes.base.x_change_bound__mutmut_23": _SYM_MAX_NONE,
     "dpflow.planner.allocate.x__epsilon_lower__mutmut_4": _LOWER_MIN,
-    "dpflow.planner.allocate.x__basic_allocation__mutmut_60": (
-        "cost.rho >= best rho vs >: NOT PROVEN (round 6).  The shares do tie (epsilon 1, delta "
-        "0.2468463307836539: the CKS inversion gives rho = 1/2 = epsilon^2 / 2), but a pure-capable mechanism's "
-        "zCDP cost is its pure epsilon for that rho rounded down, squared and halved, which skipped 1/2 there; "
-        "no tie of the costs was found (measured, listed in docs/assurance.md round 6)"),
     "dpflow.planner.fold.x__fold_steps__mutmut_15": ("children.get(split, None / no default) vs (): a split always "
                                                      "has its pieces as children (split() makes one Piece per piece)"),
     "dpflow.planner.fold.x__fold_steps__mutmut_17": ("children.get(split, None / no default) vs (): a split always "
@@ -525,6 +520,8 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.planner.modes.x_own_delta__mutmut_{n}": _MODE_TEXT for n in (2, 7, 8)},
     "dpflow.planner.modes.x_own_delta__mutmut_6": _UNIT_SHARE,
     "dpflow.planner.modes.x__noise_variance__mutmut_49": _TRUTH,
+    **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _NAME_UNREAD for n in (6, 21)},
+    **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _CHOICE_TEXT for n in (14, 18)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

@@ -224,7 +224,7 @@ def own_delta(m: Mechanism) -> bool:
 
 
 def _gdp_valid(accounting: Accounting, mechs: Sequence[tuple[TypedScope, NodeRecord, Mechanism]],
-               exact_noise: bool = False) -> bool:
+               exact_noise: bool) -> bool:
     """Whether the exact Gaussian-DP conversion holds for every noise source a run may use.
 
     It is proven for continuous Gaussian noise only (Dong-Roth-Su 2022; Balle-Wang 2018), so either the

@@ -244,7 +244,8 @@ def test_a_pure_capable_plan_compares_pure_and_pld_mode_by_noise_variance() -> N
 def test_noise_variance_sums_inverse_rho_over_every_source_and_round() -> None:
     """The mode choice's measure: the sum over sources of 1/rho of each mechanism at its share, a loop counted once
     per round.  Source X: Gaussian weights 1 and 3 (shares T/4, 3T/4); source Y: a loop of two rounds with round
-    weights 1 and 3 around a Gaussian (its weight folds to 4, unit T/4, each round counted at that unit)."""
+    weights 1 and 3 around a Gaussian (its weight folds to 4, unit T/4, each round counted at that unit); source Z:
+    one Gaussian of weight 1 (share T)."""
     from dpflow.planner.modes import _noise_variance
 
     b = dp.PlanBuilder(budget=dp.ApproxDP(1, 1e-6))
@@ -255,10 +256,12 @@ def test_noise_variance_sums_inverse_rho_over_every_source_and_round() -> None:
     def body(r: Any, state: Any, k: int) -> Any:
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0, center=state)(r)))
 
+    Z = b.source("Z", dp.Vectors(d=2), n=100)
     plan = b.build(a=N.GaussianMech()(N.Mean()(rows)), c=N.GaussianMech(weight=3.0)(N.Sum()(rows)),
-                   y=N.recurse(Y, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0]))
+                   y=N.recurse(Y, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0]),
+                   z=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(Z))))
     T = Fraction(1, 10)
-    assert _noise_variance(PlanContext.of(plan), "zcdp", T) == 4 / T + 4 / (3 * T) + 2 * 4 / T
+    assert _noise_variance(PlanContext.of(plan), "zcdp", T) == 4 / T + 4 / (3 * T) + 2 * 4 / T + 1 / T
 
 
 def test_basic_mode_takes_the_laplace_histograms_own_point_at_epsilon_i() -> None:
