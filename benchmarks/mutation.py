@@ -522,6 +522,19 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.planner.modes.x__noise_variance__mutmut_49": _TRUTH,
     **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _NAME_UNREAD for n in (6, 21)},
     **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _CHOICE_TEXT for n in (14, 18)},
+    # lead (round 7): stability.py and sparse_vector.py
+    **{f"dpflow.nodes.stability.{f}__mutmut_{n}": _ASTYPE for f, n in (
+        ("xǁBinCountsǁkeys", 28), ("xǁBinCountsǁevaluate", 11), ("xǁStabilityHistogramǁevaluate", 23),
+        ("xǁGaussianStabilityHistogramǁevaluate", 17))},
+    **{f"dpflow.nodes.stability.xǁ{c}ǁinfer__mutmut_{n}": _MECH_DERIVATION
+       for c in ("StabilityHistogram", "GaussianStabilityHistogram") for n in (13, 15, 16)},
+    "dpflow.nodes.stability.xǁStabilityHistogramǁcheck_input__mutmut_3": _TRUTH,
+    **{f"dpflow.nodes.stability.xǁStabilityHistogramǁ{f}__mutmut_{n}": _MODE_TEXT
+       for f, n in (("cost", 10), ("noise_text", 3), ("evaluate", 9))},
+    "dpflow.nodes.stability.xǁGaussianStabilityHistogramǁnoise_text__mutmut_1": _ASSERT,
+    "dpflow.nodes.stability.xǁGaussianStabilityHistogramǁevaluate__mutmut_3": _ASSERT,
+    **{f"dpflow.nodes.sparse_vector.xǁAboveThresholdǁinfer__mutmut_{n}": _MECH_DERIVATION for n in (48, 50)},
+    **{f"dpflow.nodes.sparse_vector.xǁAboveThresholdǁevaluate__mutmut_{n}": _INT_STAT for n in (6, 8)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
