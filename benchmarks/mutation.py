@@ -522,6 +522,8 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.planner.modes.x__noise_variance__mutmut_49": _TRUTH,
     **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _NAME_UNREAD for n in (6, 21)},
     **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _CHOICE_TEXT for n in (14, 18)},
+    **{f"dpflow.planner.allocate.x__basic_candidates__mutmut_{n}": _MODE_TEXT
+       for n in (22, 29, 30, 41, 44, 45, 60, 63, 64)},
     # lead (round 7): stability.py and sparse_vector.py
     **{f"dpflow.nodes.stability.{f}__mutmut_{n}": _ASTYPE for f, n in (
         ("xǁBinCountsǁkeys", 28), ("xǁBinCountsǁevaluate", 11), ("xǁStabilityHistogramǁevaluate", 23),
