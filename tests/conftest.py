@@ -95,3 +95,33 @@ def bound_value(bound: Sym, env: Mapping[str, float] | None = None) -> float:
     """A declared sensitivity as a number; ``env`` holds, by node id, the run-time values its typed refs name
     (a dataset node's row count, a released scalar, a released vector's norm)."""
     return bound.coef if bound.is_const else bound.value({r: (env or {})[r.node] for r in bound.refs()})
+
+
+class EvalCtx:
+    """The part of the interpreter's EvalContext a mechanism's ``evaluate`` uses: a fixed statistic, bound value,
+    allocation (zCDP 1/2 by default), noise source (zero draws by default) and public values; facts recorded."""
+
+    def __init__(self, stat: Any, bound: float, exact: bool, alloc: Any = None, noise: Any = None,
+                 values: Mapping[Any, float] | None = None) -> None:
+        from dpflow.nodes.types import Allocation
+        from dpflow.privacy import Cost
+
+        self._stat, self._bound, self._values = stat, bound, dict(values or {})
+        self.noise = noise or (ExactZeroNoise() if exact else ZeroNoise())
+        self.alloc = alloc or Allocation("zcdp", Fraction(1, 2), Cost.zcdp(Fraction(1, 2)))
+        self.facts: dict[str, Any] = {}
+
+    def stat(self) -> Any:
+        return self._stat
+
+    def allocation(self) -> Any:
+        return self.alloc
+
+    def bound(self, b: Sym) -> float:
+        return self._bound
+
+    def public_values(self, names: Any) -> dict[Any, float]:
+        return self._values
+
+    def record(self, key: str, value: Any) -> None:
+        self.facts[key] = value

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import EvalCtx
 
 from dpflow.domains import Sym, Vectors
 from dpflow.nodes.floaterr import FloatError
@@ -130,33 +131,7 @@ def test_an_unbounded_input_is_refused_naming_the_norm_and_the_fix(mech: str, no
     assert err.value.fix == "insert Clip (an l2 ball or a box) before the query"
 
 
-class _Ctx:
-    """The part of the interpreter's EvalContext a mechanism's evaluate uses, with a fixed bound value."""
-
-    def __init__(self, stat: StatT, bound: float, exact: bool, alloc: object = None, noise: object = None) -> None:
-        from conftest import ExactZeroNoise, ZeroNoise
-
-        from dpflow.nodes.types import Allocation
-
-        self._stat, self._bound = stat, bound
-        self.noise = noise or (ExactZeroNoise() if exact else ZeroNoise())
-        self.alloc = alloc or Allocation("zcdp", Fraction(1, 2), Cost.zcdp(Fraction(1, 2)))
-        self.facts: dict[str, object] = {}
-
-    def stat(self) -> StatT:
-        return self._stat
-
-    def allocation(self) -> object:
-        return self.alloc
-
-    def bound(self, b: Sym) -> float:
-        return self._bound
-
-    def public_values(self, names: tuple[str, ...]) -> dict[str, float]:
-        return {}
-
-    def record(self, key: str, value: object) -> None:
-        self.facts[key] = value
+_Ctx = EvalCtx
 
 
 @pytest.mark.parametrize("mech", ["GaussianMech", "LaplaceMech"])

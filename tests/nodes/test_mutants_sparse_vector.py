@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import EvalCtx
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -51,26 +52,9 @@ class _Noise:
         return np.full(shape, self.k, dtype=np.int64)
 
 
-class _Ctx:
-    def __init__(self, stat: StatT, bound: float, noise: _Noise, share: Fraction = Fraction(1)) -> None:
-        self._stat, self._bound, self.noise = stat, bound, noise
-        self.alloc = Allocation("pure", share, Cost.pure(share))
-        self.facts: dict[str, Any] = {}
-
-    def stat(self) -> StatT:
-        return self._stat
-
-    def allocation(self) -> Allocation:
-        return self.alloc
-
-    def bound(self, b: Sym) -> float:
-        return self._bound
-
-    def public_values(self, names: Any) -> dict[Any, float]:
-        return {RowCount("X"): 1e4}
-
-    def record(self, key: str, value: Any) -> None:
-        self.facts[key] = value
+def _Ctx(stat: StatT, bound: float, noise: _Noise) -> EvalCtx:
+    return EvalCtx(stat, bound, noise.exact, Allocation("pure", Fraction(1), Cost.pure(Fraction(1))), noise,
+                   {RowCount("X"): 1e4})
 
 
 _FE = FloatError("sum", Vectors(d=1, box=(-1e3, 1e3)), Sym.const(1e4))
