@@ -166,10 +166,9 @@ def _basic_candidates(node: Mechanism, eps: Fraction, delta: Fraction) -> tuple[
     basic point, and the delta0 the mechanism claims itself (0 for most): pure epsilon (``pure_capable``);
     delta0-approximate rho-zCDP converted by CKS at delta - delta0, rounded down (Canonne-Kamath-Steinke 2020 Prop
     12, valid for every rho-zCDP event; Bun-Steinke 2016 Sec. 8 for delta0 > 0:
-    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`; one rule, as in :func:`zcdp_total`), and the (epsilon',
-    delta') point its cost declares at
-    the zCDP share eps^2/2 (``Cost.basic_eps``: the Laplace stability histogram's (eps, delta)) when within (eps,
-    delta)."""
+    :func:`~dpflow.privacy.approx_zcdp_rho_for_approx_dp`; one rule, as in :func:`zcdp_total`); and the (epsilon',
+    delta') point its cost declares at the zCDP share eps^2/2 (``Cost.basic_eps``: the Laplace stability
+    histogram's (eps, delta)) when within (eps, delta)."""
     out: list[tuple[Mode, Fraction, Cost]] = []
     if node.pure_capable:
         cost = node.cost(eps, "pure")
