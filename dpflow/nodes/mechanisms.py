@@ -103,9 +103,10 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
     """The lattice release of a statistic of sensitivity ``delta`` with float slack ``slack`` and
     ``entries`` noised entries: step from the unwidened scale, sensitivity widened by the slack and the
     lattice rounding (step * sqrt(m) in l2, step * m in l1), scale at the widened sensitivity.  ``None``
-    when no lattice release is made (the unwidened scale is 0 or not finite).  The one statement of the
-    widening: the release and the ledger's accuracy rows both use it.  With a one-sided ``ratio`` q < 1 (the
-    statistic's :meth:`~dpflow.nodes.base.Mechanism.one_sided_ratio`) the slack and the rounding are divided by q:
+    when no lattice release is made (the unwidened scale is 0 or not finite, or the widened one not finite).
+    The one statement of the widening: the release and the ledger's accuracy rows both use it.  With a one-sided
+    ``ratio`` q < 1 (the statistic's :meth:`~dpflow.nodes.base.Mechanism.one_sided_ratio`) the slack and the
+    rounding are divided by q:
     a one-sided change then moves the rounded statistic by at most ``q delta + slack + rounding``, which is q times
     the widened sensitivity, as the one-sided cost assumes (:mod:`dpflow.privacy.ratio`).
 
@@ -124,7 +125,8 @@ def lattice_calibration(delta: float, slack: float, entries: int, l1: bool,
         widened = up(delta + up(slack + rounding) / float(ratio))
     # scale / step >= 2^40 = LATTICE_MIN_SIGMA (what the lattice Gaussian PLD assumes): scale0 / step >= 2^40
     # unless the step is clamped at MIN_LATTICE_STEP; then the scale is raised (more noise is never less private)
-    return LatticeCalibration(step, widened, max(scale_of(widened), step * LATTICE_MIN_SIGMA))
+    scale = max(scale_of(widened), step * LATTICE_MIN_SIGMA)
+    return LatticeCalibration(step, widened, scale) if math.isfinite(scale) else None
 
 
 def unit_lattice(unit: str | None, delta: float, slacks: tuple[float, float], entries: int,

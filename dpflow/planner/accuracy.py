@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from dpflow.errors import BudgetError
 from dpflow.nodes.base import Mechanism
 from dpflow.nodes.mechanisms import float_slack, unit_lattice
 from dpflow.nodes.types import Allocation, StatT
@@ -303,6 +304,13 @@ def calibrator(node: Mechanism, stat: StatT,
                                    node.one_sided_ratio(stat))
                 if cal is not None:
                     step, lat_scale = cal.step, cal.scale
+                elif scale > 0:
+                    scale = math.inf  # the widened scale is beyond the float range: refused below
+        if scale == math.inf:  # public: a constant sensitivity (and float slack) at the certified share
+            raise BudgetError(path, f"the noise scale of {node.kind} at sensitivity {text} and share "
+                              f"{float(share):.6g} ({mode}) is beyond the float range",
+                              "raise the budget or the mechanism's weight=, or bound its input tighter (a smaller "
+                              "Clip radius or box)")
         return NoiseCalibration(path, node.kind, family, rounds, text, False, scale, entries, lattice,
                                 step, lat_scale, note)
     return at

@@ -123,7 +123,8 @@ def zcdp_of_gaussian(sensitivity: Real, sigma: Real) -> Fraction:
 def gaussian_sigma_for_zcdp(sensitivity: Real, rho: Real) -> float:
     """sigma = Delta / sqrt(2 rho), rounded up so that ``zcdp_of_gaussian(Delta, sigma) <= rho`` exactly.
 
-    Sensitivity 0 gives 0.0; rho = 0 with positive sensitivity raises ``ValueError``.
+    Sensitivity 0 gives 0.0; rho = 0 with positive sensitivity raises ``ValueError``; a sigma beyond the float
+    range is ``inf`` (the planner refuses a constant sensitivity there: ``planner.accuracy``).
 
     Source: Bun & Steinke 2016, Prop. 1.6.
 
@@ -138,6 +139,8 @@ def gaussian_sigma_for_zcdp(sensitivity: Real, rho: Real) -> float:
     if r == 0:
         raise ValueError("rho must be positive when the sensitivity is positive")
     sigma = up(to_float_up(s) / math.sqrt(2.0 * to_float_down(r)))
+    if sigma == math.inf:  # Delta / sqrt(2 rho) beyond the float range: infinite noise, rho-zCDP for every rho
+        return sigma
     return _nudge_until(lambda x: zcdp_of_gaussian(s, x) <= r, sigma, up)
 
 
@@ -247,7 +250,8 @@ def pure_dp_of_laplace(sensitivity: Real, scale: Real) -> Fraction:
 def laplace_scale(sensitivity: Real, epsilon: Real) -> float:
     """b = Delta / epsilon, rounded up so that ``pure_dp_of_laplace(Delta, b) <= epsilon`` exactly.
 
-    Sensitivity 0 gives 0.0; epsilon = 0 with positive sensitivity raises ``ValueError``.
+    Sensitivity 0 gives 0.0; epsilon = 0 with positive sensitivity raises ``ValueError``; a scale beyond the
+    float range is ``inf`` (the planner refuses a constant sensitivity there: ``planner.accuracy``).
 
     Source: Dwork & Roth 2014, Thm. 3.6.
 
@@ -266,6 +270,8 @@ def _laplace_scale_of(s: Fraction, e: Fraction) -> float:
     if e == 0:
         raise ValueError("epsilon must be positive when the sensitivity is positive")
     b = up(to_float_up(s) / to_float_down(e))
+    if b == math.inf:  # Delta / epsilon beyond the float range: infinite noise, epsilon-DP for every epsilon
+        return b
     return _nudge_until(lambda x: pure_dp_of_laplace(s, x) <= e, b, up)
 
 
