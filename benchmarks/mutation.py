@@ -524,6 +524,8 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.planner.allocate.x_own_delta0__mutmut_{n}": _CHOICE_TEXT for n in (14, 18)},
     **{f"dpflow.planner.allocate.x__basic_candidates__mutmut_{n}": _MODE_TEXT
        for n in (22, 29, 30, 41, 44, 45, 60, 63, 64)},
+    "dpflow.nodes.mechanisms.xǁPeelǁnoise_scale__mutmut_2": ("sensitivity > 0 vs >= 0 for the early 0.0: at "
+                                                             "sensitivity 0 the exact round-up of 0 / u is 0.0 too"),
     # lead (round 7): stability.py and sparse_vector.py
     **{f"dpflow.nodes.stability.{f}__mutmut_{n}": _ASTYPE for f, n in (
         ("xǁBinCountsǁkeys", 28), ("xǁBinCountsǁevaluate", 11), ("xǁStabilityHistogramǁevaluate", 23),
