@@ -683,3 +683,12 @@ def test_an_overflowing_widened_sensitivity_keeps_the_shape() -> None:
     for mech in (N.GaussianMech(), N.LaplaceMech()):
         out = mech.evaluate([np.ones((2, 1))], _Ctx(stat, float(np.finfo(float).max), True))  # type: ignore[arg-type]
         assert out.shape == (2, 1) and np.all(np.isnan(out))
+
+
+def test_no_lattice_calibration_when_the_widened_scale_is_not_finite() -> None:
+    """The unwidened scale is finite (1), the widened sensitivity above 1 is not: no lattice release is made (the
+    release then draws no noise and is NaN, the declared infinite-noise policy)."""
+    from dpflow.nodes.mechanisms import lattice_calibration
+
+    assert lattice_calibration(1.0, 0.0, 1, False, lambda d: math.inf if d > 1.0 else d) is None
+    assert lattice_calibration(1.0, 0.0, 1, False, lambda d: d) is not None

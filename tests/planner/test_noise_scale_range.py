@@ -7,12 +7,13 @@ calibration's verification of an infinite sigma; and a certified plan run on an 
 widened scale overflowed although the unwidened one did not.  The calibrations now return ``inf`` for a scale
 beyond the float range (infinite noise meets every share), a lattice calibration whose widened scale is not finite
 is none (the release then takes the declared infinite-noise policy: NaN), and the planner refuses a constant
-sensitivity whose scale (continuous or on the lattice) is infinite (``planner.accuracy.calibrator``).
+sensitivity whose scale (continuous or on the lattice) is infinite (``planner.accuracy.calibrator``).  The
+calibrations' and the lattice's own pins are with their modules (``tests/privacy/test_mutants_calibration.py``,
+``tests/nodes/test_mutants_mechanisms.py``).
 """
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -22,8 +23,6 @@ import pytest
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.errors import BudgetError
-from dpflow.nodes.mechanisms import lattice_calibration
-from dpflow.privacy import gaussian_sigma_for_zcdp, laplace_scale
 
 
 def _plan(mech: Any, rho: Fraction) -> tuple[dp.Plan, str]:
@@ -51,17 +50,3 @@ def test_a_large_but_finite_scale_certifies_and_runs_on_the_exact_source(mech: A
     plan, _ = _plan(mech, Fraction(1, 10**200))
     out = plan.run({"X": np.ones((100, 2))}, noise=dp.SecureNoise()).released["m"]
     assert out.shape == (2,) and np.all(np.isfinite(out))
-
-
-def test_the_calibrations_return_inf_beyond_the_float_range() -> None:
-    assert gaussian_sigma_for_zcdp(1e300, Fraction(1, 10**300)) == math.inf
-    assert laplace_scale(1e300, Fraction(1, 10**300)) == math.inf
-    assert 1.0 <= gaussian_sigma_for_zcdp(1.0, Fraction(1, 2)) < 1.0 + 1e-11  # outward rounded, finite
-    assert 1.0 <= laplace_scale(1.0, 1.0) < 1.0 + 1e-11
-
-
-def test_no_lattice_calibration_when_the_widened_scale_is_not_finite() -> None:
-    """The unwidened scale is finite (1), the widened sensitivity above 1 is not: no lattice release is made (the
-    release then draws no noise and is NaN, the declared infinite-noise policy)."""
-    assert lattice_calibration(1.0, 0.0, 1, False, lambda d: math.inf if d > 1.0 else d) is None
-    assert lattice_calibration(1.0, 0.0, 1, False, lambda d: d) is not None

@@ -399,3 +399,12 @@ def test_shares_by_weight() -> None:
     assert shares_by_weight(F(3), [0.1]) == [F(3)]
     with pytest.raises(ValueError, match=r"^weights must have a positive sum, got \[0, 0\]$"):
         shares_by_weight(1, [0, 0])
+
+
+def test_the_calibrations_return_inf_beyond_the_float_range() -> None:
+    from dpflow.privacy import gaussian_sigma_for_zcdp, laplace_scale
+
+    assert gaussian_sigma_for_zcdp(1e300, Fraction(1, 10**300)) == math.inf
+    assert laplace_scale(1e300, Fraction(1, 10**300)) == math.inf
+    assert 1.0 <= gaussian_sigma_for_zcdp(1.0, Fraction(1, 2)) < 1.0 + 1e-11  # outward rounded, finite
+    assert 1.0 <= laplace_scale(1.0, 1.0) < 1.0 + 1e-11
