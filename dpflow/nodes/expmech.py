@@ -90,8 +90,7 @@ def report_noisy_max(log_weights: np.ndarray, noise: NoiseSource) -> int | None:
     """
     lw = np.asarray(log_weights, dtype=float).ravel()
     g = noise.gumbel(lw.shape)
-    keys = np.where(np.isfinite(lw), lw + g, -np.inf)
-    keys = np.where(np.isnan(keys), -np.inf, keys)
+    keys = np.where(np.isfinite(lw), lw + g, -np.inf)  # (finite + finite Gumbel is never NaN)
     if not np.any(keys > -np.inf):
         return None
     return int(np.argmax(keys))
@@ -134,7 +133,7 @@ class DistanceScores:
         1 + 2^-40 and 2^-1070 for its own rounding and underflow.
         """
         o = float(self.offset)
-        o_err = float(abs(Fraction(o) - self.offset)) * (1.0 + 2.0**-40) if self.offset != Fraction(o) else 0.0
+        o_err = float(abs(Fraction(o) - self.offset)) * (1.0 + 2.0**-40)  # 0.0 when the offset is a float
         b = float(self.beta)
         with np.errstate(all="ignore"):
             t = np.abs((self.a - self.c) + o)
@@ -214,8 +213,8 @@ def float_phase_miss(scores: DistanceScores, mult: np.ndarray) -> float:
     L, U = np.cumsum(lo).astype(float), np.cumsum(hi).astype(float)
     D = U[-1] - L[-1] + 2.0
     start, end = L - D, U
-    prev = np.concatenate(([-np.inf], np.maximum.accumulate(end)[:-1]))
-    union = float(np.maximum(end - np.maximum(start, prev) + 1.0, 0.0).sum())
+    prev = np.concatenate(([-np.inf], end[:-1]))  # U increases strictly (every hi_k >= 1): each term is >= 2
+    union = float((end - np.maximum(start, prev) + 1.0).sum())
     return 1.125 * union / float(L[-1])
 
 
@@ -274,7 +273,7 @@ def exact_choice(scores: DistanceScores, mult: np.ndarray,
         if i is not None:
             return int(ok[i]), 0
     xs = scores.exact(ok)  # (only the exact rounds when a log-weight is beyond float64's reach)
-    M = Fraction(float(x.max())) if bounds is not None else max(xs)
+    M = max(xs)  # any reference point gives the same law; the largest keeps every exp(x - M) at most 1
     bits, digits, rounds = 64, _START_DIGITS, 0
     while True:
         V = (V << 64) | int(words(1)[0])
