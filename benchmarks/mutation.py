@@ -177,6 +177,21 @@ _MECH_DERIVATION = ("a mechanism's Inferred derivation text: the planner records
 _ASTYPE = "astype(None) vs astype(float): numpy reads the dtype None as float64"
 _ASSERT = "an assert weakened (and -> or): check_input guarantees both operands, so neither form fails"
 
+# lead (round 8): the reasons of the expmech.py equivalents below
+_SAME_INDEX = ("zip(strict=...) of two sequences taken at the same indices (a[idx] and c[idx]; exact(ok) and m[ok]): "
+               "both have len(idx) entries or the indexing raises first")
+_TINY_LO = ("the exp(-700) cut of a lower weight bound (d - e >= -700 vs d + e or >): a weight below exp(-699) of "
+            "the largest floors to 0 fixed-point units either way (2^s m_k e^-699 <= 2^59 m_k e^-699 / max(1, "
+            "m_k e^-700) < 2^-880 for any int64 m_k, as the top entry's bound is at least 1)")
+_PAST_LAST = ("i <= size vs i < size in the decision: i = size needs upper_(size-1) = U_N <= bottom = floor(W L_N "
+              "2^-bits) < L_N <= U_N, which never holds, so both forms return None")
+_NONFINITE_X = ("the float phase's finiteness test skipped: a non-finite float log-weight has an infinite error bound "
+                "(or a NaN d), so _float_bounds's 2^-20 cut returns None by itself")
+_MULT_DTYPE = ("float_phase_miss's multiplicities without dtype=int64: _float_bounds reads them as floats and m > 0 "
+               "is the same test on integer-valued floats")
+_LW_DTYPE = ("report_noisy_max's log-weights without dtype=float: callers pass float64 arrays; an integer or float32 "
+             "array gives the same keys once the float64 Gumbel variates are added")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -540,6 +555,21 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.stability.xǁGaussianStabilityHistogramǁevaluate__mutmut_3": _ASSERT,
     **{f"dpflow.nodes.sparse_vector.xǁAboveThresholdǁinfer__mutmut_{n}": _MECH_DERIVATION for n in (48, 50)},
     **{f"dpflow.nodes.sparse_vector.xǁAboveThresholdǁevaluate__mutmut_{n}": _INT_STAT for n in (6, 8)},
+    # lead (round 8): expmech.py
+    **{f"dpflow.nodes.expmech.x_report_noisy_max__mutmut_{n}": _LW_DTYPE for n in (3, 5)},
+    **{f"dpflow.nodes.expmech.xǁDistanceScoresǁexact__mutmut_{n}": _SAME_INDEX for n in (12, 15, 16)},
+    **{f"dpflow.nodes.expmech.x__decimal_bounds__mutmut_{n}": _SAME_INDEX for n in (29, 32, 33)},
+    **{f"dpflow.nodes.expmech.x__decimal_bounds__mutmut_{n}": (
+        "the round-to-nearest context left to decimal's default rounding, which is ROUND_HALF_EVEN") for n in (11, 12)},
+    **{f"dpflow.nodes.expmech.{f}__mutmut_{n}": _ASTYPE for f, n in (
+        ("x__float_bounds", 22), ("x_float_phase_miss", 30), ("x_float_phase_miss", 32))},
+    **{f"dpflow.nodes.expmech.x__float_bounds__mutmut_{n}": _TINY_LO for n in (37, 38)},
+    "dpflow.nodes.expmech.x__decide_fixed__mutmut_26": "searchsorted's side='left' left out: it is numpy's default",
+    "dpflow.nodes.expmech.x__decide_fixed__mutmut_30": _PAST_LAST,
+    "dpflow.nodes.expmech.x__decide__mutmut_31": _PAST_LAST,
+    **{f"dpflow.nodes.expmech.x_float_phase_miss__mutmut_{n}": _MULT_DTYPE for n in (3, 5)},
+    "dpflow.nodes.expmech.x_float_phase_miss__mutmut_17": _NONFINITE_X,
+    "dpflow.nodes.expmech.x_exact_choice__mutmut_23": _NONFINITE_X,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
