@@ -103,6 +103,13 @@ MUTANTS = (
            "    return approx_zcdp_rho_for_approx_dp(eps, delta, delta0), delta0",
            "    return approx_zcdp_rho_for_approx_dp(eps, delta, 0), delta0",
            ("tests/planner/test_mutants_modes.py::test_the_zcdp_mode_text_with_the_mechanisms_own_delta",)),
+    # round 8 (lead): the exact exponential mechanism's bounds (a tightened bound decides draws it may not)
+    Mutant("exact exponential mechanism's lower weight bound rounded to nearest", "dpflow/nodes/expmech.py",
+           "w_lo = down.multiply(", "w_lo = near.multiply(",
+           ("tests/nodes/test_mutants_expmech.py::test_decimal_bounds_enclose_the_weights_at_low_precision",)),
+    Mutant("exact exponential mechanism's upper float bound with 1 + e, not 1 + 2e", "dpflow/nodes/expmech.py",
+           "w_hi = ed * (1.0 + 2.0 * e)", "w_hi = ed * (1.0 + e)",
+           ("tests/nodes/test_mutants_expmech.py::test_float_bounds_step_by_step",)),
 )
 
 
