@@ -33,7 +33,7 @@ import attrs
 import numpy as np
 
 from dpflow.domains import ReleasedScalar, Sym, Vectors
-from dpflow.errors import DomainError, PlanTypeError, UnboundedSensitivityError
+from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, Transform, need, released_type, text_of
 from dpflow.nodes.expmech import EXACT_REFERENCE, DistanceScores, exact_choice, report_noisy_max
@@ -82,11 +82,11 @@ class Magnitudes(Transform):
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = np.asarray(ins[0], dtype=float)
-        with np.errstate(all="ignore"):
-            if self.of == "rows":
-                A = np.nan_to_num(X, nan=0.0, posinf=np.inf, neginf=-np.inf)
+        A = np.where(np.isnan(X), 0.0, X)
+        if self.of == "rows":
+            with np.errstate(all="ignore"):
                 return ctx.backend.row_map(A, lambda Z: np.linalg.norm(Z, axis=1, keepdims=True))
-            return np.abs(np.nan_to_num(X, nan=0.0, posinf=np.inf, neginf=-np.inf)).reshape(-1, 1)
+        return np.abs(A).reshape(-1, 1)
 
 
 def _range_syms(lower: float | Ref, upper: float | Ref) -> Sym | None:
@@ -158,7 +158,7 @@ class OrderStatistics(Query):
         hi = max(_scalar_value(ctx, self.upper), lo)
         def clamped(Z: np.ndarray) -> np.ndarray:
             z = np.asarray(Z, dtype=float)[:, 0]
-            out: np.ndarray = np.clip(np.nan_to_num(z, nan=lo, posinf=hi, neginf=lo), lo, hi)
+            out: np.ndarray = np.clip(np.where(np.isnan(z), lo, z), lo, hi)
             return out
 
         return np.concatenate(([lo], ctx.backend.sorted_values(ins[0], clamped), [hi]))
@@ -322,8 +322,7 @@ class Quantile(EpsilonMechanism):
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         stat = ctx.stat()
         alloc = ctx.allocation()
-        if stat.rank is None:
-            raise PlanTypeError(ctx.node_id, "Quantile without a rank sensitivity", "report this as a dpflow bug")
+        assert stat.rank is not None  # check_input refused the plan otherwise
         framed = np.asarray(ins[0], dtype=float)
         eps_exact = self.eps(alloc.share, alloc.mode)
         eps = float(eps_exact)

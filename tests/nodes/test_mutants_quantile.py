@@ -1,0 +1,240 @@
+"""Mutation-testing pins of ``dpflow/nodes/quantile.py`` (first run 2026-11-29: 196 survivors of 721).
+
+The exact-source quantile's lattice mechanism term by term against the rule written in exact rationals: the
+lattice (step, first and last point, at subnormal and overflowing widths), the exact floor of a value onto it,
+each gap's lattice points and first point, the exact log-weights ``-beta |k - q n|`` (the part of q n that
+float64 does not hold included), the release ``(first_k + uniform) step`` and the words drawn.  The static
+types: ``Magnitudes`` (box, row count and stability of each form) and ``OrderStatistics`` (the range's width
+times the stability in every l_p, the rank sensitivity, the shape, no vector bound over a private count, the
+released-upper rule), and the continuous log-weights with a rank sensitivity other than 1.  Before these pins
+an exponential mechanism at twice the certified epsilon (the scores' sign -2), a lattice gap off by one point
+and a dropped q n remainder all passed the fast suite (only the multi-second chi-square tests could see them).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow.domains import ReleasedScalar, RowCount, Sym
+from dpflow.errors import DomainError
+from dpflow.handles import Ref
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.nodes.floaterr import FloatError
+from dpflow.nodes.quantile import (
+    Magnitudes,
+    OrderStatistics,
+    _lattice_below,
+    _range_syms,
+    lattice_groups,
+    lattice_quantile,
+    quantile_lattice,
+    quantile_log_weights,
+)
+from dpflow.nodes.types import ReleasedT, RowsT, Size, StatT
+
+TINY = 2.0**-1074
+
+
+class _Infer:
+    relation = "replace"
+    node_id = "q"
+
+    def __init__(self, shape: tuple[int, ...] = ()) -> None:
+        self.shape = shape
+
+    def type_of(self, ref: Any) -> Any:
+        return ReleasedT(self.shape)
+
+    def row_count(self) -> RowCount:
+        return RowCount("q")
+
+
+def _rows(domain: dp.Vectors, n: int | None = 10, stability: int = 2) -> RowsT:
+    return RowsT(domain, "X", Size(n is not None, n, RowCount("X")), stability, frozenset({"replace"}),
+                 columns=tuple("abc"[: domain.d]))
+
+
+# --------------------------------------------------------------------------- static types
+
+
+def test_magnitudes_types() -> None:
+    """Pooled coordinates: box [0, max |bound|], n d rows counted at this node, stability times d; row norms:
+    box [0, the l2 norm's bound], the same rows; both drop the column names; no bound gives no box."""
+    rows = _rows(dp.Vectors(d=3, box=(-2.0, 5.0)))
+    out = Magnitudes().infer([rows], _Infer()).out  # type: ignore[arg-type]
+    assert out == RowsT(dp.Vectors(d=1, box=(0.0, 5.0)), "X", Size(True, 30, RowCount("q")), 6,
+                        frozenset({"replace"}), None)
+    out = Magnitudes(of="rows").infer([rows], _Infer()).out  # type: ignore[arg-type]
+    assert out == RowsT(dp.Vectors(d=1, box=(0.0, 5.0 * math.sqrt(3))), "X", rows.size, 2, frozenset({"replace"}),
+                        None)
+    private = _rows(dp.Vectors(d=3), n=None)
+    out = Magnitudes().infer([private], _Infer()).out  # type: ignore[arg-type]
+    assert out.domain == dp.Vectors(d=1) and out.size == Size(False, None, RowCount("q")) and out.stability == 6
+    assert Magnitudes(of="rows").infer([private], _Infer()).out.domain == dp.Vectors(d=1)  # type: ignore[arg-type]
+
+
+def test_magnitudes_values_and_policy() -> None:
+    """NaN counts as 0, +-inf as +inf, in both forms."""
+    X = np.array([[3.0, -4.0], [np.nan, 1.0], [-np.inf, 0.0], [np.inf, np.nan]])
+    ctx = _Eval()
+    assert Magnitudes().evaluate([X], ctx).ravel().tolist() == [3.0, 4.0, 0.0, 1.0, np.inf, 0.0, np.inf, 0.0]
+    assert Magnitudes(of="rows").evaluate([X], ctx).ravel().tolist() == [5.0, 1.0, np.inf, np.inf]
+
+
+def test_range_width_rule() -> None:
+    u = Ref("u")
+    assert _range_syms(1.0, 1.0) == Sym.const(0.0) and _range_syms(-1.0, 3.0) == Sym.const(4.0)
+    assert _range_syms(0.0, u) == Sym.ref(ReleasedScalar("u"))
+    assert _range_syms(1.0, u) is None and _range_syms(u, 3.0) is None and _range_syms(u, u) is None
+
+
+def test_order_statistics_types() -> None:
+    """Width times stability in l1, l2 and linf; rank sensitivity = stability; shape n + 2; float error exact;
+    with a private row count no vector bound and shape (2,); a released upper end over lower = 0."""
+    rows = _rows(dp.Vectors(d=1), n=10, stability=2)
+    stat = OrderStatistics(lower=-1.0, upper=3.0).infer([rows], _Infer()).out  # type: ignore[arg-type]
+    eight = Sym.const(8.0)
+    assert stat == StatT((12,), "X", eight, eight, eight, rank=Sym.const(2.0),
+                         float_error=FloatError("exact", rows.domain))
+    stat = OrderStatistics(lower=-1.0, upper=3.0).infer([_rows(dp.Vectors(d=1), None, 3)], _Infer()).out  # type: ignore[arg-type]
+    assert stat.shape == (2,) and stat.l1 is stat.l2 is stat.linf is None and stat.rank == Sym.const(3.0)
+    stat = OrderStatistics(upper=Ref("u")).infer([rows], _Infer()).out  # type: ignore[arg-type]
+    assert stat.l2 == Sym.ref(ReleasedScalar("u")) * 2.0
+
+
+def test_order_statistics_refusals() -> None:
+    with pytest.raises(DomainError) as e:
+        OrderStatistics(upper=1.0).infer([_rows(dp.Vectors(d=2))], _Infer())  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "q", "order statistics need one-dimensional rows, got d=2",
+        "select one column (Columns) or take Magnitudes first")
+    for slot, node in (("upper", OrderStatistics(upper=Ref("u"))), ("lower", OrderStatistics(lower=Ref("u"),
+                                                                                                upper=2.0))):
+        with pytest.raises(DomainError) as e:
+            node.infer([_rows(dp.Vectors(d=1))], _Infer((2,)))  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == (
+            "q", f"{slot} refers to u of shape (2,)", "pass a released scalar")
+
+
+class _Eval:
+    backend = NumpyBackend()
+    node_id = "q"
+
+    def value(self, ref: Any) -> Any:
+        return np.array([[2.5]])
+
+
+def test_order_statistics_values_and_policy() -> None:
+    """Clamped into [lower, upper] and sorted, framed by the ends; NaN counts as lower (not 0), +-inf as the
+    ends; a released upper end is read from its first entry."""
+    z = np.array([[7.0], [np.nan], [1.5], [-np.inf], [np.inf], [0.5]])
+    out = OrderStatistics(lower=1.0, upper=4.0).evaluate([z], _Eval())  # type: ignore[arg-type]
+    assert out.tolist() == [1.0, 1.0, 1.0, 1.0, 1.5, 4.0, 4.0, 4.0]
+    out = OrderStatistics(lower=0.0, upper=Ref("u")).evaluate([z], _Eval())  # type: ignore[arg-type]
+    assert out.tolist() == [0.0, 0.0, 0.0, 0.5, 1.5, 2.5, 2.5, 2.5]
+
+
+# --------------------------------------------------------------------------- the lattice
+
+
+def test_quantile_lattice_at_the_float_range_ends() -> None:
+    """A subnormal range: the smallest subnormal is the step (not 0, not 2^-52); a tiny normal range: 2^-40 of
+    its width; an overflowing width: 2^-40 of (hi/2 - lo/2) 2, read from the halves."""
+    assert quantile_lattice(0.0, TINY) == (TINY, 0, 1)
+    assert quantile_lattice(0.0, 50 * TINY) == (TINY, 0, 50)
+    assert quantile_lattice(0.0, 2.0**-60) == (2.0**-100, 0, 2**40)
+    step, m_lo, m_hi = quantile_lattice(-0.9e308, 0.9e308)
+    assert step == 2.0 ** (1025 - 41) and m_lo == math.ceil(Fraction(-0.9e308) / Fraction(step))
+    assert m_hi == math.floor(Fraction(0.9e308) / Fraction(step))
+
+
+@pytest.mark.parametrize("step", [1.0, 2.0**-37, TINY, 2.0**984, 3.0 * 2.0**-20])
+def test_lattice_below_is_the_exact_floor(step: float) -> None:
+    """floor(z / step) in exact rationals, for values on the lattice, one float either side of it, between
+    points, negative, zero and huge."""
+    rng = np.random.default_rng(int(math.log2(step) + 2000))
+    ms = np.concatenate((rng.integers(-2**40, 2**40, 50), [0, 1, -1, 2**52, -(2**52)])).astype(float)
+    z = ms * step
+    z = np.concatenate((z, np.nextafter(z, np.inf), np.nextafter(z, -np.inf), z + 0.5 * step, [0.0, -0.0]))
+    z = z[np.isfinite(z)]
+    got = _lattice_below(z, step)
+    want = [math.floor(Fraction(float(v)) / Fraction(step)) for v in z]
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
+def _groups_ref(framed: np.ndarray, q: float, beta: Fraction) -> tuple[list[Fraction], list[int], list[int]]:
+    """Group k = the lattice points y with k data values below: (z_(k), z_(k+1)], and [lo, z_(1)] for k = 0."""
+    lo, hi = float(framed[0]), float(framed[-1])
+    step, m_lo, m_hi = quantile_lattice(lo, hi)
+    n = len(framed) - 2
+    below = [m_lo - 1] + [math.floor(Fraction(float(v)) / Fraction(step)) for v in framed[1:-1]] + [m_hi]
+    mult = [below[k + 1] - below[k] for k in range(n + 1)]
+    first = [below[k] + 1 for k in range(n + 1)]
+    target = Fraction(q) * n
+    return [-beta * abs(k - target) for k in range(n + 1)], mult, first
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(-3.0, 5.0), (2.0**52, 2.0**52 + 40.0), (0.1, 0.3)])
+def test_lattice_groups_match_the_rule_in_rationals(lo: float, hi: float) -> None:
+    """Ties, values on and off the lattice, at both ends, and q n not a float (q = 0.1, n = 7)."""
+    w = hi - lo
+    z = np.sort(np.array([lo, lo + w / 3, lo + w / 3, lo + w / 2, lo + 0.7 * w, hi, hi]))
+    framed = np.concatenate(([lo], z, [hi]))
+    beta = Fraction(3, 4)
+    scores, mult, first, step = lattice_groups(framed, 0.1, beta)
+    logw, mult_ref, first_ref = _groups_ref(framed, 0.1, beta)
+    assert step == quantile_lattice(lo, hi)[0]
+    assert mult.tolist() == mult_ref and first.tolist() == first_ref and sum(mult_ref) == (
+        quantile_lattice(lo, hi)[2] - quantile_lattice(lo, hi)[1] + 1)
+    assert scores.exact(np.arange(8)) == logw
+    x, err = scores.approx()
+    assert all(abs(Fraction(float(a)) - b) <= Fraction(float(e)) for a, b, e in zip(x, logw, err, strict=True))
+
+
+class _Words:
+    """An exact source: fixed 64-bit words (counted) and a fixed uniform integer (its sizes recorded)."""
+
+    exact = True
+
+    def __init__(self, word: int, t: int) -> None:
+        self.word, self.t, self.words, self.sizes = word, t, 0, []  # type: ignore[var-annotated]
+
+    def uniform_words(self, n: int) -> np.ndarray:
+        self.words += n
+        return np.full(n, self.word, dtype=np.uint64)
+
+    def uniform_int(self, size: int) -> int:
+        self.sizes.append(size)
+        return self.t
+
+
+def test_lattice_quantile_release_step() -> None:
+    """The drawn group's first point plus a uniform integer below its size, times the step; one word."""
+    lo, hi = 2.0**52, 2.0**52 + 40.0
+    framed = np.array([lo, lo + 3.0, lo + 10.0, lo + 30.0, hi])
+    src = _Words(2**63, 4)  # R = 1/2: with beta = 0 the point 20.5 of 41, in the gap (10, 30]
+    y = lattice_quantile(framed, 0.5, Fraction(0), src)  # type: ignore[arg-type]
+    assert y == lo + 15.0 and src.sizes == [20] and src.words == 1
+    src = _Words(0, 2)  # R = 0: the first group, [lo, lo + 3]: 4 points
+    assert lattice_quantile(framed, 0.5, Fraction(0), src) == lo + 2.0 and src.sizes == [4]  # type: ignore[arg-type]
+
+
+def test_lattice_quantile_of_a_one_point_range() -> None:
+    src = _Words(0, 0)
+    assert lattice_quantile(np.array([2.0, 2.0, 2.0]), 0.5, Fraction(1), src) == 2.0  # type: ignore[arg-type]
+    assert src.words == 1 and src.sizes == []
+
+
+def test_continuous_log_weights_with_a_rank_sensitivity_of_three() -> None:
+    """log |I_k| - eps |k - q n| / (2 Delta_u); an empty gap weighs 0 (-inf)."""
+    framed = np.array([0.0, 1.0, 1.0, 4.0])
+    w = quantile_log_weights(framed, 0.5, 2.0, 3.0)
+    assert w[1] == -np.inf
+    assert w[0] == pytest.approx(math.log(1.0) - 2.0 * 1.0 / 6.0, abs=1e-15)
+    assert w[2] == pytest.approx(math.log(3.0) - 2.0 * 1.0 / 6.0, abs=1e-15)
