@@ -286,7 +286,7 @@ class DyadicCounts(Query):
         l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(L))
         l2 = change_bound(rows, Sym.const(math.sqrt(2.0 * L)), Sym.const(math.sqrt(L)))
         linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
-        n_int = 2 ** (self.levels() + 1) - 1
+        n_int = 2 ** (self.levels() + 1) - 2  # 2^(L - j) intervals at each level j < L
         return Inferred(StatT((n_int,), rows.source, l1, l2, linf),
                         f"DyadicCounts over [{self.N}], L={int(L)} levels, {changes_text(rows)}: "
                         f"linf {text_of(linf)}, l1 {text_of(l1)}")
