@@ -196,11 +196,13 @@ def quantile_lattice(lo: float, hi: float) -> tuple[float, int, int]:
 
 
 def _lattice_below(z: np.ndarray, step: float) -> np.ndarray:
-    """``floor(z / step)`` exactly (z / step is exact but for underflow, which the two corrections repair)."""
+    """``floor(z / step)`` exactly.  ``step`` is a power of two, so ``z / step`` is exact unless it underflows
+    (``|z / step| < 2^-1022``, no overflow: ``|z| < 2^53 step`` inside the range); then the true floor is 0 or -1
+    and the rounded quotient's floor can only be 0 in place of -1 (a negative quotient rounded to -0.0), which the
+    one correction repairs."""
     with np.errstate(all="ignore"):
         k = np.floor(z / step)
         k = np.where(k * step > z, k - 1.0, k)
-        k = np.where((k + 1.0) * step <= z, k + 1.0, k)
     out: np.ndarray = k.astype(np.int64)
     return out
 
@@ -265,8 +267,7 @@ def quantile_log_weights(framed: np.ndarray, q: float, epsilon: float, rank_sens
     gaps = np.diff(framed)
     k = np.arange(n + 1, dtype=float)
     with np.errstate(divide="ignore"):
-        logw = np.log(gaps) - epsilon * np.abs(k - q * n) / (2.0 * rank_sensitivity)
-    out: np.ndarray = np.where(gaps > 0, logw, -np.inf)
+        out: np.ndarray = np.log(gaps) - epsilon * np.abs(k - q * n) / (2.0 * rank_sensitivity)  # log 0 = -inf
     return out
 
 

@@ -19,16 +19,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import EvalCtx
 
 import dpflow as dp
 from dpflow.domains import ReleasedScalar, RowCount, Sym
-from dpflow.errors import DomainError
+from dpflow.errors import DomainError, PlanTypeError, PostProcessingError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.nodes import quantile
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.quantile import (
     Magnitudes,
     OrderStatistics,
+    Quantile,
     _lattice_below,
     _range_syms,
     lattice_groups,
@@ -36,7 +39,8 @@ from dpflow.nodes.quantile import (
     quantile_lattice,
     quantile_log_weights,
 )
-from dpflow.nodes.types import ReleasedT, RowsT, Size, StatT
+from dpflow.nodes.types import Allocation, Inferred, ReleasedT, RowsT, Size, StatT
+from dpflow.privacy import Cost
 
 TINY = 2.0**-1074
 
@@ -79,6 +83,30 @@ def test_magnitudes_types() -> None:
     assert Magnitudes(of="rows").infer([private], _Infer()).out.domain == dp.Vectors(d=1)  # type: ignore[arg-type]
 
 
+def test_the_derivations_and_refusals() -> None:
+    rows = _rows(dp.Vectors(d=3, box=(-2.0, 5.0)))
+    assert Magnitudes().infer([rows], _Infer()).derivation == "|x_ij| pooled over d=3 coordinates: stability x 3"  # type: ignore[arg-type]
+    assert Magnitudes(of="rows").infer([rows], _Infer()).derivation == "row l2 norms of Vectors(d=3, box=[-2, 5])"  # type: ignore[arg-type]
+    one = _rows(dp.Vectors(d=1), n=10, stability=2)
+    assert OrderStatistics(lower=-1.0, upper=3.0).infer([one], _Infer()).derivation == (  # type: ignore[arg-type]
+        "sorted values clamped to [-1, 3], n=10: rank sensitivity 2, l_p 8")
+    assert OrderStatistics(upper=Ref("u")).infer([one], _Infer()).derivation == (  # type: ignore[arg-type]
+        "sorted values clamped to [0, u], n=10: rank sensitivity 2, l_p 2*u")
+    stat = StatT((3,), "X", None, None, None)
+    for node, what in ((Magnitudes(), "sensitive rows"), (OrderStatistics(upper=1.0), "sensitive rows")):
+        with pytest.raises(PlanTypeError) as e:
+            node.infer([stat], _Infer())  # type: ignore[arg-type]
+        assert e.value.problem.startswith(f"expects {what}, got ") and e.value.fix == f"pass {what}"
+    with pytest.raises(PlanTypeError) as e:
+        Quantile(q=0.5).infer([one], _Infer())  # type: ignore[arg-type]
+    assert e.value.fix == "pass order statistics (OrderStatistics)"
+    assert Quantile(q=0.5).infer([stat], _Infer()) == Inferred(ReleasedT(()), "")  # type: ignore[arg-type]
+    with pytest.raises(UnboundedSensitivityError) as u:
+        Quantile(q=0.5).check_input(stat, _Infer())  # type: ignore[arg-type]
+    assert (u.value.node, u.value.problem, u.value.fix) == (
+        "q", "Quantile needs order statistics (a rank sensitivity)", "feed it OrderStatistics(lower=..., upper=...)")
+
+
 def test_magnitudes_values_and_policy() -> None:
     """NaN counts as 0, +-inf as +inf, in both forms."""
     X = np.array([[3.0, -4.0], [np.nan, 1.0], [-np.inf, 0.0], [np.inf, np.nan]])
@@ -106,9 +134,21 @@ def test_order_statistics_types() -> None:
     assert stat.shape == (2,) and stat.l1 is stat.l2 is stat.linf is None and stat.rank == Sym.const(3.0)
     stat = OrderStatistics(upper=Ref("u")).infer([rows], _Infer()).out  # type: ignore[arg-type]
     assert stat.l2 == Sym.ref(ReleasedScalar("u")) * 2.0
+    stat = OrderStatistics(lower=Ref("l"), upper=3.0).infer([rows], _Infer()).out  # type: ignore[arg-type]
+    assert stat.l1 is stat.l2 is stat.linf is None and stat.rank == Sym.const(2.0) and stat.shape == (12,)
+    counted = RowsT(dp.Vectors(d=1), "X", Size(False, 10, RowCount("X")), 1, frozenset({"replace"}))
+    assert OrderStatistics(upper=3.0).infer([counted], _Infer()).out.shape == (2,)  # type: ignore[arg-type]
+
+
+class _NotReleased(_Infer):
+    def type_of(self, ref: Any) -> Any:
+        return StatT((), "X", None, None, None)
 
 
 def test_order_statistics_refusals() -> None:
+    with pytest.raises(PostProcessingError) as p:
+        OrderStatistics(upper=Ref("u")).infer([_rows(dp.Vectors(d=1))], _NotReleased())  # type: ignore[arg-type]
+    assert p.value.problem == "parameter 'upper' refers to u, which is not released"
     with pytest.raises(DomainError) as e:
         OrderStatistics(upper=1.0).infer([_rows(dp.Vectors(d=2))], _Infer())  # type: ignore[arg-type]
     assert (e.value.node, e.value.problem, e.value.fix) == (
@@ -154,16 +194,18 @@ def test_quantile_lattice_at_the_float_range_ends() -> None:
     assert m_hi == math.floor(Fraction(0.9e308) / Fraction(step))
 
 
-@pytest.mark.parametrize("step", [1.0, 2.0**-37, TINY, 2.0**984, 3.0 * 2.0**-20])
+@pytest.mark.parametrize("step", [1.0, 2.0, 2.0**-37, TINY, 2.0**984, 3.0 * 2.0**-20])
 def test_lattice_below_is_the_exact_floor(step: float) -> None:
     """floor(z / step) in exact rationals, for values on the lattice, one float either side of it, between
-    points, negative, zero and huge."""
+    points, negative, zero and huge; a quotient that underflows (-2^-1074 / 2 rounds to -0.0) is -1, not 0; no
+    floating-point exception whatever numpy's error settings (the values are private)."""
     rng = np.random.default_rng(int(math.log2(step) + 2000))
     ms = np.concatenate((rng.integers(-2**40, 2**40, 50), [0, 1, -1, 2**52, -(2**52)])).astype(float)
     z = ms * step
     z = np.concatenate((z, np.nextafter(z, np.inf), np.nextafter(z, -np.inf), z + 0.5 * step, [0.0, -0.0]))
     z = z[np.isfinite(z)]
-    got = _lattice_below(z, step)
+    with np.errstate(all="raise"):
+        got = _lattice_below(z, step)
     want = [math.floor(Fraction(float(v)) / Fraction(step)) for v in z]
     assert got.dtype == np.int64 and got.tolist() == want
 
@@ -202,7 +244,7 @@ class _Words:
 
     exact = True
 
-    def __init__(self, word: int, t: int) -> None:
+    def __init__(self, word: int, t: int | None) -> None:
         self.word, self.t, self.words, self.sizes = word, t, 0, []  # type: ignore[var-annotated]
 
     def uniform_words(self, n: int) -> np.ndarray:
@@ -211,7 +253,7 @@ class _Words:
 
     def uniform_int(self, size: int) -> int:
         self.sizes.append(size)
-        return self.t
+        return size // 2 if self.t is None else self.t
 
 
 def test_lattice_quantile_release_step() -> None:
@@ -223,6 +265,15 @@ def test_lattice_quantile_release_step() -> None:
     assert y == lo + 15.0 and src.sizes == [20] and src.words == 1
     src = _Words(0, 2)  # R = 0: the first group, [lo, lo + 3]: 4 points
     assert lattice_quantile(framed, 0.5, Fraction(0), src) == lo + 2.0 and src.sizes == [4]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("z", [(0.0, 0.0, 10.0), (0.0, 0.0, 0.0), (40.0, 40.0, 40.0), (10.0, 40.0, 40.0)])
+def test_lattice_quantile_reads_the_range_from_the_frame(z: tuple[float, ...]) -> None:
+    """Data at one end of the range is still a draw over the whole range (R = 1/2, beta = 0: its middle)."""
+    lo = 2.0**52
+    src = _Words(2**63, None)  # R = 1/2 and the middle member of the drawn group
+    y = lattice_quantile(np.array([lo, *(lo + v for v in z), lo + 40.0]), 0.5, Fraction(0), src)  # type: ignore[arg-type]
+    assert lo < y < lo + 40.0 and src.words == 1
 
 
 def test_lattice_quantile_of_a_one_point_range() -> None:
@@ -238,3 +289,39 @@ def test_continuous_log_weights_with_a_rank_sensitivity_of_three() -> None:
     assert w[1] == -np.inf
     assert w[0] == pytest.approx(math.log(1.0) - 2.0 * 1.0 / 6.0, abs=1e-15)
     assert w[2] == pytest.approx(math.log(3.0) - 2.0 * 1.0 / 6.0, abs=1e-15)
+
+
+class _Continuous:
+    exact = False
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
+
+    def gumbel(self, shape: tuple[int, ...]) -> np.ndarray:
+        self.calls.append(("gumbel", shape))
+        return np.zeros(shape)
+
+    def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
+        self.calls.append(("uniform", shape))
+        return np.full(shape, 0.5)
+
+
+def test_quantile_release_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact sources: beta = eps / (2 Delta_u) exactly (Delta_u = 3 here); continuous: one Gumbel per gap then one
+    uniform, a point of the drawn gap; epsilon recorded."""
+    seen: list[Any] = []
+    monkeypatch.setattr(quantile, "lattice_quantile", lambda f, q, beta, noise: seen.append((q, beta)) or 1.5)
+    stat = StatT((5,), "X", None, None, None, rank=Sym.const(3.0))
+    alloc = Allocation("pure", Fraction(6, 5), Cost.pure(Fraction(6, 5)))
+    framed = np.array([0.0, 1.0, 2.0, 2.0, 4.0])
+    ctx = EvalCtx(stat, 3.0, True, alloc)
+    assert Quantile(q=0.25).evaluate([framed], ctx) == 1.5  # type: ignore[arg-type]
+    assert seen == [(0.25, Fraction(1, 5))] and ctx.facts["epsilon"] == 1.2
+    noise = _Continuous()
+    ctx = EvalCtx(stat, 3.0, False, alloc, noise)
+    y = Quantile(q=0.25).evaluate([framed], ctx)  # type: ignore[arg-type]
+    assert noise.calls == [("gumbel", (4,)), ("uniform", (1,))] and ctx.facts["epsilon"] == 1.2
+    # log-weights log|I_k| - 1.2 |k - 0.75| / 6 with no noise: the gap [0, 1] (k = 0) or [2, 4] (k = 3)
+    w = quantile_log_weights(framed, 0.25, 1.2, 3.0)
+    k = int(np.argmax(w))
+    assert y == framed[k] + 0.5 * (framed[k + 1] - framed[k])
