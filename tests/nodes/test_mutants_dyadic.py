@@ -31,6 +31,7 @@ from dpflow.nodes.types import Allocation, ReleasedT, RowsT, Size, StatT
 from dpflow.privacy import Cost
 
 X = np.array([0, 0, 3, 5, 5, 5, 9, 12, 13, 13, 20, 21, 21, 30, 31], dtype=np.int64)
+SPARSE = np.array([1, 6, 17, 30], dtype=np.int64)  # no level-0 or level-1 interval holds two points
 P = np.array([-1, 4, 11, 20, 28], dtype=np.int64)  # the last knot below N - 1: _groups extends it flat
 F = np.array([0.0, 0.25, 0.5, 0.625, 1.0])
 N_ = 32
@@ -53,7 +54,8 @@ class _Pick:
         return self.t
 
 
-def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[int, int, float, int]], Any]:
+def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch,
+               x: np.ndarray = X) -> tuple[list[tuple[int, int, float, int]], Any]:
     """Every (group, member): the interval it names, with its group's (a, c)."""
     pick = _Pick(exact)
 
@@ -67,7 +69,7 @@ def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple
 
     monkeypatch.setattr(dyadic, "exact_choice", choose)
     monkeypatch.setattr(dyadic, "report_noisy_max", rnm)
-    table = DyadicTable.build(X, N_)
+    table = DyadicTable.build(x, N_)
     beta = Fraction(3, 7) if exact else None
     _groups(table, P, F, 0.375, pick, beta)  # type: ignore[arg-type]
     if exact:
@@ -89,20 +91,21 @@ def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple
     return out, S
 
 
+@pytest.mark.parametrize("x", [X, SPARSE], ids=["ties", "sparse"])
 @pytest.mark.parametrize("exact", [True, False])
-def test_every_group_member_is_one_dyadic_interval_with_the_group_score(exact: bool,
+def test_every_group_member_is_one_dyadic_interval_with_the_group_score(exact: bool, x: np.ndarray,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    out, S = _intervals(exact, monkeypatch)
+    out, S = _intervals(exact, monkeypatch, x)
     L = 5
     assert int(S.sum()) == len(out) == 2 ** (L + 1) - 2  # levels j < L: the whole domain is not a candidate
     assert len({(j, q) for j, q, _, _ in out}) == len(out)  # distinct
     Pt = np.append(P, 31)
     Ft = np.append(F, 1.0)
-    n = len(X)
+    n = len(x)
     for j, q, a, c in out:
         s, e = q << j, ((q + 1) << j) - 1
         assert 0 <= s <= e <= 31
-        assert c == int(((X >= s) & (X <= e)).sum()), (j, q)
+        assert c == int(((x >= s) & (x <= e)).sum()), (j, q)
         want = n * float(knots_cdf_at(Pt, Ft, np.array([e]))[0] - knots_cdf_at(Pt, Ft, np.array([s - 1]))[0])
         assert a == pytest.approx(want, rel=1e-12, abs=1e-12), (j, q)
 
@@ -143,6 +146,11 @@ def test_dyadic_counts_sensitivities(N: int, L: int) -> None:
     assert stat == StatT((2 ** (L + 1) - 2,), "X", Sym.const(2.0 * L), Sym.const(math.sqrt(2.0 * L)), Sym.const(1.0))
     stat = node.infer([_rows("replace", stability=3)], _Infer()).out  # type: ignore[arg-type]
     assert (stat.l1, stat.l2, stat.linf) == (Sym.const(6.0 * L), Sym.const(3 * math.sqrt(2.0 * L)), Sym.const(3.0))
+
+
+def test_dyadic_counts_derivation() -> None:
+    assert DyadicCounts(N=32).infer([_rows("replace", stability=3)], _Infer()).derivation == (  # type: ignore[arg-type]
+        "DyadicCounts over [32], L=5 levels, replace x stability 3: linf 3, l1 30")
 
 
 def test_dyadic_counts_refusals() -> None:
@@ -190,3 +198,41 @@ def test_dyadic_exp_mech_scale_on_both_paths(exact: bool, monkeypatch: pytest.Mo
     scale, beta, P_, F_ = seen[0]
     assert scale == 1.2 / 6.0 and beta == (Fraction(1, 5) if exact else None)
     assert (P_, F_) == ([-1, 9, 31], [0.0, 0.5, 1.0]) and ctx.facts["epsilon"] == 1.2
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def test_bit_length_is_exact_where_float64_rounds_up() -> None:
+    v = np.array([0, 1, 2, 3, 2**53 - 1, 2**53, 2**53 + 1, 2**54 - 1, 2**54, 2**62 + 1, 2**63 - 1], dtype=np.int64)
+    assert dyadic._bit_length(v).tolist() == [int(t).bit_length() for t in v]
+
+
+def test_table_sorts_its_input_and_counts_its_levels() -> None:
+    """Unsorted input of two or three values is sorted; L = ceil(log2 N), at least 1."""
+    for raw in ([5, 3], [1, 5, 3]):
+        t = DyadicTable.build(np.array(raw, dtype=np.int64), 8)
+        assert t.x.tolist() == sorted(raw)
+        assert t.counts_at(1, np.array([1, 2])).tolist() == [1, 1]
+    assert DyadicTable.build(np.array([1]), 2).L == 1 and DyadicTable.build(np.array([1]), 33).L == 6
+    assert DyadicTable.build(np.array([1]), 32).L == 5
+
+
+@pytest.mark.parametrize("distinct", [1000, 70_000])
+def test_level_keys_are_sorted_by_count_rank_then_position(distinct: int) -> None:
+    """``keys = rank(count) << 32 | i`` sorted, ``values`` the distinct counts: with many equal counts (a
+    stable sort is needed) and with more distinct counts than a 16-bit rank holds."""
+    rng = np.random.default_rng(distinct)
+    count = np.concatenate((np.arange(2, distinct + 2), rng.integers(2, distinct + 2, 100_000))).astype(np.int64)
+    start = np.arange(count.size, dtype=np.int64)
+    lev = dyadic.DyadicLevel.of(np.arange(count.size, dtype=np.int64) * 4, 1, start, count)
+    values = np.unique(count)
+    rank = np.searchsorted(values, count)
+    assert lev.values.tolist() == values.tolist() and lev.values.dtype == np.int64
+    assert np.array_equal(lev.keys, np.sort((rank.astype(np.int64) << 32) | start))
+    assert lev.q.tolist() == (start * 2).tolist() and lev.cum.tolist() == [0, *np.cumsum(count).tolist()]
+
+
+def test_an_empty_level() -> None:
+    lev = dyadic.DyadicLevel.of(np.arange(4, dtype=np.int64), 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert lev.values.size == lev.keys.size == 0 and lev.cum.tolist() == [0]
