@@ -192,6 +192,14 @@ _MULT_DTYPE = ("float_phase_miss's multiplicities without dtype=int64: _float_bo
 _LW_DTYPE = ("report_noisy_max's log-weights without dtype=float: callers pass float64 arrays; an integer or float32 "
              "array gives the same keys once the float64 Gumbel variates are added")
 
+_FLOAT_IN = ("np.asarray / np.arange without dtype=float: the input is float64 already (real rows after Source's "
+             "policy, framed order statistics, released values) or integer-valued (ordinal rows, counts), which every "
+             "later operation reads as the same values")
+_ONE_ENTRY = "reshape(+1) or reshape(-2) of a released scalar (one entry, checked at planning): the same one entry"
+_NEG_RESHAPE = "reshape(-2, ...) vs reshape(-1, ...): numpy reads any negative size as the one to infer"
+_EMPTY_GAPS = ("framed[1] vs framed[0] when report noisy max finds no candidate: every gap is empty then, so every "
+               "framed value is the lower end")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -570,6 +578,19 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.nodes.expmech.x_float_phase_miss__mutmut_{n}": _MULT_DTYPE for n in (3, 5)},
     "dpflow.nodes.expmech.x_float_phase_miss__mutmut_17": _NONFINITE_X,
     "dpflow.nodes.expmech.x_exact_choice__mutmut_23": _NONFINITE_X,
+    # lead (round 8): quantile.py
+    **{f"dpflow.nodes.quantile.{f}__mutmut_{n}": _FLOAT_IN for f, ns in (
+        ("xǁMagnitudesǁevaluate", (3, 5)), ("xǁOrderStatisticsǁevaluate", (17, 19)), ("x__scalar_value", (6, 8)),
+        ("x_lattice_groups", (49, 51)), ("x_quantile_log_weights", (9, 11)), ("xǁQuantileǁevaluate", (6, 8)),
+        ("xǁScaleShiftǁevaluate", (5, 7)), ("xǁModeBinUpperǁevaluate", (8, 10))) for n in ns},
+    **{f"dpflow.nodes.quantile.{f}__mutmut_{n}": _ONE_ENTRY for f, ns in (
+        ("x__scalar_value", (10, 11)), ("xǁScaleShiftǁevaluate", (9, 10))) for n in ns},
+    "dpflow.nodes.quantile.xǁMagnitudesǁevaluate__mutmut_41": _NEG_RESHAPE,
+    "dpflow.nodes.quantile.xǁModeBinUpperǁevaluate__mutmut_13": _NEG_RESHAPE,
+    "dpflow.nodes.quantile.xǁModeBinUpperǁevaluate__mutmut_6": ("reshape(None) keeps the released vector's shape, "
+                                                                "and argmax without an axis reads it flattened"),
+    "dpflow.nodes.quantile.xǁQuantileǁinfer__mutmut_15": _MECH_DERIVATION,
+    "dpflow.nodes.quantile.xǁQuantileǁevaluate__mutmut_57": _EMPTY_GAPS,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

@@ -355,7 +355,7 @@ class DyadicExpMech(EpsilonMechanism):
         delta = ctx.bound(ctx.stat().linf)  # type: ignore[arg-type]
         e = float(self.eps(alloc.share, alloc.mode))
         ctx.record("epsilon", e)
-        P, F = uniform_cdf(table.N) if self.cdf is None else cdf_knots(ctx.value(self.cdf), table.N)
+        P, F = uniform_cdf(table.N) if self.cdf is None else cdf_knots(ctx.value(self.cdf))
         beta = self.eps(alloc.share, alloc.mode) / (2 * Fraction(delta)) if ctx.noise.exact else None
         j, q = _groups(table, P, F, e / (2.0 * delta), ctx.noise, beta)
         return np.array([q << j, ((q + 1) << j) - 1], dtype=np.int64)

@@ -196,7 +196,7 @@ def uniform_cdf(N: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array([-1, N - 1], dtype=np.int64), np.array([0.0, 1.0])
 
 
-def cdf_knots(value: Any, N: int) -> tuple[np.ndarray, np.ndarray]:
+def cdf_knots(value: Any) -> tuple[np.ndarray, np.ndarray]:
     """A released CDF ``(positions, values)`` as knot arrays: int64 positions, values with NaN as 0 and
     +-inf as 1 / 0 (declared policy)."""
     P = np.asarray(value[0], dtype=np.int64)
@@ -212,7 +212,7 @@ def add_knots(N: int, cdf: Any, interval: Any, weights: Any) -> tuple[np.ndarray
     >>> P.tolist(), F.tolist()
     ([-1, 1, 5, 7], [0.0, 0.25, 0.75, 1.0])
     """
-    P, F = cdf_knots(cdf, N)
+    P, F = cdf_knots(cdf)
     iv = np.asarray(interval).reshape(-1)
     w = np.nan_to_num(np.asarray(weights, dtype=float).reshape(-1), nan=0.0)
     a, b = int(iv[0]), min(int(iv[1]), N - 1)

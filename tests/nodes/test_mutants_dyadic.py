@@ -22,7 +22,7 @@ from conftest import EvalCtx
 
 import dpflow as dp
 from dpflow.domains import RowCount, Sym
-from dpflow.errors import DomainError, PlanError, UnboundedSensitivityError
+from dpflow.errors import DomainError, PlanError, PlanTypeError, PostProcessingError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes import dyadic
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech, DyadicTable, _groups
@@ -30,7 +30,7 @@ from dpflow.nodes.ordinal import knots_cdf_at
 from dpflow.nodes.types import Allocation, ReleasedT, RowsT, Size, StatT
 from dpflow.privacy import Cost
 
-X = np.array([0, 0, 3, 5, 5, 5, 9, 12, 13, 13, 20, 21, 21, 30, 31], dtype=np.int64)
+X = np.array([0, 0, 3, 5, 5, 5, 9, 12, 13, 13, 15, 15, 20, 21, 21, 30, 31], dtype=np.int64)  # {13}, {15}: one group
 SPARSE = np.array([1, 6, 17, 30], dtype=np.int64)  # no level-0 or level-1 interval holds two points
 P = np.array([-1, 4, 11, 20, 28], dtype=np.int64)  # the last knot below N - 1: _groups extends it flat
 F = np.array([0.0, 0.25, 0.5, 0.625, 1.0])
@@ -54,8 +54,8 @@ class _Pick:
         return self.t
 
 
-def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch,
-               x: np.ndarray = X) -> tuple[list[tuple[int, int, float, int]], Any]:
+def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch, x: np.ndarray = X, P: np.ndarray = P,
+               F: np.ndarray = F) -> tuple[list[tuple[int, int, float, int]], Any]:
     """Every (group, member): the interval it names, with its group's (a, c)."""
     pick = _Pick(exact)
 
@@ -91,16 +91,22 @@ def _intervals(exact: bool, monkeypatch: pytest.MonkeyPatch,
     return out, S
 
 
-@pytest.mark.parametrize("x", [X, SPARSE], ids=["ties", "sparse"])
+CDFS = {"short": (P, F), "full": (np.array([-1, 9, 31]), np.array([0.0, 0.5, 1.0]))}
+
+
+@pytest.mark.parametrize(("x", "cdf"), [(X, "short"), (SPARSE, "short"), (X, "full")],
+                         ids=["ties", "sparse", "cdf to the end"])
 @pytest.mark.parametrize("exact", [True, False])
-def test_every_group_member_is_one_dyadic_interval_with_the_group_score(exact: bool, x: np.ndarray,
+def test_every_group_member_is_one_dyadic_interval_with_the_group_score(exact: bool, x: np.ndarray, cdf: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    out, S = _intervals(exact, monkeypatch, x)
+    """Ties in one piece make a group of several multi-point intervals (a uniform member among them); a released
+    CDF whose last knot is the domain's end is not extended."""
+    P, F = CDFS[cdf]
+    out, S = _intervals(exact, monkeypatch, x, P, F)
     L = 5
     assert int(S.sum()) == len(out) == 2 ** (L + 1) - 2  # levels j < L: the whole domain is not a candidate
     assert len({(j, q) for j, q, _, _ in out}) == len(out)  # distinct
-    Pt = np.append(P, 31)
-    Ft = np.append(F, 1.0)
+    Pt, Ft = (np.append(P, 31), np.append(F, 1.0)) if P[-1] < 31 else (P, F)
     n = len(x)
     for j, q, a, c in out:
         s, e = q << j, ((q + 1) << j) - 1
@@ -131,6 +137,11 @@ class _Infer:
         return RowCount("J")
 
 
+class _NotReleased(_Infer):
+    def type_of(self, ref: Any) -> Any:
+        return StatT((), "X", None, None, None)
+
+
 def _rows(changes: str, d: int = 1, public: bool = True, stability: int = 1) -> RowsT:
     return RowsT(dp.Vectors(d=d), "X", Size(public, 100 if public else None, RowCount("X")), stability,
                  frozenset({changes}))
@@ -159,7 +170,26 @@ def test_dyadic_counts_refusals() -> None:
     assert (e.value.node, e.value.problem) == ("J", "DyadicCounts needs one-dimensional rows, got d=2")
     with pytest.raises(PlanError) as p:
         DyadicCounts(N=8).infer([_rows("replace", public=False)], _Infer())  # type: ignore[arg-type]
-    assert "DyadicCounts (the MERR scores use n)" in p.value.problem
+    assert p.value.problem == ("DyadicCounts (the MERR scores use n) needs a public row count under replace-one "
+                               "neighbours; here the neighbours are replace and the count is private")
+    with pytest.raises(PlanTypeError) as t:
+        DyadicCounts(N=8).infer([StatT((3,), "X", None, None, None)], _Infer())  # type: ignore[arg-type]
+    assert t.value.fix == "pass sensitive rows"
+    with pytest.raises(PlanTypeError) as t:
+        DyadicExpMech().infer([_rows("replace")], _Infer())  # type: ignore[arg-type]
+    assert t.value.fix == "pass DyadicCounts"
+    with pytest.raises(PostProcessingError) as pp:
+        DyadicExpMech(cdf=Ref("c")).infer([StatT((3,), "X", None, None, Sym.const(1.0))], _NotReleased())  # type: ignore[arg-type]
+    assert pp.value.problem == "parameter 'cdf' refers to c, which is not released"
+    with pytest.raises(ValueError, match=r"^DyadicCounts needs 2 <= N <= 2\*\*62, got N=1$"):
+        DyadicCounts(N=1)
+
+
+def test_dyadic_exp_mech_noise_text() -> None:
+    stat = StatT((63,), "X", None, None, Sym.const(1.0))
+    tail = ": P(J) ~ exp(eps q(J) / (2*1)); exact sources: sampled exactly"
+    assert DyadicExpMech().noise_text(stat, Fraction(1, 2), "pure") == "exponential mechanism, eps=0.5" + tail
+    assert DyadicExpMech().noise_text(stat, Fraction(1, 2), "zcdp") == "exponential mechanism, eps=2" + tail
 
 
 def test_dyadic_exp_mech_refusals() -> None:

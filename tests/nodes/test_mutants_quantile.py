@@ -325,3 +325,41 @@ def test_quantile_release_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None
     w = quantile_log_weights(framed, 0.25, 1.2, 3.0)
     k = int(np.argmax(w))
     assert y == framed[k] + 0.5 * (framed[k + 1] - framed[k])
+
+
+def test_parameter_refusals() -> None:
+    with pytest.raises(ValueError, match=r"^Magnitudes of must be 'coordinates' or 'rows', got 'cols'$"):
+        Magnitudes(of="cols")
+    with pytest.raises(ValueError, match=r"^OrderStatistics needs lower <= upper, got \[2.0, 1.0\]$"):
+        OrderStatistics(lower=2.0, upper=1.0)
+    assert Quantile(q=0.0).q == 0.0 and Quantile(q=1.0).q == 1.0
+    for q in (-0.1, 1.1):
+        with pytest.raises(ValueError, match=rf"^Quantile needs 0 <= q <= 1, got {q}$"):
+            Quantile(q=q)
+    for scale, shift in ((-1.0, 0.0), (1.0, -1.0)):
+        with pytest.raises(ValueError, match=r"^ScaleShift keeps radii non-negative: scale and shift must be >= 0$"):
+            quantile.ScaleShift(scale=scale, shift=shift)
+
+
+def test_quantile_noise_text() -> None:
+    stat = StatT((5,), "X", None, None, None, rank=Sym.const(3.0))
+    tail = ("u_k / (2*3)), u_k = -|k - 0.25 n|; exact sources: the same over the points of a 2^-k lattice of the "
+            "range (|I_k| = points in the gap), sampled exactly")
+    assert Quantile(q=0.25).noise_text(stat, Fraction(1, 2), "pure") == (
+        "exponential mechanism over gaps, weights |I_k| exp(0.5 " + tail)
+    assert Quantile(q=0.25).noise_text(stat, Fraction(1, 2), "zcdp") == (
+        "exponential mechanism over gaps, weights |I_k| exp(2 " + tail)
+
+
+def test_radius_post_processing() -> None:
+    """ScaleShift: scale max(x, 0) + shift; ModeBinUpper: factor times the right edge of the largest bin (NaN
+    never the largest; a count vector longer than the bins reads the last edge); log2_edges: powers of two."""
+    ctx = _Eval()
+    ss = quantile.ScaleShift(scale=2.0, shift=1.0)
+    assert [ss.evaluate([np.array(v)], ctx) for v in (3.0, 0.0, -5.0)] == [7.0, 1.0, 1.0]  # type: ignore[arg-type]
+    mb = quantile.ModeBinUpper(edges=[0.0, 1.0, 2.0, 4.0], factor=3.0)
+    assert mb.evaluate([np.array([1.0, 5.0, 2.0])], ctx) == 6.0  # type: ignore[arg-type]
+    assert mb.evaluate([np.array([0.0, 0.0, 9.0])], ctx) == 12.0  # type: ignore[arg-type]
+    assert mb.evaluate([np.array([-5.0, np.nan, -3.0])], ctx) == 12.0  # type: ignore[arg-type]
+    assert mb.evaluate([np.array([0.0, 0.0, 0.0, 0.0, 9.0])], ctx) == 12.0  # type: ignore[arg-type]
+    assert quantile.log2_edges(-2, 2) == (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
