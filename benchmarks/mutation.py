@@ -200,6 +200,27 @@ _NEG_RESHAPE = "reshape(-2, ...) vs reshape(-1, ...): numpy reads any negative s
 _EMPTY_GAPS = ("framed[1] vs framed[0] when report noisy max finds no candidate: every gap is empty then, so every "
                "framed value is the lower end")
 
+_INT_ARRAY = ("an integer array (counts, sizes, positions, group metadata, all below 2^53) built or cast as float64 "
+              "or int64: every reader converts it to the same values")
+_PATH_CHOICE = ("the threshold that picks one of two ways to compute the same result (DyadicTable.build's runs of "
+                "merged pairs or intervals between breaks; DyadicLevel.of's histogram or np.unique of the counts; its "
+                "radix sort while ranks fit 16 bits, at len(values) = 2^16 too, or np.sort): both ways are exact "
+                "(tests/nodes/test_dyadic_build.py checks every level against a reference, test_mutants_dyadic.py the "
+                "keys at 70,000 distinct counts)")
+_SORT_MORE = ("DyadicTable.build's sortedness test weakened so that it sorts more often (one value, ties, or always): "
+              "sorting a sorted array changes nothing")
+_FEW_POINTS = ("the n <= 1 branches of DyadicTable.build (merge pairs, the cumulative merge counts, their lengths "
+               "and dtypes): with fewer than two points no pair merges at any level either way, and only upto[j], "
+               "j < L, is read")
+_EMPTY_DTYPE = "the dtype of an empty array (later cast to int64 or only measured by len)"
+_REPLACE_ONLY = ("DyadicCounts' add/remove bounds: public_n has refused every relation but replace-one before, so "
+                 "change_bound never reads them")
+_ZERO_SIZE = ("groups of zero members kept (g >= 0): a zero multiplicity weighs 0 on both samplers (exact_choice skips "
+              "m = 0, report noisy max gets log 0 = -inf), so the law is the same")
+_BIT_LENGTH = ("_bit_length's correction (float64 rounding v up to the next power of two) applied from 2^53 + 1 or "
+               "from 106 on: below 2^54 - 1 the conversion keeps the exponent, so the check changes nothing there; "
+               "astype(None) is float64")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -591,6 +612,31 @@ EQUIVALENT: dict[str, str] = {
                                                                 "and argmax without an axis reads it flattened"),
     "dpflow.nodes.quantile.xǁQuantileǁinfer__mutmut_15": _MECH_DERIVATION,
     "dpflow.nodes.quantile.xǁQuantileǁevaluate__mutmut_57": _EMPTY_GAPS,
+    "dpflow.nodes.quantile.xǁScaleShiftǁevaluate__mutmut_16": "x >= 0 vs x > 0: at x = 0 both give scale * 0 + shift",
+    # lead (round 8): dyadic.py
+    **{f"dpflow.nodes.dyadic.x__bit_length__mutmut_{n}": _BIT_LENGTH for n in (2, 16, 17)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicLevelǁof__mutmut_{n}": _EMPTY_DTYPE for n in (5, 7, 11, 13)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicLevelǁof__mutmut_{n}": _PATH_CHOICE for n in (16, 17, 18, 19, 20, 43, 44)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicLevelǁof__mutmut_{n}": _INT_ARRAY for n in (40, 42)},
+    "dpflow.nodes.dyadic.xǁDyadicLevelǁof__mutmut_56": ("the ranks sorted as float64 rather than uint16: a stable "
+                                                        "argsort of the same values gives the same order"),
+    "dpflow.nodes.dyadic.xǁDyadicLevelǁof__mutmut_58": "kind='STABLE': numpy reads sort kinds case-insensitively",
+    **{f"dpflow.nodes.dyadic.xǁDyadicTableǁbuild__mutmut_{n}": _INT_ARRAY for n in (3, 5)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicTableǁbuild__mutmut_{n}": _SORT_MORE for n in (6, 7, 10, 11, 13)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicTableǁbuild__mutmut_{n}": _FEW_POINTS
+       for n in (29, 35, 38, 40, 41, 44, 51, 52, 55, 57, 59)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicTableǁbuild__mutmut_{n}": _EMPTY_DTYPE for n in (68, 70)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicTableǁbuild__mutmut_{n}": _PATH_CHOICE for n in (72, 73, 74, 75, 76)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicTableǁcounts_at__mutmut_{n}": _INT_ARRAY for n in (3, 5)},
+    "dpflow.nodes.dyadic.x__groups__mutmut_7": ("P[1] < top vs P[-1] < top: with the last knot at the top, a second "
+                                                "top knot adds an empty piece (hi < lo at every level) and the top "
+                                                "2^L - 1 straddles no dyadic interval"),
+    **{f"dpflow.nodes.dyadic.x__groups__mutmut_{n}": _INT_ARRAY
+       for n in (24, 137, 139, 145, 147, 167, 224, 227, 229, 245, 247, 252, 283)},
+    "dpflow.nodes.dyadic.x__groups__mutmut_163": _ZERO_SIZE,
+    **{f"dpflow.nodes.dyadic.xǁDyadicCountsǁinfer__mutmut_{n}": _REPLACE_ONLY for n in (35, 46, 59, 66)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicExpMechǁinfer__mutmut_{n}": _MECH_DERIVATION for n in (37, 39)},
+    **{f"dpflow.nodes.dyadic.xǁDyadicExpMechǁevaluate__mutmut_{n}": _INT_ARRAY for n in (54, 56)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
