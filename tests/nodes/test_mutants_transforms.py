@@ -1,0 +1,186 @@
+"""Mutation-testing pins of ``dpflow/nodes/transforms.py`` (first run 2026-11-29).
+
+The static types the sensitivities downstream read: ``PairDifferences`` (box ``+-(hi - lo)/sqrt 2``, l2 bound
+``diameter / sqrt 2``, a public count of ``n // 2`` rows at this node, stability kept), ``Precondition`` (an
+unbounded domain of the matrix's row count), ``SplitByIndex`` (index pieces over replace-one rows only),
+``Columns`` (box kept, an origin-centred l2 bound kept and any other dropped, names resolved); their refusals
+whole; and the row maps' values (the affine map, the pair differences, the NaN policy of the box clip).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpflow as dp
+from dpflow.domains import RowCount, Sym
+from dpflow.errors import DataError, DomainError, PlanError, PlanTypeError
+from dpflow.handles import Ref
+from dpflow.interpreter.numpy_backend import NumpyBackend
+from dpflow.nodes.transforms import (
+    Columns,
+    PairDifferences,
+    Precondition,
+    SplitByIndex,
+    _affine,
+    _keys,
+    _pair_differences,
+    clip_box,
+)
+from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, Size, SplitRule
+
+
+class _Infer:
+    relation = "replace"
+    node_id = "t"
+
+    def __init__(self, shape: tuple[int, ...] | None = (2, 3)) -> None:
+        self.shape = shape
+
+    def type_of(self, ref: Any) -> Any:
+        return ReleasedT(self.shape)
+
+    def row_count(self) -> RowCount:
+        return RowCount("t")
+
+
+def _rows(domain: dp.Vectors, n: int | None = 9, stability: int = 2, changes: str = "replace",
+          columns: tuple[str, ...] | None = None) -> RowsT:
+    return RowsT(domain, "X", Size(True, n, RowCount("X")), stability, frozenset({changes}), columns)
+
+
+def test_pair_differences_type() -> None:
+    rows = _rows(dp.Vectors(d=3, box=(-1.0, 3.0)))
+    out = PairDifferences().infer([rows], _Infer()).out  # type: ignore[arg-type]
+    w = 4.0 / math.sqrt(2.0)
+    assert out == RowsT(dp.Vectors(d=3, l2_bound=Sym.const(4.0 * math.sqrt(3)) / math.sqrt(2.0), box=(-w, w)), "X",
+                        Size(True, 4, RowCount("t")), 2, frozenset({"replace"}))
+    ball = _rows(dp.Vectors(d=2, l2_bound=5.0), n=None)
+    out = PairDifferences().infer([ball], _Infer()).out  # type: ignore[arg-type]
+    assert out.domain == dp.Vectors(d=2, l2_bound=Sym.const(10.0) / math.sqrt(2.0)) and out.size.known is None
+    out = PairDifferences().infer([_rows(dp.Vectors(d=2))], _Infer()).out  # type: ignore[arg-type]
+    assert out.domain == dp.Vectors(d=2)
+    assert PairDifferences().infer([rows], _Infer()).derivation == (  # type: ignore[arg-type]
+        f"pairs of {rows.domain.describe()}: norm <= diameter/sqrt(2) = 4.89898")
+
+
+def test_pair_differences_refusals() -> None:
+    with pytest.raises(DomainError) as e:
+        PairDifferences().infer([_rows(dp.Vectors(d=1), n=1)], _Infer())  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "t", "fewer than two rows to pair", "use a source with n >= 2")
+    with pytest.raises(PlanError) as p:
+        PairDifferences().infer([_rows(dp.Vectors(d=1), changes="add_remove")], _Infer())  # type: ignore[arg-type]
+    assert p.value.problem.startswith("PairDifferences (pairs by position) needs a public row count")
+    with pytest.raises(PlanTypeError) as t:
+        PairDifferences().infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+    assert t.value.fix == "pass sensitive rows"
+
+
+def test_precondition_type_and_refusals() -> None:
+    rows = _rows(dp.Vectors(d=3, box=(0.0, 1.0)), columns=("a", "b", "c"))
+    inf = Precondition(matrix=Ref("M")).infer([rows], _Infer((2, 3)))  # type: ignore[arg-type]
+    assert inf.out == RowsT(dp.Vectors(d=2), "X", rows.size, 2, frozenset({"replace"}), None)
+    assert inf.derivation == "affine map by M -> " + dp.Vectors(d=2).describe()
+    assert Precondition(matrix=Ref("M"), d_out=5).infer([rows], _Infer((2, 3))).out.domain == dp.Vectors(d=5)  # type: ignore[arg-type]
+    assert Precondition(matrix=Ref("M")).infer([rows], _Infer(None)).out.domain == dp.Vectors(d=3)  # type: ignore[arg-type]
+    assert Precondition(matrix=Ref("M"), d_out=4).infer([rows], _Infer(None)).out.domain == dp.Vectors(d=4)  # type: ignore[arg-type]
+    for shape in ((2, 2), (3,)):
+        with pytest.raises(DomainError) as e:
+            Precondition(matrix=Ref("M")).infer([rows], _Infer(shape))  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == (
+            "t", f"matrix shape {shape} does not map d=3", "pass a (k, 3) matrix")
+    with pytest.raises(PlanTypeError) as t:
+        Precondition(matrix=[[1.0]]).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert (t.value.node, t.value.problem, t.value.fix) == ("t", "matrix must be a released handle",
+                                                            "wrap it with public()")
+
+
+class _Eval:
+    backend = NumpyBackend()
+    node_id = "t"
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def value(self, ref: Any) -> Any:
+        return self.values[ref.id]
+
+
+def test_precondition_values() -> None:
+    X = np.array([[1.0, 2.0], [3.0, -1.0], [np.inf, 0.0]])
+    M = np.array([[2.0, 1.0], [0.0, -1.0], [1.0, 1.0]])
+    c = np.array([1.0, 1.0])
+    got = Precondition(matrix=Ref("M"), center=Ref("c")).evaluate([X], _Eval({"M": M, "c": c}))  # type: ignore[arg-type]
+    assert np.array_equal(got[:2], (X[:2] - c) @ M.T) and np.isinf(got[2, 0])
+    got = Precondition(matrix=Ref("M")).evaluate([X[:2]], _Eval({"M": M}))  # type: ignore[arg-type]
+    assert np.array_equal(got, X[:2] @ M.T)
+    with pytest.raises(DataError) as e:
+        Precondition(matrix=Ref("M")).evaluate([X], _Eval({"M": np.ones((2, 3))}))  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "t", "the released matrix has shape (2, 3), rows have d=2", "release a (k, 2) matrix")
+    with pytest.raises(DataError):
+        Precondition(matrix=Ref("M")).evaluate([X], _Eval({"M": np.ones(2)}))  # type: ignore[arg-type]
+    assert np.array_equal(_affine(X[:2], M, None), X[:2] @ M.T)
+
+
+def test_pair_difference_values() -> None:
+    Z = np.array([[1.0, 5.0, 3.0, 1.0], [np.inf, 0.0, np.inf, 2.0]])
+    with np.errstate(all="raise"):
+        out = _pair_differences(Z)
+    assert out[0].tolist() == [-2.0 / math.sqrt(2.0), 4.0 / math.sqrt(2.0)] and np.isnan(out[1, 0])
+    assert out[1, 1] == -2.0 / math.sqrt(2.0)
+
+
+def test_split_by_index_type_and_refusals() -> None:
+    rows = _rows(dp.Vectors(d=1), n=5)
+    inf = SplitByIndex(pieces=3).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert inf.out == PiecesT(rows, 3, SplitRule.INDEX) and inf.derivation == "3 contiguous blocks by index"
+    assert SplitByIndex(pieces=5).infer([rows], _Infer()).out.count == 5  # type: ignore[arg-type]
+    with pytest.raises(DomainError) as e:
+        SplitByIndex(pieces=6).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == ("t", "5 rows cannot fill 6 pieces", "use fewer pieces")
+    with pytest.raises(PlanTypeError) as t:
+        SplitByIndex(pieces=0).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert (t.value.node, t.value.problem, t.value.fix) == ("t", "pieces=0", "split into at least one piece")
+    with pytest.raises(PlanError) as p:
+        SplitByIndex(pieces=2).infer([_rows(dp.Vectors(d=1), changes="add_remove")], _Infer())  # type: ignore[arg-type]
+    assert p.value.problem.startswith(
+        "SplitByIndex (splits by position; or split by a value with PartitionByBall) needs a public row count")
+    out = SplitByIndex(pieces=2).evaluate([np.arange(5.0)], _Eval({}))  # type: ignore[arg-type]
+    assert [a.tolist() for a in out] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
+
+
+def test_columns_types_and_refusals() -> None:
+    rows = _rows(dp.Vectors(d=3, l2_bound=2.0, box=(-1.0, 1.0)), columns=("a", "b", "c"))
+    inf = Columns(keep=["c", 0]).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert inf.out == RowsT(dp.Vectors(d=2, l2_bound=Sym.const(2.0), box=(-1.0, 1.0)), "X", rows.size, 2,
+                            frozenset({"replace"}), ("c", "a"))
+    assert inf.derivation == "columns ['c', 0] -> " + inf.out.domain.describe()
+    centred = _rows(dp.Vectors(d=3, l2_bound=2.0, center=(1.0, 0.0, 0.0)))
+    assert Columns(keep=[1]).infer([centred], _Infer()).out.domain == dp.Vectors(d=1)  # type: ignore[arg-type]
+    assert Columns(keep=1).indices(rows, "t") == (1,) and _keys("a") == ("a",) and _keys([2.0, "b"]) == (2, "b")
+    for keep in (["z"], [3], [0, 0], [], [-1]):
+        with pytest.raises(DomainError) as e:
+            Columns(keep=keep).indices(rows, "t")
+        assert (e.value.node, e.value.problem, e.value.fix) == (
+            "t", f"columns {keep} do not select from d=3 (columns ['a', 'b', 'c'])",
+            "pass distinct column names or indices in [0, 3)")
+    unnamed = _rows(dp.Vectors(d=3))
+    with pytest.raises(DomainError) as e:
+        Columns(keep=["a"]).indices(unnamed, "t")
+    assert (e.value.problem, e.value.fix) == (
+        "columns ['a'] are named, but the rows have no column names",
+        "declare the source's columns (b.source(name, columns=[...])) or keep by index")
+    with pytest.raises(DomainError) as e:
+        Columns(keep=[5]).indices(unnamed, "t")
+    assert e.value.problem == "columns [5] do not select from d=3"
+
+
+def test_clip_box_policy() -> None:
+    out = clip_box(np.array([[np.nan, 5.0, -np.inf, 0.5]]), -1.0, 2.0)
+    assert out.tolist() == [[0.0, 2.0, -1.0, 0.5]]
+    assert clip_box(np.array([np.nan]), 1.0, 2.0).tolist() == [1.0]  # NaN counts as 0, then clipped
