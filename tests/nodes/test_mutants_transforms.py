@@ -184,3 +184,72 @@ def test_clip_box_policy() -> None:
     out = clip_box(np.array([[np.nan, 5.0, -np.inf, 0.5]]), -1.0, 2.0)
     assert out.tolist() == [[0.0, 2.0, -1.0, 0.5]]
     assert clip_box(np.array([np.nan]), 1.0, 2.0).tolist() == [1.0]  # NaN counts as 0, then clipped
+
+
+def test_piece_types() -> None:
+    """Index blocks: public sizes as np.array_split makes them (the first n mod k blocks one longer); value pieces:
+    private size bounded by the parent's public n, add/remove changes; refusals whole."""
+    from dpflow.nodes.transforms import Piece
+
+    rows = _rows(dp.Vectors(d=1), n=11)
+    sizes = [Piece(index=i).infer([PiecesT(rows, 4, SplitRule.INDEX)], _Infer()).out.size for i in range(4)]  # type: ignore[arg-type]
+    assert sizes == [Size(True, k, RowCount("t")) for k in (3, 3, 3, 2)]
+    assert [len(a) for a in np.array_split(np.arange(11), 4)] == [3, 3, 3, 2]
+    inf = Piece(index=3).infer([PiecesT(rows, 4, SplitRule.INDEX)], _Infer())  # type: ignore[arg-type]
+    assert inf.derivation == "block 3 of 4, n=2"
+    unknown = _rows(dp.Vectors(d=1), n=None)
+    assert Piece(index=0).infer([PiecesT(unknown, 2, SplitRule.INDEX)], _Infer()).out.size == Size(  # type: ignore[arg-type]
+        True, None, RowCount("t"))
+    inf = Piece(index=1).infer([PiecesT(rows, 2, SplitRule.VALUE)], _Infer())  # type: ignore[arg-type]
+    assert inf.out == RowsT(rows.domain, "X", Size(False, None, RowCount("t"), at_most=Sym.const(11.0)), 2,
+                            frozenset({"replace", "add_remove"}))
+    assert inf.derivation == "value piece 1: private size, a record may move in or out"
+    for index in (2, -1):
+        with pytest.raises(PlanTypeError) as e:
+            Piece(index=index).infer([PiecesT(rows, 2, SplitRule.VALUE)], _Infer())  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == ("t", f"piece {index} of 2", "use a valid index")
+    with pytest.raises(PlanTypeError) as e:
+        Piece(index=0).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert e.value.fix == "pass the pieces of a split"
+
+
+def test_partition_by_ball() -> None:
+    from dpflow.nodes.transforms import PartitionByBall
+
+    rows = _rows(dp.Vectors(d=2))
+    inf = PartitionByBall(center=(1.0, 0.0), radius=2.0).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert inf.out == PiecesT(rows, 2, SplitRule.VALUE) and inf.derivation == "inside / outside the ball (public(1,0))"
+    with pytest.raises(DomainError) as e:
+        PartitionByBall(center=(1.0, 0.0, 0.0), radius=2.0).infer([rows], _Infer())  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "t", "center has 3 entries, rows have d=2", "pass a centre of the rows' dimension")
+    for node, slot, shape in ((PartitionByBall(center=Ref("c"), radius=1.0), "center", "(2,)"),
+                              (PartitionByBall(center=(0.0, 0.0), radius=Ref("c")), "radius", "()")):
+        with pytest.raises(DomainError) as e:
+            node.infer([rows], _Infer((5,)))  # type: ignore[arg-type]
+        assert e.value.problem == f"parameter {slot!r} refers to c of shape (5,), expected {shape}"
+    X = np.array([[3.0, 0.0], [1.0, 2.0], [np.nan, 0.0], [-1.5, 0.0]])
+    inside, outside = PartitionByBall(center=(1.0, 0.0), radius=2.0).evaluate([X], _Eval({}))  # type: ignore[arg-type]
+    assert inside.tolist() == [[3.0, 0.0], [1.0, 2.0]] and outside[1].tolist() == [-1.5, 0.0]
+    with pytest.raises(DataError) as d:
+        PartitionByBall(center=(0.0, 0.0), radius=Ref("r")).evaluate([X], _Eval({"r": np.ones(2)}))  # type: ignore[arg-type]
+    assert (d.value.problem, d.value.fix) == ("the released radius r has shape (2,), expected a scalar",
+                                              "release a scalar radius")
+
+
+def test_into_ball() -> None:
+    """Non-finite rows to the centre, rows beyond r scaled onto the sphere, rows whose sum of squares overflows
+    rescaled each by its own largest entry, rows inside (or on the sphere) unchanged."""
+    from dpflow.nodes.transforms import _into_ball
+
+    D = np.array([[3.0, 4.0], [0.3, 0.4], [np.inf, 1.0], [1e200, 1e200], [-1e300, 3e299], [0.6, 0.8]])
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", D, D))
+    out = _into_ball(D.copy(), norms, 1.0)
+    assert np.allclose(out[0], [0.6, 0.8], rtol=1e-15) and out[1].tolist() == [0.3, 0.4]
+    assert out[2].tolist() == [0.0, 0.0] and out[5].tolist() == [0.6, 0.8]
+    assert np.allclose(out[3], [math.sqrt(0.5)] * 2, rtol=1e-15)
+    assert np.allclose(out[4], np.array([-10.0, 3.0]) / math.sqrt(109.0), rtol=1e-15)
+    assert bool(np.all(np.linalg.norm(out, axis=1) <= 1.0))
+    one = _into_ball(np.array([[np.nan, 0.5]]), np.array([np.nan]), 0.25)
+    assert one.tolist() == [[0.0, 0.0]]
