@@ -218,3 +218,36 @@ def test_ridge_solve() -> None:
     assert np.allclose(got, want, rtol=1e-14)
     M2 = np.array([[2.0, 0.5, 1.0], [0.5, 3.0, -np.inf], [1.0, -np.inf, 4.0]])
     assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M2], _Eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
+
+
+def test_more_texts_and_paths() -> None:
+    assert _step(ball="l1").infer([_rows()], _Infer()).derivation == (  # type: ignore[arg-type]
+        "gradient step over rows [x, y] of d=2, n=50: |x_j| <= c_x = 2, ||beta||_1 <= K = 1.5 (l1 ball), "
+        "|residual| <= A = 3; linf = stability*2*eta*c_x*A/n = 0.24, l2 = linf*sqrt(d) = 0.339411")
+    assert l1_bound("l1", 2.0, None, 100) == 2.0 and l1_bound("l2", 2.0, None, 9) == 6.0
+    with pytest.raises(dp.errors.PlanTypeError) as t:
+        _step().infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+    assert t.value.fix == "pass sensitive rows [x, y]"
+    for ctx, slot in ((_NotReleased("b"), "beta"), (_NotReleased("A"), "residual_bound")):
+        with pytest.raises(dp.errors.PostProcessingError) as p:
+            _step(residual_bound=Ref("A")).infer([_rows()], ctx)  # type: ignore[arg-type]
+        assert p.value.problem == f"parameter {slot!r} refers to {ctx.bad}, which is not released"
+    private = RowsT(dp.Vectors(d=3), "Z", Size(False, None, RowCount("Z")), 1, frozenset({"replace"}))
+    with pytest.raises(DomainError) as e:
+        _step().infer([private], _Infer())  # type: ignore[arg-type]
+    assert e.value.problem.startswith("GradientStep (divides by n) needs a public row count")
+    # ProjectCoef reads its ball and sparsity; ties in |beta| keep the lower indices (a stable sort)
+    node = ProjectCoef(radius=1.0, ball="l1", sparsity=2)
+    assert np.allclose(node.evaluate([np.array([1.5, -2.0, 1.4])], _Eval({})), [0.25, -0.75, 0.0])  # type: ignore[arg-type]
+    b = np.tile([1.0, -1.0, 0.5], 20)
+    kept = np.flatnonzero(project_coef(b, "l2", 100.0, 10))
+    assert kept.tolist() == [0, 1, 3, 4, 6, 7, 9, 10, 12, 13]
+
+
+class _NotReleased(_Infer):
+    def __init__(self, bad: str) -> None:
+        super().__init__()
+        self.bad = bad
+
+    def type_of(self, ref: Any) -> Any:
+        return StatT((), "Z", None, None, None) if ref.id == self.bad else super().type_of(ref)
