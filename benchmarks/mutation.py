@@ -221,6 +221,19 @@ _BIT_LENGTH = ("_bit_length's correction (float64 rounding v up to the next powe
                "from 106 on: below 2^54 - 1 the conversion keeps the exponent, so the check changes nothing there; "
                "astype(None) is float64")
 
+_NAN_DEFAULT = "np.nan_to_num without nan=0.0: 0.0 is its default"
+_FLOAT_ROWS_CTX = ("float_rows(None, ...) on float64 rows: float_rows reads the context only to convert other dtypes, "
+                   "and the rows reaching a gradient step are float64 (Source's policy)")
+_CLIPPED_FINITE = ("the gradient terms' errstate left to numpy's settings: x, y and the residual are clipped to finite "
+                   "bounds first (NaN counts as 0), so no floating-point exception can occur")
+_ON_SPHERE = ("the l1 projection's early return at sum == radius vs only below: on the sphere the threshold is 0, so "
+              "the projection returns the same vector")
+_DUCHI_TIE = ("rho's test u_k k >= css_k - r vs >: at equality the threshold (css_k - r) / k equals u_k, the same "
+              "as at the index before")
+_KEEP_ALL = "sparsity <= size vs < size: keeping all entries is no change"
+_MASK_FLOAT = "the kept-entries mask as float64 (1.0 / 0.0) rather than bool: np.where reads both as truth values"
+_SCALE_ONE = "norm >= radius vs > radius: at equality the scaling factor is 1.0"
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -637,6 +650,23 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.nodes.dyadic.xǁDyadicCountsǁinfer__mutmut_{n}": _REPLACE_ONLY for n in (35, 46, 59, 66)},
     **{f"dpflow.nodes.dyadic.xǁDyadicExpMechǁinfer__mutmut_{n}": _MECH_DERIVATION for n in (37, 39)},
     **{f"dpflow.nodes.dyadic.xǁDyadicExpMechǁevaluate__mutmut_{n}": _INT_ARRAY for n in (54, 56)},
+    # lead (round 8): regression.py
+    "dpflow.nodes.regression.x_project_l1__mutmut_3": _ON_SPHERE,
+    "dpflow.nodes.regression.x_project_l1__mutmut_22": _DUCHI_TIE,
+    "dpflow.nodes.regression.x_project_coef__mutmut_7": _NAN_DEFAULT,
+    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_7": _NAN_DEFAULT,
+    **{f"dpflow.nodes.regression.{f}__mutmut_{n}": _FLOAT_IN for f, ns in (
+        ("x_project_coef", (12, 14)), ("xǁGradientStepǁevaluate", (14, 16, 42, 44)),
+        ("xǁProjectCoefǁevaluate", (10, 12)), ("xǁRidgeSolveǁevaluate", (11,))) for n in ns},
+    "dpflow.nodes.regression.x_project_coef__mutmut_16": _NEG_RESHAPE,
+    "dpflow.nodes.regression.xǁGradientStepǁevaluate__mutmut_19": _NEG_RESHAPE,
+    **{f"dpflow.nodes.regression.xǁGradientStepǁevaluate__mutmut_{n}": _ONE_ENTRY for n in (46, 47)},
+    "dpflow.nodes.regression.xǁGradientStepǁevaluate__mutmut_2": _FLOAT_ROWS_CTX,
+    "dpflow.nodes.regression.xǁGradientStepǁevaluate__mutmut_82": _CLIPPED_FINITE,
+    "dpflow.nodes.regression.x_project_coef__mutmut_22": _KEEP_ALL,
+    "dpflow.nodes.regression.x_project_coef__mutmut_31": "kind='STABLE': numpy reads sort kinds case-insensitively",
+    **{f"dpflow.nodes.regression.x_project_coef__mutmut_{n}": _MASK_FLOAT for n in (34, 36)},
+    "dpflow.nodes.regression.x_project_coef__mutmut_57": _SCALE_ONE,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
