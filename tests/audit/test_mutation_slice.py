@@ -110,6 +110,13 @@ MUTANTS = (
     Mutant("exact exponential mechanism's upper float bound with 1 + e, not 1 + 2e", "dpflow/nodes/expmech.py",
            "w_hi = ed * (1.0 + 2.0 * e)", "w_hi = ed * (1.0 + e)",
            ("tests/nodes/test_mutants_expmech.py::test_float_bounds_step_by_step",)),
+    Mutant("exact-source quantile at twice its epsilon (the scores' sign -2)", "dpflow/nodes/quantile.py",
+           "np.arange(n + 1, dtype=float), -1, target", "np.arange(n + 1, dtype=float), -2, target",
+           ("tests/nodes/test_mutants_quantile.py::test_lattice_groups_match_the_rule_in_rationals",)),
+    Mutant("DyadicCounts' l1 sensitivity 3L under replace-one", "dpflow/nodes/dyadic.py",
+           "l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(L))",
+           "l1 = change_bound(rows, Sym.const(3.0 * L), Sym.const(L))",
+           ("tests/nodes/test_mutants_dyadic.py::test_dyadic_counts_sensitivities",)),
 )
 
 
