@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
 import dpflow as dp
-from dpflow.domains import RowCount, Sym
+from dpflow.domains import ReleasedScalar, RowCount, Sym
 from dpflow.errors import DataError, DomainError, PlanError, PlanTypeError
 from dpflow.handles import Ref
 from dpflow.interpreter.numpy_backend import NumpyBackend
@@ -253,3 +254,51 @@ def test_into_ball() -> None:
     assert bool(np.all(np.linalg.norm(out, axis=1) <= 1.0))
     one = _into_ball(np.array([[np.nan, 0.5]]), np.array([np.nan]), 0.25)
     assert one.tolist() == [[0.0, 0.0]]
+
+
+CLIP_CASES = [  # (rows' domain, the clip, the output domain): every branch of Clip.infer
+    (dp.Vectors(d=2), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0)),
+    (dp.Vectors(d=2, box=(-1.0, 2.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0, box=(-1.0, 2.0))),
+    (dp.Vectors(d=2, box=(0.5, 2.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0)),  # origin outside the box
+    (dp.Vectors(d=2, box=(0.0, 2.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0, box=(0.0, 2.0))),
+    (dp.Vectors(d=2, box=(-1.0, 2.0)), dict(radius=3.0, center=(1.0, 1.0)),
+     dp.Vectors(d=2, l2_bound=3.0, center="public(1,1)")),
+    (dp.Vectors(d=2, box=(-1.0, 2.0)), dict(radius=3.0, center=Ref("c")), dp.Vectors(d=2, l2_bound=3.0, center="c")),
+    (dp.Vectors(d=2), dict(radius=Ref("r")), dp.Vectors(d=2, l2_bound=Sym.ref(ReleasedScalar("r")))),
+    (dp.Vectors(d=2, l2_bound=5.0), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, l2_bound=5.0, box=(-1.0, 1.0))),
+    (dp.Vectors(d=2, l2_bound=5.0), dict(box=(0.5, 1.0)), dp.Vectors(d=2, box=(0.5, 1.0))),  # 0 outside: ball lost
+    (dp.Vectors(d=2, l2_bound=5.0, center="c"), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, box=(-1.0, 1.0))),
+    (dp.Vectors(d=2, box=(-3.0, 0.5)), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, box=(-1.0, 0.5))),
+    (dp.Vectors(d=2, box=(2.0, 3.0)), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, box=(1.0, 1.0))),
+    (dp.Vectors(d=2), dict(radius=2.0, box=(-1.0, 1.0)), dp.Vectors(d=2, l2_bound=2.0, box=(-1.0, 1.0))),
+]
+
+
+@pytest.mark.parametrize(("dom", "kw", "want"), CLIP_CASES)
+def test_clip_output_domain(dom: dp.Vectors, kw: dict[str, Any], want: dp.Vectors) -> None:
+    """The domain every downstream sensitivity reads: a ball around the origin or a named centre, a box kept only
+    where the projection keeps it (the origin inside it, no centre), a box intersected monotonically, a ball lost
+    when a box clip does not contain 0 or the ball has a centre."""
+    from dpflow.nodes.transforms import Clip
+
+    rows = _rows(dom)
+    inf = Clip(**kw).infer([rows], _Infer((2,) if kw.get("center") is not None else ()))  # type: ignore[arg-type]
+    assert inf.out == attrs.evolve(rows, domain=want)
+    assert inf.derivation == f"clip {dom.describe()} -> {want.describe()}"
+
+
+def test_clip_refusals() -> None:
+    from dpflow.nodes.transforms import Clip
+
+    with pytest.raises(DomainError) as e:
+        Clip(radius=1.0, center=(0.0, 0.0, 0.0)).infer([_rows(dp.Vectors(d=2))], _Infer())  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "t", "center has 3 entries, rows have d=2", "pass a centre of the rows' dimension")
+    for kw, slot, shape in ((dict(radius=1.0, center=Ref("c")), "center", "(2,)"), (dict(radius=Ref("c")), "radius",
+                                                                                    "()")):
+        with pytest.raises(DomainError) as e:
+            Clip(**kw).infer([_rows(dp.Vectors(d=2))], _Infer((5,)))  # type: ignore[arg-type]
+        assert e.value.problem == f"parameter {slot!r} refers to c of shape (5,), expected {shape}"
+    with pytest.raises(PlanTypeError) as t:
+        Clip(radius=1.0).infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+    assert t.value.fix == "pass sensitive rows"
