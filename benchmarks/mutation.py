@@ -667,6 +667,8 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.regression.x_project_coef__mutmut_31": "kind='STABLE': numpy reads sort kinds case-insensitively",
     **{f"dpflow.nodes.regression.x_project_coef__mutmut_{n}": _MASK_FLOAT for n in (34, 36)},
     "dpflow.nodes.regression.x_project_coef__mutmut_57": _SCALE_ONE,
+    **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _FLOAT_IN for n in (13, 28, 30)},
+    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_47": "lstsq's rcond=None left out: None is its default",
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

@@ -209,14 +209,14 @@ def test_parameter_refusals() -> None:
 
 def test_ridge_solve() -> None:
     """(M_xx + ridge scale^2 I) beta = M_xy, non-finite entries of M as 0, a released scale read from its value."""
-    M = np.array([[2.0, 0.5, 1.0], [0.5, 3.0, np.inf], [1.0, np.nan, 4.0]])
-    clean = np.array([[2.0, 0.5, 1.0], [0.5, 3.0, 0.0], [1.0, 0.0, 4.0]])
+    M = np.array([[2.0, np.nan, 1.0], [0.5, 3.0, np.inf], [1.0, np.nan, 4.0]])
+    clean = np.array([[2.0, 0.0, 1.0], [0.5, 3.0, 0.0], [1.0, 0.0, 4.0]])
     lam = 0.25 * 2.0 * 2.0
     want = np.linalg.solve(clean[:2, :2] + lam * np.eye(2), clean[:2, 2])
     assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M], _Eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
     got = RidgeSolve(ridge=0.25, scale=Ref("s")).evaluate([M], _Eval({"s": np.array([[2.0]])}))  # type: ignore[arg-type]
     assert np.allclose(got, want, rtol=1e-14)
-    M2 = np.array([[2.0, 0.5, 1.0], [0.5, 3.0, -np.inf], [1.0, -np.inf, 4.0]])
+    M2 = np.array([[2.0, 0.0, 1.0], [0.5, 3.0, -np.inf], [1.0, -np.inf, 4.0]])
     assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M2], _Eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
 
 
