@@ -125,3 +125,16 @@ class EvalCtx:
 
     def record(self, key: str, value: Any) -> None:
         self.facts[key] = value
+
+
+class ValueCtx:
+    """The part of the interpreter's EvalContext a row map or post-processing node's ``evaluate`` uses: the numpy
+    backend, a node id and released values by handle id."""
+
+    backend = NumpyBackend()
+
+    def __init__(self, values: Mapping[str, Any] | None = None, node_id: str = "n") -> None:
+        self.values, self.node_id = dict(values or {}), node_id
+
+    def value(self, ref: Any) -> Any:
+        return self.values[ref.id]

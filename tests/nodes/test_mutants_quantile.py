@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import EvalCtx
+from conftest import EvalCtx, ValueCtx
 
 import dpflow as dp
 from dpflow.domains import ReleasedScalar, RowCount, Sym
 from dpflow.errors import DomainError, PlanTypeError, PostProcessingError, UnboundedSensitivityError
 from dpflow.handles import Ref
-from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.nodes import quantile
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.quantile import (
@@ -110,7 +109,7 @@ def test_the_derivations_and_refusals() -> None:
 def test_magnitudes_values_and_policy() -> None:
     """NaN counts as 0, +-inf as +inf, in both forms."""
     X = np.array([[3.0, -4.0], [np.nan, 1.0], [-np.inf, 0.0], [np.inf, np.nan]])
-    ctx = _Eval()
+    ctx = ValueCtx({"u": np.array([[2.5]])}, "q")
     assert Magnitudes().evaluate([X], ctx).ravel().tolist() == [3.0, 4.0, 0.0, 1.0, np.inf, 0.0, np.inf, 0.0]
     assert Magnitudes(of="rows").evaluate([X], ctx).ravel().tolist() == [5.0, 1.0, np.inf, np.inf]
 
@@ -162,21 +161,13 @@ def test_order_statistics_refusals() -> None:
             "q", f"{slot} refers to u of shape (2,)", "pass a released scalar")
 
 
-class _Eval:
-    backend = NumpyBackend()
-    node_id = "q"
-
-    def value(self, ref: Any) -> Any:
-        return np.array([[2.5]])
-
-
 def test_order_statistics_values_and_policy() -> None:
     """Clamped into [lower, upper] and sorted, framed by the ends; NaN counts as lower (not 0), +-inf as the
     ends; a released upper end is read from its first entry."""
     z = np.array([[7.0], [np.nan], [1.5], [-np.inf], [np.inf], [0.5]])
-    out = OrderStatistics(lower=1.0, upper=4.0).evaluate([z], _Eval())  # type: ignore[arg-type]
+    out = OrderStatistics(lower=1.0, upper=4.0).evaluate([z], ValueCtx({"u": np.array([[2.5]])}, "q"))  # type: ignore[arg-type]
     assert out.tolist() == [1.0, 1.0, 1.0, 1.0, 1.5, 4.0, 4.0, 4.0]
-    out = OrderStatistics(lower=0.0, upper=Ref("u")).evaluate([z], _Eval())  # type: ignore[arg-type]
+    out = OrderStatistics(lower=0.0, upper=Ref("u")).evaluate([z], ValueCtx({"u": np.array([[2.5]])}, "q"))  # type: ignore[arg-type]
     assert out.tolist() == [0.0, 0.0, 0.0, 0.5, 1.5, 2.5, 2.5, 2.5]
 
 
@@ -354,7 +345,7 @@ def test_quantile_noise_text() -> None:
 def test_radius_post_processing() -> None:
     """ScaleShift: scale max(x, 0) + shift; ModeBinUpper: factor times the right edge of the largest bin (NaN
     never the largest; a count vector longer than the bins reads the last edge); log2_edges: powers of two."""
-    ctx = _Eval()
+    ctx = ValueCtx({"u": np.array([[2.5]])}, "q")
     ss = quantile.ScaleShift(scale=2.0, shift=1.0)
     assert [ss.evaluate([np.array(v)], ctx) for v in (3.0, 0.0, -5.0)] == [7.0, 1.0, 1.0]  # type: ignore[arg-type]
     mb = quantile.ModeBinUpper(edges=[0.0, 1.0, 2.0, 4.0], factor=3.0)

@@ -15,16 +15,20 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ValueCtx
 
 import dpflow as dp
 from dpflow.domains import ReleasedScalar, RowCount, Sym
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
-from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.regression import GradientStep, ProjectCoef, RidgeSolve, l1_bound, project_coef, project_l1
 from dpflow.nodes.rules import capped
 from dpflow.nodes.types import ReleasedT, RowsT, Size, StatT
+
+
+def _eval(values: dict[str, Any]) -> ValueCtx:
+    return ValueCtx(values, "g")
 
 
 class _Infer:
@@ -89,17 +93,6 @@ def test_gradient_step_refusals() -> None:
         assert (e.value.node, e.value.problem, e.value.fix) == ("g", problem, fix)
 
 
-class _Eval:
-    backend = NumpyBackend()
-    node_id = "g"
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def value(self, ref: Any) -> Any:
-        return self.values[ref.id]
-
-
 def _reference_step(Z: np.ndarray, beta: np.ndarray, eta: float, cx: float, A: float, radius: float,
                     ball: str, s: int | None) -> np.ndarray:
     d = Z.shape[1] - 1
@@ -122,7 +115,7 @@ def test_gradient_step_value(ball: str, s: int | None, A: float) -> None:
     Z = np.array([[0.5, -3.0, 9.0], [1.0, 1.0, -9.0], [-2.5, 0.2, 0.1], [0.0, 0.0, 0.4]])
     beta = np.array([[1.2, -0.9]])
     node = _step(ball=ball, sparsity=s, residual_bound=A, x_bound=1.0, radius=1.0)
-    got = node.evaluate([Z], _Eval({"b": beta}))  # type: ignore[arg-type]
+    got = node.evaluate([Z], _eval({"b": beta}))  # type: ignore[arg-type]
     want = _reference_step(Z, beta.reshape(-1), 0.5, 1.0, A, 1.0, ball, s)
     assert np.allclose(got, want, rtol=1e-14, atol=1e-15)
 
@@ -131,14 +124,14 @@ def test_gradient_step_reads_a_released_bound_under_its_cap() -> None:
     Z = np.array([[0.5, -3.0, 9.0], [1.0, 1.0, -9.0]])
     for a in (2.5, np.inf, np.nan, -1.0):
         got = _step(residual_bound=Ref("A"), x_bound=1.0, radius=0.5).evaluate(  # type: ignore[arg-type]
-            [Z], _Eval({"b": np.array([0.3, 0.1]), "A": np.array([a])}))
+            [Z], _eval({"b": np.array([0.3, 0.1]), "A": np.array([a])}))
         want = _reference_step(Z, np.array([0.3, 0.1]), 0.5, 1.0, capped(a), 0.5, "l2", None)
         assert np.allclose(got, want, rtol=1e-14, atol=1e-15)
 
 
 def test_gradient_step_refuses_a_released_beta_of_the_wrong_shape() -> None:
     with pytest.raises(dp.errors.DataError) as e:
-        _step().evaluate([np.zeros((3, 3))], _Eval({"b": np.zeros(3)}))  # type: ignore[arg-type]
+        _step().evaluate([np.zeros((3, 3))], _eval({"b": np.zeros(3)}))  # type: ignore[arg-type]
     assert (e.value.node, e.value.problem, e.value.fix) == (
         "g", "the released beta has shape (3,), expected (2,)", "release a coefficient vector of shape (2,)")
 
@@ -191,7 +184,7 @@ def test_coefficient_projection() -> None:
         assert np.allclose(project_coef(v, "l2", r, None), v * (r / np.linalg.norm(v)), rtol=1e-14)
     assert project_coef(np.array([3.0, -1.0, 0.5]), "l1", 2.0, 2).tolist() == [2.0, -0.0, 0.0]
     node = ProjectCoef(radius=1.0, ball="l1", sparsity=1)
-    assert node.evaluate([np.array([0.5, -2.0])], _Eval({})).tolist() == [0.0, -1.0]  # type: ignore[arg-type]
+    assert node.evaluate([np.array([0.5, -2.0])], _eval({})).tolist() == [0.0, -1.0]  # type: ignore[arg-type]
 
 
 def test_parameter_refusals() -> None:
@@ -213,11 +206,11 @@ def test_ridge_solve() -> None:
     clean = np.array([[2.0, 0.0, 1.0], [0.5, 3.0, 0.0], [1.0, 0.0, 4.0]])
     lam = 0.25 * 2.0 * 2.0
     want = np.linalg.solve(clean[:2, :2] + lam * np.eye(2), clean[:2, 2])
-    assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M], _Eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
-    got = RidgeSolve(ridge=0.25, scale=Ref("s")).evaluate([M], _Eval({"s": np.array([[2.0]])}))  # type: ignore[arg-type]
+    assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M], _eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
+    got = RidgeSolve(ridge=0.25, scale=Ref("s")).evaluate([M], _eval({"s": np.array([[2.0]])}))  # type: ignore[arg-type]
     assert np.allclose(got, want, rtol=1e-14)
     M2 = np.array([[2.0, 0.0, 1.0], [0.5, 3.0, -np.inf], [1.0, -np.inf, 4.0]])
-    assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M2], _Eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
+    assert np.allclose(RidgeSolve(ridge=0.25, scale=2.0).evaluate([M2], _eval({})), want, rtol=1e-14)  # type: ignore[arg-type]
 
 
 def test_more_texts_and_paths() -> None:
@@ -238,7 +231,7 @@ def test_more_texts_and_paths() -> None:
     assert e.value.problem.startswith("GradientStep (divides by n) needs a public row count")
     # ProjectCoef reads its ball and sparsity; ties in |beta| keep the lower indices (a stable sort)
     node = ProjectCoef(radius=1.0, ball="l1", sparsity=2)
-    assert np.allclose(node.evaluate([np.array([1.5, -2.0, 1.4])], _Eval({})), [0.25, -0.75, 0.0])  # type: ignore[arg-type]
+    assert np.allclose(node.evaluate([np.array([1.5, -2.0, 1.4])], _eval({})), [0.25, -0.75, 0.0])  # type: ignore[arg-type]
     b = np.tile([1.0, -1.0, 0.5], 20)
     kept = np.flatnonzero(project_coef(b, "l2", 100.0, 10))
     assert kept.tolist() == [0, 1, 3, 4, 6, 7, 9, 10, 12, 13]

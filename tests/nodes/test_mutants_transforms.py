@@ -15,12 +15,12 @@ from typing import Any
 import attrs
 import numpy as np
 import pytest
+from conftest import ValueCtx
 
 import dpflow as dp
 from dpflow.domains import ReleasedScalar, RowCount, Sym
 from dpflow.errors import DataError, DomainError, PlanError, PlanTypeError
 from dpflow.handles import Ref
-from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.nodes.transforms import (
     Columns,
     PairDifferences,
@@ -32,6 +32,10 @@ from dpflow.nodes.transforms import (
     clip_box,
 )
 from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, Size, SplitRule
+
+
+def _eval(values: dict[str, Any]) -> ValueCtx:
+    return ValueCtx(values, "t")
 
 
 class _Infer:
@@ -100,31 +104,20 @@ def test_precondition_type_and_refusals() -> None:
                                                             "wrap it with public()")
 
 
-class _Eval:
-    backend = NumpyBackend()
-    node_id = "t"
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def value(self, ref: Any) -> Any:
-        return self.values[ref.id]
-
-
 def test_precondition_values() -> None:
     X = np.array([[1.0, 2.0], [3.0, -1.0], [np.inf, 0.0]])
     M = np.array([[2.0, 1.0], [0.0, -1.0], [1.0, 1.0]])
     c = np.array([1.0, 1.0])
-    got = Precondition(matrix=Ref("M"), center=Ref("c")).evaluate([X], _Eval({"M": M, "c": c}))  # type: ignore[arg-type]
+    got = Precondition(matrix=Ref("M"), center=Ref("c")).evaluate([X], _eval({"M": M, "c": c}))  # type: ignore[arg-type]
     assert np.array_equal(got[:2], (X[:2] - c) @ M.T) and np.isinf(got[2, 0])
-    got = Precondition(matrix=Ref("M")).evaluate([X[:2]], _Eval({"M": M}))  # type: ignore[arg-type]
+    got = Precondition(matrix=Ref("M")).evaluate([X[:2]], _eval({"M": M}))  # type: ignore[arg-type]
     assert np.array_equal(got, X[:2] @ M.T)
     with pytest.raises(DataError) as e:
-        Precondition(matrix=Ref("M")).evaluate([X], _Eval({"M": np.ones((2, 3))}))  # type: ignore[arg-type]
+        Precondition(matrix=Ref("M")).evaluate([X], _eval({"M": np.ones((2, 3))}))  # type: ignore[arg-type]
     assert (e.value.node, e.value.problem, e.value.fix) == (
         "t", "the released matrix has shape (2, 3), rows have d=2", "release a (k, 2) matrix")
     with pytest.raises(DataError):
-        Precondition(matrix=Ref("M")).evaluate([X], _Eval({"M": np.ones(2)}))  # type: ignore[arg-type]
+        Precondition(matrix=Ref("M")).evaluate([X], _eval({"M": np.ones(2)}))  # type: ignore[arg-type]
     assert np.array_equal(_affine(X[:2], M, None), X[:2] @ M.T)
 
 
@@ -151,7 +144,7 @@ def test_split_by_index_type_and_refusals() -> None:
         SplitByIndex(pieces=2).infer([_rows(dp.Vectors(d=1), changes="add_remove")], _Infer())  # type: ignore[arg-type]
     assert p.value.problem.startswith(
         "SplitByIndex (splits by position; or split by a value with PartitionByBall) needs a public row count")
-    out = SplitByIndex(pieces=2).evaluate([np.arange(5.0)], _Eval({}))  # type: ignore[arg-type]
+    out = SplitByIndex(pieces=2).evaluate([np.arange(5.0)], _eval({}))  # type: ignore[arg-type]
     assert [a.tolist() for a in out] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
 
 
@@ -230,10 +223,10 @@ def test_partition_by_ball() -> None:
             node.infer([rows], _Infer((5,)))  # type: ignore[arg-type]
         assert e.value.problem == f"parameter {slot!r} refers to c of shape (5,), expected {shape}"
     X = np.array([[3.0, 0.0], [1.0, 2.0], [np.nan, 0.0], [-1.5, 0.0]])
-    inside, outside = PartitionByBall(center=(1.0, 0.0), radius=2.0).evaluate([X], _Eval({}))  # type: ignore[arg-type]
+    inside, outside = PartitionByBall(center=(1.0, 0.0), radius=2.0).evaluate([X], _eval({}))  # type: ignore[arg-type]
     assert inside.tolist() == [[3.0, 0.0], [1.0, 2.0]] and outside[1].tolist() == [-1.5, 0.0]
     with pytest.raises(DataError) as d:
-        PartitionByBall(center=(0.0, 0.0), radius=Ref("r")).evaluate([X], _Eval({"r": np.ones(2)}))  # type: ignore[arg-type]
+        PartitionByBall(center=(0.0, 0.0), radius=Ref("r")).evaluate([X], _eval({"r": np.ones(2)}))  # type: ignore[arg-type]
     assert (d.value.problem, d.value.fix) == ("the released radius r has shape (2,), expected a scalar",
                                               "release a scalar radius")
 
