@@ -10,6 +10,7 @@ whole; and the row maps' values (the affine map, the pair differences, the NaN p
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -295,3 +296,103 @@ def test_clip_refusals() -> None:
     with pytest.raises(PlanTypeError) as t:
         Clip(radius=1.0).infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
     assert t.value.fix == "pass sensitive rows"
+
+
+def _exact_dist2(y: np.ndarray, c: np.ndarray) -> Fraction:
+    return sum(((Fraction(float(a)) - Fraction(float(b))) ** 2 for a, b in zip(y, c, strict=True)), Fraction(0))
+
+
+def test_project_ball_far_centre_meets_the_bound_downstream_reads() -> None:
+    """Around a centre far from the origin ``||x - c||^2`` computed as ``||x||^2 - 2 x.c + ||c||^2`` is off by
+    units (here rows at distance 1.5 compute anywhere in [-8, 8]): only the rigorous slack ``4 (d + 3) eps
+    (||x|| + ||c||)^2`` keeps such rows out of the fast path.  Every output row meets, exactly (in rationals),
+    the bound ``FloatError.centred_norm`` charges downstream: ``r (1 + gamma(d + 2)) + 2 u (r + ||c||)``."""
+    from dpflow.nodes.floaterr import U, gamma
+    from dpflow.nodes.transforms import project_ball
+
+    rng = np.random.default_rng(0)
+    d, r = 20, 1.0
+    c = rng.normal(size=d) * 3e7
+    u = rng.normal(size=(600, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    X = c + np.repeat([0.5, 0.999, 1.001, 1.5, 3.0, 1e9], 100)[:, None] * u
+    out = project_ball(X, c, r)
+    cn = math.sqrt(float(c @ c)) * (1 + 1e-12)
+    bound = Fraction(r * (1 + gamma(d + 2)) + 2 * U * (r + cn)) ** 2
+    assert all(_exact_dist2(y, c) <= bound for y in out)
+    assert np.array_equal(out[:100], X[:100])  # well inside: unchanged
+
+
+def test_project_ball_fast_path_is_the_documented_test() -> None:
+    """A row is returned as it is (the input array itself) exactly when ``dist2 + slack <= (r (1 - 1e-12))^2``
+    with ``slack = 4 (d + 3) eps (||x|| + ||c||)^2`` (0 without a centre), ``<=`` included; otherwise it takes
+    the exact path (a copy)."""
+    from dpflow.nodes.transforms import project_ball
+
+    rng = np.random.default_rng(1)
+    eps = np.finfo(float).eps
+    for c, r in ((None, 1.0), (np.array([3.0, -4.0, 12.0]), 1.0), (np.array([0.25, 0.5, -1.0]), 2.0)):
+        u = rng.normal(size=(400, 3))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        X = (0.0 if c is None else c) + r * (1 - rng.uniform(0, 4e-12, size=400))[:, None] * u
+        inner = r * (1.0 - 1e-12)
+        kept = []
+        for x in X:
+            row = x[None, :].copy()
+            sq = float(row[0] @ row[0])
+            if c is None:
+                want = sq <= inner * inner
+            else:
+                cc = float(c @ c)
+                dist2 = sq - 2.0 * float(row[0] @ c) + cc
+                want = dist2 + 4.0 * 6 * eps * (math.sqrt(sq) + math.sqrt(cc)) ** 2 <= inner * inner
+            kept.append(want)
+            assert (project_ball(row, c, r) is row) == want
+        assert 50 < sum(kept) < 350  # both sides of the threshold are tried
+    tie = np.array([[1.0 * (1.0 - 1e-12)]])  # its square is exactly inner * inner
+    assert project_ball(tie, None, 1.0) is tie
+
+
+def test_project_ball_leaves_its_input_and_converts_integers() -> None:
+    from dpflow.nodes.transforms import project_ball
+
+    X = np.array([[3.0, 4.0], [0.3, 0.4]])
+    out = project_ball(X, None, 1.0)
+    assert X.tolist() == [[3.0, 4.0], [0.3, 0.4]] and out is not X
+    assert np.allclose(out, [[0.6, 0.8], [0.3, 0.4]], rtol=1e-15)
+    assert project_ball(np.array([[3, 4], [0, 0]]), None, 1.0).tolist() == out[:1].tolist() + [[0.0, 0.0]]
+
+
+def test_clip_evaluate_in_blocks_and_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer rows become floats, then (rows of several blocks, the conversion's own copy) are moved into the ball
+    around the released centre by the in-place variant: the same rows as ``project_ball`` on a copy."""
+    from dpflow.interpreter import numpy_backend
+    from dpflow.nodes.transforms import Clip, project_ball
+
+    monkeypatch.setattr(numpy_backend, "BLOCK_BYTES", 256)
+    X = np.random.default_rng(2).integers(-9, 9, size=(64, 2))
+    c = np.array([1.0, -2.0])
+    for radius, values in ((Ref("r"), {"c": c, "r": np.array(2.5)}), (2.5, {"c": c})):
+        out = Clip(radius=radius, center=Ref("c")).evaluate([X], _eval(values))  # type: ignore[arg-type]
+        assert isinstance(out, numpy_backend.MappedRows)
+        want = project_ball(X.astype(float), c, 2.5)
+        assert np.array_equal(np.asarray(out), want) and not np.array_equal(want, X)
+        mine = X.astype(float)  # the in-place variant, as the backend calls it on an array no one else reads
+        alt = out.overwrites[-1]
+        assert alt is not None and alt(mine) is mine and np.array_equal(mine, want)
+    ball = Clip(radius=3.0).evaluate([X], _eval({}))
+    assert np.array_equal(np.asarray(ball), project_ball(X.astype(float), None, 3.0))
+
+
+def test_clip_evaluate_refuses_released_parameters_of_the_wrong_shape() -> None:
+    from dpflow.nodes.transforms import Clip
+
+    X = np.zeros((4, 2))
+    with pytest.raises(DataError) as e:
+        Clip(radius=1.0, center=Ref("c")).evaluate([X], _eval({"c": np.zeros(3)}))
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "t", "a released vector parameter has shape (3,), expected (2,)", "release a vector of the rows' dimension")
+    with pytest.raises(DataError) as e:
+        Clip(radius=Ref("r")).evaluate([X], _eval({"r": np.ones(2)}))
+    assert (e.value.problem, e.value.fix) == ("the released radius r has shape (2,), expected a scalar",
+                                              "release a scalar radius")
