@@ -109,11 +109,12 @@ def _scalar(ctx: EvalContext, p: Ref | float, slot: str) -> float:
     return float(v.reshape(()))
 
 
-def _value(ctx: EvalContext, p: Ref | tuple[float, ...] | float | None, d: int | None = None) -> Any:
+def _value(ctx: EvalContext, p: Ref | tuple[float, ...] | None, d: int) -> Any:
+    """A public or released vector parameter of ``d`` floats (its shape is public, so a wrong one may raise)."""
     if p is None:
         return None
     v = np.asarray(ctx.value(p) if isinstance(p, Ref) else p, dtype=float)
-    if d is not None and v.shape != (d,):
+    if v.shape != (d,):
         raise DataError(ctx.node_id, f"a released vector parameter has shape {v.shape}, expected ({d},)",
                         "release a vector of the rows' dimension")
     return v
@@ -291,17 +292,13 @@ class Clip(Transform):
             raise DomainError(ctx.node_id, f"center has {len(self.center)} entries, rows have d={dom.d}",
                               "pass a centre of the rows' dimension")
         _check_ref(self.radius, ctx, "radius", ())
-        l2: Sym | None = None
-        center = dom.center
-        box = dom.box
+        l2, center, box = dom.l2_bound, dom.center, dom.box
         if self.radius is not None:
             l2 = Sym.ref(ReleasedScalar(self.radius.id)) if isinstance(self.radius, Ref) else Sym.const(self.radius)
             center = _center_name(self.center)
             origin_in_box = box is not None and box[0] <= 0.0 <= box[1]
             if not (center is None and origin_in_box):
                 box = None
-        elif self.box is not None:
-            l2 = dom.l2_bound
         if self.box is not None:
             # coordinate clipping is monotone: a box [b0, b1] maps into [clip(b0), clip(b1)]
             lo, hi = self.box

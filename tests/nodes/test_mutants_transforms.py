@@ -255,12 +255,15 @@ CLIP_CASES = [  # (rows' domain, the clip, the output domain): every branch of C
     (dp.Vectors(d=2, box=(-1.0, 2.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0, box=(-1.0, 2.0))),
     (dp.Vectors(d=2, box=(0.5, 2.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0)),  # origin outside the box
     (dp.Vectors(d=2, box=(0.0, 2.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0, box=(0.0, 2.0))),
+    (dp.Vectors(d=2, box=(-2.0, 0.0)), dict(radius=3.0), dp.Vectors(d=2, l2_bound=3.0, box=(-2.0, 0.0))),
     (dp.Vectors(d=2, box=(-1.0, 2.0)), dict(radius=3.0, center=(1.0, 1.0)),
      dp.Vectors(d=2, l2_bound=3.0, center="public(1,1)")),
     (dp.Vectors(d=2, box=(-1.0, 2.0)), dict(radius=3.0, center=Ref("c")), dp.Vectors(d=2, l2_bound=3.0, center="c")),
     (dp.Vectors(d=2), dict(radius=Ref("r")), dp.Vectors(d=2, l2_bound=Sym.ref(ReleasedScalar("r")))),
     (dp.Vectors(d=2, l2_bound=5.0), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, l2_bound=5.0, box=(-1.0, 1.0))),
     (dp.Vectors(d=2, l2_bound=5.0), dict(box=(0.5, 1.0)), dp.Vectors(d=2, box=(0.5, 1.0))),  # 0 outside: ball lost
+    (dp.Vectors(d=2, l2_bound=5.0), dict(box=(0.0, 1.0)), dp.Vectors(d=2, l2_bound=5.0, box=(0.0, 1.0))),
+    (dp.Vectors(d=2, l2_bound=5.0), dict(box=(-1.0, 0.0)), dp.Vectors(d=2, l2_bound=5.0, box=(-1.0, 0.0))),
     (dp.Vectors(d=2, l2_bound=5.0, center="c"), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, box=(-1.0, 1.0))),
     (dp.Vectors(d=2, box=(-3.0, 0.5)), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, box=(-1.0, 0.5))),
     (dp.Vectors(d=2, box=(2.0, 3.0)), dict(box=(-1.0, 1.0)), dp.Vectors(d=2, box=(1.0, 1.0))),
@@ -283,6 +286,14 @@ def test_clip_output_domain(dom: dp.Vectors, kw: dict[str, Any], want: dp.Vector
 
 def test_clip_refusals() -> None:
     from dpflow.nodes.transforms import Clip
+
+    for kw, text in ((dict(), "Clip needs a radius, a box, or both"),
+                     (dict(box=(2.0, 1.0)), "Clip box must have lower <= upper, got (2.0, 1.0)"),
+                     (dict(box=(0.0, 1.0), center=(0.0, 0.0)), "Clip center needs a radius")):
+        with pytest.raises(ValueError) as v:
+            Clip(**kw)
+        assert str(v.value) == text
+    assert Clip(box=(1.0, 1.0)).box == (1.0, 1.0)  # a single point is a box
 
     with pytest.raises(DomainError) as e:
         Clip(radius=1.0, center=(0.0, 0.0, 0.0)).infer([_rows(dp.Vectors(d=2))], _Infer())  # type: ignore[arg-type]
@@ -396,3 +407,88 @@ def test_clip_evaluate_refuses_released_parameters_of_the_wrong_shape() -> None:
         Clip(radius=Ref("r")).evaluate([X], _eval({"r": np.ones(2)}))
     assert (e.value.problem, e.value.fix) == ("the released radius r has shape (2,), expected a scalar",
                                               "release a scalar radius")
+
+
+class _NotReleased(_Infer):
+    def type_of(self, ref: Any) -> Any:
+        return _rows(dp.Vectors(d=2))
+
+
+def test_transform_parameter_refusals_name_the_node_slot_and_fix() -> None:
+    """Every transform's input must be rows; a released parameter must be released and of the needed shape; a
+    public vector must be finite; a Clip radius positive (0 explained)."""
+    from dpflow.errors import PostProcessingError
+    from dpflow.nodes.transforms import Clip, PartitionByBall
+
+    for node in (Precondition(matrix=Ref("A")), SplitByIndex(pieces=2), PartitionByBall(center=(0.0,), radius=1.0),
+                 Columns(keep=(0,))):
+        with pytest.raises(PlanTypeError) as t:
+            node.infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+        assert (t.value.node, t.value.fix) == ("t", "pass sensitive rows")
+    with pytest.raises(PostProcessingError) as p:
+        Precondition(matrix=Ref("A")).infer([_rows(dp.Vectors(d=2))], _NotReleased())  # type: ignore[arg-type]
+    assert p.value.problem == "parameter 'matrix' refers to A, which is not released"
+    with pytest.raises(PostProcessingError) as p:
+        Clip(radius=1.0, center=Ref("c")).infer([_rows(dp.Vectors(d=2))], _NotReleased())  # type: ignore[arg-type]
+    assert p.value.problem == "parameter 'center' refers to c, which is not released"
+    with pytest.raises(DomainError) as e:
+        Precondition(matrix=Ref("A"), center=Ref("c")).infer([_rows(dp.Vectors(d=3))], _Infer((3, 3)))  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "t", "parameter 'center' refers to c of shape (3, 3), expected (3,)", "pass a released value of shape (3,)")
+    with pytest.raises(ValueError, match="^a public vector parameter must be finite$"):
+        Precondition(matrix=Ref("A"), center=(math.nan, 0.0))
+    fix = ". Fix: pass 0 < radius <= 2**256, or clip to a box only"
+    with pytest.raises(ValueError) as v:
+        Clip(radius=0.0)
+    assert str(v.value) == ("Clip radius must be a finite positive number at most MAX_BOUND, got 0.0 (radius 0 maps "
+                            "every row to the centre: nothing about the data could be released)" + fix)
+    with pytest.raises(ValueError) as v:
+        Clip(radius=-1.0)
+    assert str(v.value) == "Clip radius must be a finite positive number at most MAX_BOUND, got -1.0" + fix
+
+
+def test_public_centre_names_and_column_keys() -> None:
+    from dpflow.nodes.transforms import Clip
+
+    for c, name in (((1.0, 2.0, 3.0, 4.0), "public(1,2,3,4)"), ((1.0, 2.0, 3.0, 4.0, 5.0), "public(1,2,3,4,...)")):
+        inf = Clip(radius=1.0, center=c).infer([_rows(dp.Vectors(d=len(c)))], _Infer())  # type: ignore[arg-type]
+        assert inf.out.domain.center == name
+    keep = Columns(keep=[np.int64(1), "a"]).keep
+    assert keep == (1, "a") and type(keep[0]) is int
+    names = tuple(f"c{i}" for i in range(25))
+    with pytest.raises(DomainError) as e:
+        Columns(keep=("zz",)).infer([_rows(dp.Vectors(d=25), columns=names)], _Infer())  # type: ignore[arg-type]
+    assert e.value.problem == f"columns ['zz'] do not select from d=25 (columns {list(names[:20])})"
+    with pytest.raises(DomainError) as e:
+        Columns(keep=("a",)).infer([_rows(dp.Vectors(d=2))], _Infer())  # type: ignore[arg-type]
+    assert e.value.node == "t"
+
+
+def test_released_parameters_as_integers_or_one_entry_arrays() -> None:
+    """A released radius may be any one-entry array; a released integer centre is read as floats (its square norm
+    does not wrap around in int64)."""
+    from dpflow.nodes.transforms import Clip, project_ball
+
+    X = np.array([[2.0**32 + 3.0, 4.0], [2.0**32, 0.5]])
+    c = np.array([2**32, 0], dtype=np.int64)
+    out = Clip(radius=Ref("r"), center=Ref("c")).evaluate([X], _eval({"r": np.array([1.0]), "c": c}))
+    assert np.array_equal(out, project_ball(X, c.astype(float), 1.0))
+    assert out.tolist() == [[2.0**32 + 0.6, 0.8], [2.0**32, 0.5]]
+    with pytest.raises(DataError) as e:
+        Clip(radius=Ref("r")).evaluate([X], _eval({"r": np.ones(2)}))
+    assert e.value.node == "t"
+
+
+def test_precondition_and_partition_evaluate() -> None:
+    from dpflow.nodes.transforms import PartitionByBall
+
+    X = np.array([[1, 2], [3, -4]])
+    A = np.array([[2, 0], [0, 1]])
+    out = Precondition(matrix=Ref("A"), center=Ref("c")).evaluate([X], _eval({"A": A, "c": np.array([1.0, 1.0])}))
+    assert out.dtype == np.float64 and out.tolist() == [[0.0, 1.0], [4.0, -5.0]]
+    for node in (Precondition(matrix=Ref("A"), center=Ref("c")), PartitionByBall(center=Ref("c"), radius=1.0)):
+        with pytest.raises(DataError) as e:
+            node.evaluate([X], _eval({"A": A, "c": np.zeros(3)}))
+        assert (e.value.node, e.value.problem) == ("t", "a released vector parameter has shape (3,), expected (2,)")
+    big = np.array([[2**62, -(2**62)]], dtype=np.int64)  # one pair (x, y) side by side: x - y = 2^63 wraps in int64
+    assert _pair_differences(big).tolist() == [[2.0**63 / math.sqrt(2.0)]]
