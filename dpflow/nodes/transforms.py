@@ -190,7 +190,7 @@ class Source(Node):
         """
         return self.policy(self.checked(np.asarray(to_rows(raw, self.columns, node_id)), node_id, relation))
 
-    def checked(self, arr: Any, node_id: str, relation: Relation = "replace") -> Any:
+    def checked(self, arr: Any, node_id: str, relation: Relation) -> Any:
         """``arr`` (a numpy or dask array) checked against the public schema, as ``(n, d)`` rows: only its
         shape and dtype are read."""
         if arr.dtype.kind not in "biuf":
@@ -198,7 +198,7 @@ class Source(Node):
                             "pass a numeric array, or declare categorical columns with "
                             "columns=[..., dpflow.Category(name, [categories])]")
         d = as_vectors(self.domain).d
-        if arr.size == 0 and relation == "add_remove":
+        if arr.size == 0:  # no entries: no rows (an error below under replace-one neighbours)
             arr = arr.reshape(0, d)
         if arr.ndim == 1 and d == 1:
             arr = arr.reshape(-1, 1)
@@ -228,15 +228,14 @@ class Source(Node):
         if isinstance(self.domain, Ordinal):
             top = self.domain.N - 1
             if arr.dtype.kind == "f":
-                arr = np.nan_to_num(arr, nan=0.0, posinf=top, neginf=0.0)
-                arr = np.clip(np.floor(arr), 0, top)
+                arr = np.clip(np.floor(np.where(np.isnan(arr), 0.0, arr)), 0, top)  # +-inf to the ends
             else:  # clip in the data's own integer type: a uint64 above 2^63 must not wrap to a negative int64
                 arr = arr.astype(np.uint8) if arr.dtype.kind == "b" else arr
                 arr = np.clip(arr, max(0, int(np.iinfo(arr.dtype).min)), min(top, int(np.iinfo(arr.dtype).max)))
             ordinal: np.ndarray = arr.astype(np.int64)
             return ordinal
         if isinstance(self.domain, BooleanCube):
-            cube: np.ndarray = (np.nan_to_num(arr.astype(float), nan=0.0) != 0).astype(float)
+            cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
             return cube
         arr = arr.astype(float, copy=False)
         vec = as_vectors(self.domain) if isinstance(self.domain, (Reals, Vectors)) else None

@@ -492,3 +492,56 @@ def test_precondition_and_partition_evaluate() -> None:
         assert (e.value.node, e.value.problem) == ("t", "a released vector parameter has shape (3,), expected (2,)")
     big = np.array([[2**62, -(2**62)]], dtype=np.int64)  # one pair (x, y) side by side: x - y = 2^63 wraps in int64
     assert _pair_differences(big).tolist() == [[2.0**63 / math.sqrt(2.0)]]
+
+
+CHECKED_REFUSALS = [  # (the source's d and n, the array, relation, problem, fix)
+    (2, None, np.array([["a", "b"]]), "replace", "source X needs numeric data, got dtype <U1",
+     "pass a numeric array, or declare categorical columns with columns=[..., dpflow.Category(name, [categories])]"),
+    (3, None, np.zeros(5), "replace", "source X expects an (n, 3) array, got shape (5,)",
+     "pass 3 columns, or declare the source's dimension as 5"),
+    (3, 5, np.zeros((3, 5)), "replace", "source X expects an (n, 3) array with one row per record, got shape (3, 5): "
+     "it looks transposed", "transpose it (pass X.T) so that the rows are records and the 3 columns are coordinates"),
+    (3, None, np.zeros((3, 4)), "replace", "source X expects an (n, 3) array with one row per record, got shape "
+     "(3, 4): it looks transposed", "transpose it (pass X.T) so that the rows are records and the 3 columns are "
+     "coordinates (or, if the rows really have 4 coordinates, declare d=4)"),
+    (3, None, np.zeros((2, 4)), "replace", "source X expects an (n, 3) array, got shape (2, 4)",
+     "pass 3 columns, or declare the source's dimension as 4"),
+    (2, 4, np.zeros((3, 2)), "replace", "source X declares n=4 but the data has 3 rows",
+     "pass the declared number of rows, or declare n=None to read it from the data"),
+    *[(2, None, empty, "replace", "source X is empty (n is public under replace-one neighbours)",
+       "pass at least one row") for empty in (np.zeros((0, 2)), np.zeros(0), np.zeros((3, 0)))],
+]
+
+
+@pytest.mark.parametrize(("d", "n", "arr", "relation", "problem", "fix"), CHECKED_REFUSALS)
+def test_source_schema_refusals(d: int, n: int | None, arr: np.ndarray, relation: Any, problem: str,
+                                fix: str) -> None:
+    from dpflow.nodes.transforms import Source
+
+    with pytest.raises(DataError) as e:
+        Source(name="X", domain=dp.Vectors(d=d), n=n).checked(arr, "s", relation)
+    assert (e.value.node, e.value.problem, e.value.fix) == ("s", problem, fix)
+
+
+def test_source_schema_accepts() -> None:
+    from dpflow.nodes.transforms import Source
+
+    one = Source(name="X", domain=dp.Reals(), n=None)
+    assert one.checked(np.arange(4), "s", "replace").shape == (4, 1)
+    assert one.checked(np.zeros((2, 1), dtype=bool), "s", "replace").shape == (2, 1)
+    three = Source(name="X", domain=dp.Vectors(d=3))
+    assert three.checked(np.zeros((0, 1)), "s", "add_remove").shape == (0, 3)
+    assert three.checked(np.zeros((2, 3)), "s", "add_remove").shape == (2, 3)
+
+
+def test_source_policies() -> None:
+    """Ordinal: NaN to 0, +inf to N - 1, -inf to 0, floor; BooleanCube: non-zero to 1, NaN to 0."""
+    from dpflow.nodes.transforms import Source
+
+    ordinal = Source(name="X", domain=dp.Ordinal(N=5)).policy(np.array([[math.nan], [math.inf], [-math.inf], [2.7],
+                                                                         [-0.2], [4.5]]))
+    assert ordinal.dtype == np.int64 and ordinal[:, 0].tolist() == [0, 4, 0, 2, 0, 4]
+    cube = Source(name="X", domain=dp.BooleanCube(d=5)).policy(np.array([[math.nan, 0.0, -0.0, 2.0, -math.inf]]))
+    assert cube.dtype == np.float64 and cube.tolist() == [[0.0, 0.0, 0.0, 1.0, 1.0]]
+    ints = Source(name="X", domain=dp.BooleanCube(d=3)).policy(np.array([[0, 3, -1]]))
+    assert ints.tolist() == [[0.0, 1.0, 1.0]]
