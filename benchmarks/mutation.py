@@ -234,6 +234,13 @@ _KEEP_ALL = "sparsity <= size vs < size: keeping all entries is no change"
 _MASK_FLOAT = "the kept-entries mask as float64 (1.0 / 0.0) rather than bool: np.where reads both as truth values"
 _SCALE_ONE = "norm >= radius vs > radius: at equality the scaling factor is 1.0"
 
+# lead (round 9)
+_SQUARE = ("M.shape[1] vs M.shape[0]: the ridge solve's input is the released (d + 1) x (d + 1) second moment (its "
+           "shape is checked at planning), square")
+_BASIC_STRICT = ("basic_eps < eps vs <=: the one declared point (the Laplace stability histogram's) is at the share "
+                 "eps^2/2, whose epsilon is down(sqrt(2 float(eps^2/2))) or less, at least a relative 1e-12 below eps "
+                 "(rounding.down), so it never equals eps")
+
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
@@ -669,6 +676,10 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.regression.x_project_coef__mutmut_57": _SCALE_ONE,
     **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _FLOAT_IN for n in (13, 28, 30)},
     "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_47": "lstsq's rcond=None left out: None is its default",
+    # lead (round 9)
+    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_20": _SQUARE,
+    **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _ONE_ENTRY for n in (32, 33)},
+    "dpflow.planner.allocate.x__basic_candidates__mutmut_68": _BASIC_STRICT,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

@@ -11,6 +11,7 @@ rule), but a wrong projection was a surviving mutant all the same.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -244,3 +245,28 @@ class _NotReleased(_Infer):
 
     def type_of(self, ref: Any) -> Any:
         return StatT((), "Z", None, None, None) if ref.id == self.bad else super().type_of(ref)
+
+
+def test_the_shrink_after_rounding_is_one_factor_of_1_minus_4_eps() -> None:
+    """Inputs (found by search) whose projection, computed in floats, lands just outside the ball: the l1 projection
+    is then scaled by ``radius / s (1 - 4 eps)`` once, the l2 projection by ``1 - 4 eps`` once; both end inside,
+    without a warning (numpy deprecates ``finfo(None)``)."""
+    eps = np.finfo(float).eps
+    v = np.array([13.040000451301372, 9.470809631292422, -7.037352358069926, -12.654214710460526, -6.232744625373522])
+    r = 0.10794165049342948
+    a = np.abs(v)
+    u = np.sort(a)[::-1]
+    css = np.cumsum(u)
+    rho = int(np.nonzero(u * np.arange(1, 6) > css - r)[0][-1])
+    raw = np.sign(v) * np.maximum(a - (css[rho] - r) / (rho + 1.0), 0.0)
+    s = np.abs(raw).sum()
+    assert s > r
+    w = np.array([4.116305363741328, 10.425133694426776, -1.2853466294403426, 13.664634705496859, -6.651946734866136])
+    r2 = 1.9768495835653253
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, out2 = project_l1(v, r), project_coef(w, "l2", r2, None)
+    assert out.tolist() == (raw * (r / s * (1.0 - 4.0 * eps))).tolist() and np.abs(out).sum() <= r
+    scaled = w * (r2 / float(np.linalg.norm(w)))
+    assert float(np.linalg.norm(scaled)) > r2
+    assert out2.tolist() == (scaled * (1.0 - 4.0 * eps)).tolist() and float(np.linalg.norm(out2)) <= r2

@@ -264,6 +264,40 @@ def test_noise_variance_sums_inverse_rho_over_every_source_and_round() -> None:
     assert _noise_variance(PlanContext.of(plan), "zcdp", T) == 4 / T + 4 / (3 * T) + 2 * 4 / T + 1 / T
 
 
+
+def test_noise_variance_under_a_partition_with_one_sided_shares() -> None:
+    """Replace-one neighbours, two Gaussian sums over the two pieces of a value partition of rows in the box
+    [-1/4, 1]^2: a one-sided change moves a sum by the norm (1 sqrt 2), a replacement by the diameter (5/4 sqrt 2),
+    ratio q = 4/5 (rounded up on 20 bits), one-sided factor f = share_at_ratio(1, q, zcdp) = q^2.  A record that
+    moves between the pieces charges both one-sided: the weights fold to max(1, 1, f + f) = 2f (in zCDP units;
+    q in pure units, f = 1 without the factor, both differ), the unit share is T / 2f and each sum's 1/rho is
+    2f / T, folded the same way: 4f / T.  A source no mechanism reads (W) adds nothing (it has no weight to
+    divide by)."""
+    from dpflow.planner.context import one_sided_ratio
+    from dpflow.planner.modes import _noise_variance
+    from dpflow.privacy.ratio import share_at_ratio
+
+    def context(mech: Any) -> PlanContext:
+        b = dp.PlanBuilder(budget=dp.ApproxDP(1, 1e-6))
+        X = b.source("X", dp.Vectors(d=2), n=100)
+        b.source("W", dp.Vectors(d=2), n=100)
+        inside, outside = N.split(N.Clip(box=(-0.25, 1.0))(X), N.PartitionByBall(center=(0.0, 0.0), radius=0.5))
+        return PlanContext.of(b.build(a=mech()(N.Sum()(inside)), c=mech()(N.Sum()(outside))))
+
+    ctx = context(N.GaussianMech)
+    assert [s.id for s in ctx.sources] == ["source_0", "source_1"] and ctx.relation == "replace"
+    q = Fraction(838861, 2**20)
+    assert [one_sided_ratio(ctx, sp, rec) for sp, rec, _ in ctx.mechs] == [q, q]
+    f = share_at_ratio(Fraction(1), q, "zcdp")
+    assert f == q * q
+    T = Fraction(1, 10)
+    assert _noise_variance(ctx, "zcdp", T) == 4 * f / T
+    # Laplace sums in pure mode: the l1 ratio is q too, f = q, the weights fold to 2q, epsilon = T / 2q, a Laplace
+    # mechanism's 1/rho is 2 / epsilon^2, folded to twice that
+    ctx = context(N.LaplaceMech)
+    assert [one_sided_ratio(ctx, sp, rec) for sp, rec, _ in ctx.mechs] == [q, q]
+    assert _noise_variance(ctx, "pure", T) == 2 * 2 / (T / (2 * q)) ** 2
+
 def test_basic_mode_takes_the_laplace_histograms_own_point_at_epsilon_i() -> None:
     """The Laplace stability histogram declares (eps, delta) at the zCDP share eps^2/2: at eps_i = 1 it is (1, 1e-7)
     (eps rounded down), within (1, 1e-6), and less noisy than any CKS calibration (rho 1/2 against about 0.024)."""
