@@ -235,8 +235,8 @@ _MASK_FLOAT = "the kept-entries mask as float64 (1.0 / 0.0) rather than bool: np
 _SCALE_ONE = "norm >= radius vs > radius: at equality the scaling factor is 1.0"
 
 # lead (round 9)
-_SQUARE = ("M.shape[1] vs M.shape[0]: the ridge solve's input is the released (d + 1) x (d + 1) second moment (its "
-           "shape is checked at planning), square")
+_SQUARE = ("M.shape[1] vs M.shape[0]: RidgeSolve.evaluate has just checked M square (_moment_problem), as infer "
+           "does when the shape is known")
 _BASIC_STRICT = ("basic_eps < eps vs <=: the one declared point (the Laplace stability histogram's) is at the share "
                  "eps^2/2, whose epsilon is down(sqrt(2 float(eps^2/2))) or less, at least a relative 1e-12 below eps "
                  "(rounding.down), so it never equals eps")

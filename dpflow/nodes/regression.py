@@ -259,8 +259,23 @@ class RidgeSolve(PostProcess):
         if not (math.isfinite(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be finite and >= 0, got {self.ridge}")
 
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        out = super().infer(ins, ctx)
+        shape = ins[0].shape if isinstance(ins[0], ReleasedT) else None
+        problem = None if shape is None else _moment_problem(shape)
+        if problem is not None:
+            raise DomainError(ctx.node_id, problem, _MOMENT_FIX)
+        return out
+
+    def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
+        shape = ins[0].shape
+        return None if shape is None else (shape[0] - 1,)
+
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         M = np.nan_to_num(np.asarray(ins[0], dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        problem = _moment_problem(M.shape)  # a released value's shape is public
+        if problem is not None:
+            raise DataError(ctx.node_id, problem, _MOMENT_FIX)
         d = M.shape[0] - 1
         s = self.scale
         if isinstance(s, Ref):
@@ -269,3 +284,13 @@ class RidgeSolve(PostProcess):
         A = M[:d, :d] + lam * np.eye(d)
         beta, *_ = np.linalg.lstsq(A, M[:d, d], rcond=None)
         return beta
+
+
+_MOMENT_FIX = "pass the released (d + 1) x (d + 1) second moment, d >= 1"
+
+
+def _moment_problem(shape: tuple[int, ...]) -> str | None:
+    """Why ``shape`` is not that of a (d + 1) x (d + 1) second moment of rows [x, y] with d >= 1 (None if it is)."""
+    if len(shape) == 2 and shape[0] == shape[1] >= 2:
+        return None
+    return f"RidgeSolve needs a square second moment of rows [x, y], got shape {shape}"

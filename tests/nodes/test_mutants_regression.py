@@ -270,3 +270,21 @@ def test_the_shrink_after_rounding_is_one_factor_of_1_minus_4_eps() -> None:
     scaled = w * (r2 / float(np.linalg.norm(w)))
     assert float(np.linalg.norm(scaled)) > r2
     assert out2.tolist() == (scaled * (1.0 - 4.0 * eps)).tolist() and float(np.linalg.norm(out2)) <= r2
+
+
+def test_ridge_solve_needs_a_square_moment() -> None:
+    """Its output has d = (side - 1) entries; any other shape is refused, at planning when known, else at run time
+    (a released value's shape is public)."""
+    from dpflow.errors import DataError
+
+    fix = "pass the released (d + 1) x (d + 1) second moment, d >= 1"
+    assert RidgeSolve(ridge=1.0).infer([ReleasedT((4, 4))], _Infer()).out == ReleasedT((3,))  # type: ignore[arg-type]
+    assert RidgeSolve(ridge=1.0).infer([ReleasedT(None)], _Infer()).out == ReleasedT(None)  # type: ignore[arg-type]
+    for shape in ((3, 4), (1, 1), (3,), (2, 2, 2)):
+        problem = f"RidgeSolve needs a square second moment of rows [x, y], got shape {shape}"
+        with pytest.raises(DomainError) as e:
+            RidgeSolve(ridge=1.0).infer([ReleasedT(shape)], _Infer())  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == ("g", problem, fix)
+        with pytest.raises(DataError) as d:
+            RidgeSolve(ridge=1.0).evaluate([np.ones(shape)], _eval({}))  # type: ignore[arg-type]
+        assert (d.value.node, d.value.problem, d.value.fix) == ("g", problem, fix)
