@@ -43,10 +43,6 @@ def _vec_param(x: Any) -> Any:
 
 
 
-def _int_tuple(k: Any) -> tuple[int, ...]:
-    return tuple(int(i) for i in k)
-
-
 def _keys(k: Any) -> tuple[int | str, ...]:
     """Column keys: names (strings) or indices (integers)."""
     k = [k] if isinstance(k, (str, int)) else k

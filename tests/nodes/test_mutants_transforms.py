@@ -545,3 +545,12 @@ def test_source_policies() -> None:
     assert cube.dtype == np.float64 and cube.tolist() == [[0.0, 0.0, 0.0, 1.0, 1.0]]
     ints = Source(name="X", domain=dp.BooleanCube(d=3)).policy(np.array([[0, 3, -1]]))
     assert ints.tolist() == [[0.0, 1.0, 1.0]]
+
+
+def test_a_source_is_never_evaluated_as_a_node() -> None:
+    from dpflow.nodes.transforms import Source
+
+    with pytest.raises(PlanTypeError) as e:
+        Source(name="X", domain=dp.Vectors(d=2)).evaluate([], _eval({}))  # type: ignore[arg-type]
+    assert (e.value.node, e.value.problem, e.value.fix) == ("t", "sources are bound by the interpreter",
+                                                            "report this as a dpflow bug")
