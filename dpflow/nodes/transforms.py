@@ -41,8 +41,6 @@ def _vec_param(x: Any) -> Any:
     return finite_tuple(x, "a public vector parameter")
 
 
-
-
 def _keys(k: Any) -> tuple[int | str, ...]:
     """Column keys: names (strings) or indices (integers)."""
     k = [k] if isinstance(k, (str, int)) else k
