@@ -494,9 +494,16 @@ def _to_float(Z: np.ndarray) -> np.ndarray:
     return np.asarray(Z, dtype=float)
 
 
-def as_array(x: Any) -> np.ndarray:
-    """A released value as a float array."""
-    return np.asarray(x, dtype=float)
+def finite_or_zero(x: Any) -> np.ndarray:
+    """A released value as floats with its non-finite entries as 0: the declared policy of the nodes that read
+    one (a released value may be NaN or infinite, and nothing may raise or branch on it).
+
+    >>> finite_or_zero([1.5, float("nan"), float("-inf")]).tolist()
+    [1.5, 0.0, 0.0]
+    """
+    v = np.asarray(x, dtype=float)
+    out: np.ndarray = np.where(np.isfinite(v), v, 0.0)
+    return out
 
 
 def text_of(b: Bound) -> str:

@@ -35,6 +35,8 @@ from dpflow.nodes.base import (
     Query,
     Transform,
     change_bound,
+    finite_or_zero,
+    float_rows,
     need,
     released_type,
     text_of,
@@ -75,7 +77,7 @@ class TopEigenvectors(PostProcess):
         return None if s is None or len(s) != 2 else (s[0], self.k)
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        S = np.nan_to_num(np.asarray(ins[0], dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        S = finite_or_zero(ins[0])
         w, V = np.linalg.eigh((S + S.T) / 2.0)
         k = min(self.k, S.shape[0])
         return V[:, np.argsort(w)[::-1][:k]]
@@ -117,20 +119,16 @@ class Project(Transform):
         return Inferred(attrs.evolve(rows, domain=out), f"projection onto {onto}: d={k}, unbounded")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
-        V = (None if self.basis is None else
-             np.nan_to_num(np.asarray(ctx.value(self.basis), dtype=float), nan=0.0, posinf=0.0, neginf=0.0))
-        if self.center is not None:
-            c = np.nan_to_num(np.asarray(ctx.value(self.center), dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
-        else:
-            c = np.zeros(X.shape[1])
+        V = None if self.basis is None else finite_or_zero(ctx.value(self.basis))
+        c = None if self.center is None else finite_or_zero(ctx.value(self.center))
 
         def proj(A: np.ndarray) -> np.ndarray:
             with np.errstate(all="ignore"):
-                out: np.ndarray = A - c if V is None else (A - c) @ V
+                Z = A if c is None else A - c
+                out: np.ndarray = Z if V is None else Z @ V
             return out
 
-        return ctx.backend.row_map(X, proj)
+        return ctx.backend.row_map(float_rows(ctx, ins[0]), proj)
 
 
 PCA_REFERENCE = Reference("Analyze Gauss, Dwork-Talwar-Thakurta-Zhang 2014 Alg. 1", "mixtures.md", "2.9")

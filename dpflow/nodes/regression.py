@@ -42,6 +42,7 @@ from dpflow.nodes.base import (
     InferContext,
     PostProcess,
     Query,
+    finite_or_zero,
     float_rows,
     need,
     released_type,
@@ -111,7 +112,7 @@ def project_coef(beta: np.ndarray, ball: str, radius: float, sparsity: int | Non
     >>> project_coef(np.array([3.0, 0.1, -4.0]), "l2", 1.0, 1)
     array([ 0.,  0., -1.])
     """
-    b = np.nan_to_num(np.asarray(beta, dtype=float).reshape(-1), nan=0.0, posinf=0.0, neginf=0.0)
+    b = finite_or_zero(beta).reshape(-1)
     if sparsity is not None and sparsity < b.size:
         keep = np.argsort(-np.abs(b), kind="stable")[:sparsity]
         mask = np.zeros(b.size, dtype=bool)
@@ -272,7 +273,7 @@ class RidgeSolve(PostProcess):
         return None if shape is None else (shape[0] - 1,)
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        M = np.nan_to_num(np.asarray(ins[0], dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        M = finite_or_zero(ins[0])
         problem = _moment_problem(M.shape)  # a released value's shape is public
         if problem is not None:
             raise DataError(ctx.node_id, problem, _MOMENT_FIX)

@@ -48,6 +48,7 @@ from dpflow.nodes.base import (
     PostProcess,
     Query,
     Transform,
+    finite_or_zero,
     need,
     released_type,
     text_of,
@@ -231,9 +232,8 @@ class TupleProject(Transform):
         return Inferred(attrs.evolve(rows, domain=out), f"each of {self.k} points projected onto {self.basis.id}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        V = np.nan_to_num(np.asarray(ctx.value(self.basis), dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
-        c = np.nan_to_num(np.asarray(ctx.value(self.center), dtype=float).reshape(-1), nan=0.0, posinf=0.0,
-                          neginf=0.0)
+        V = finite_or_zero(ctx.value(self.basis))
+        c = finite_or_zero(ctx.value(self.center)).reshape(-1)
         P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
         with np.errstate(all="ignore"):
             out: np.ndarray = ((P - c) @ V).reshape(P.shape[0], self.k * V.shape[1])
