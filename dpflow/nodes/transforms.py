@@ -71,7 +71,7 @@ def _clip_center(x: Any) -> Any:
 
 def clip_box(A: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """Coordinates clipped into ``[lo, hi]``; NaN entries count as 0 first (declared policy)."""
-    out: np.ndarray = np.clip(np.nan_to_num(A, nan=0.0), lo, hi)
+    out: np.ndarray = np.clip(np.where(np.isnan(A), 0.0, A), lo, hi)
     return out
 
 
