@@ -237,6 +237,19 @@ _SCALE_ONE = "norm >= radius vs > radius: at equality the scaling factor is 1.0"
 # lead (round 9)
 _SQUARE = ("M.shape[1] vs M.shape[0]: RidgeSolve.evaluate has just checked M square (_moment_problem), as infer "
            "does when the shape is known")
+_SCALAR_FLOAT = ("a one-entry released value read without dtype=float: float() of its integer or float entry is the "
+                 "value astype(float) gives")
+_EINSUM_CASE = "einsum subscripts in upper case: the same labels"
+_BAD_NORM = ("a non-finite row's norm set to 1.0 instead of 0.0: its entries are 0 already, so any scaling keeps them "
+             "0, and 1.0 is finite (the row is not taken for an overflowed one)")
+_INT_MATRIX = ("the released matrix without dtype=float: its product with the float64 rows casts it to float64 first, "
+               "the same values")
+_PIECE_DTYPE = ("PartitionByBall's rows without dtype=float: X - c is float64 either way (c is), and the pieces keep "
+                "the rows' own values, which every reader converts with float_rows")
+_KEY_SENTINEL = "an unknown column name's index -2 vs -1: every negative index is refused the same way (0 <= i < d)"
+_PLANNED_KEYS = ("Columns.evaluate's node id for indices(): it cannot raise at run time, infer checked the same rows' "
+                 "type")
+_KIND_CHARS = "'XXbiufXX' vs 'biuf' for a dtype kind: a kind is one lower-case character, never X"
 _BASIC_STRICT = ("basic_eps < eps vs <=: the one declared point (the Laplace stability histogram's) is at the share "
                  "eps^2/2, whose epsilon is down(sqrt(2 float(eps^2/2))) or less, at least a relative 1e-12 below eps "
                  "(rounding.down), so it never equals eps")
@@ -680,6 +693,15 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_20": _SQUARE,
     **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _ONE_ENTRY for n in (32, 33)},
     "dpflow.planner.allocate.x__basic_candidates__mutmut_68": _BASIC_STRICT,
+    **{f"dpflow.nodes.transforms.x__scalar__mutmut_{n}": _SCALAR_FLOAT for n in (4, 6)},
+    **{f"dpflow.nodes.transforms.x_project_ball__mutmut_{n}": _EINSUM_CASE for n in (18, 82)},
+    "dpflow.nodes.transforms.x__into_ball__mutmut_18": _BAD_NORM,
+    "dpflow.nodes.transforms.x__into_ball__mutmut_44": _SCALE_ONE,
+    **{f"dpflow.nodes.transforms.xǁPreconditionǁevaluate__mutmut_{n}": _INT_MATRIX for n in (9, 11)},
+    **{f"dpflow.nodes.transforms.xǁPartitionByBallǁevaluate__mutmut_{n}": _PIECE_DTYPE for n in (3, 5)},
+    "dpflow.nodes.transforms.xǁColumnsǁindices__mutmut_25": _KEY_SENTINEL,
+    "dpflow.nodes.transforms.xǁColumnsǁevaluate__mutmut_7": _PLANNED_KEYS,
+    "dpflow.nodes.transforms.xǁSourceǁchecked__mutmut_2": _KIND_CHARS,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

@@ -217,7 +217,7 @@ class Source(Node):
     def policy(self, arr: np.ndarray) -> np.ndarray:
         """The domain's declared policy applied to checked rows (row by row: a backend may apply it to
         each block of rows)."""
-        from dpflow.domains import BooleanCube, Ordinal, Reals
+        from dpflow.domains import BooleanCube, Ordinal
 
         if isinstance(self.domain, Ordinal):
             top = self.domain.N - 1
@@ -232,10 +232,10 @@ class Source(Node):
             cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
             return cube
         arr = arr.astype(float, copy=False)
-        vec = as_vectors(self.domain) if isinstance(self.domain, (Reals, Vectors)) else None
-        if vec is not None and vec.l2_bound is not None:
+        vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
+        if vec.l2_bound is not None:
             arr = project_ball(arr, None, vec.l2_bound.coef)
-        if vec is not None and vec.box is not None:
+        if vec.box is not None:
             arr = clip_box(arr, vec.box[0], vec.box[1])
         return arr
 

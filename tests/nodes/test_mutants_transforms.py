@@ -248,6 +248,24 @@ def test_into_ball() -> None:
     assert bool(np.all(np.linalg.norm(out, axis=1) <= 1.0))
     one = _into_ball(np.array([[np.nan, 0.5]]), np.array([np.nan]), 0.25)
     assert one.tolist() == [[0.0, 0.0]]
+    # each overflowing row by its own largest entry: by the largest of all, the second row's squares would be
+    # subnormal and its norm off in the last bit
+    H = np.array([[1.7e308, 0.0], [1.4e154 * 1.0000001, 1.4e154 * 0.9999993]])
+    with np.errstate(over="ignore"):
+        out = _into_ball(H.copy(), np.sqrt(np.einsum("ij,ij->i", H, H)), 1.0)
+    for row, x in zip(out, H, strict=True):
+        unit = x / np.max(np.abs(x))
+        assert row.tolist() == (unit * (1.0 / np.linalg.norm(unit))).tolist()
+    # a row whose scaled norm still exceeds r (found by search) is shrunk once by 1 - 4 eps
+    V = np.array([[-5.442589828573099, -3.1630015636915454, 4.116305363741328, 10.425133694426776,
+                   -1.2853466294403426, 13.664634705496859, -6.651946734866136]])
+    r = 1.9768495835653253
+    norms = np.sqrt(np.einsum("ij,ij->i", V, V))
+    scaled = V * (r / norms)[:, None]
+    assert np.linalg.norm(scaled) > r
+    assert _into_ball(V.copy(), norms, r).tolist() == (scaled * (1.0 - 4.0 * np.finfo(float).eps)).tolist()
+    # and one that still does (here: given a norm below its own) goes to the centre
+    assert _into_ball(np.array([[3.0, 4.0]]), np.array([0.5]), 1.0).tolist() == [[0.0, 0.0]]
 
 
 CLIP_CASES = [  # (rows' domain, the clip, the output domain): every branch of Clip.infer
@@ -554,3 +572,38 @@ def test_a_source_is_never_evaluated_as_a_node() -> None:
         Source(name="X", domain=dp.Vectors(d=2)).evaluate([], _eval({}))  # type: ignore[arg-type]
     assert (e.value.node, e.value.problem, e.value.fix) == ("t", "sources are bound by the interpreter",
                                                             "report this as a dpflow bug")
+
+
+
+def test_source_refusals_and_defaults() -> None:
+    """The declared row count and inputs are checked at planning; ``prepare`` checks under replace-one by default
+    and names the node in every refusal (a DataFrame's missing columns too); float rows without bounds are
+    returned as they are (no copy)."""
+    import pandas as pd
+
+    from dpflow.nodes.transforms import Source
+
+    src = Source(name="X", domain=dp.Vectors(d=2), n=0)
+    for node, ins, relation, problem, fix in (
+            (Source(name="X", domain=dp.Vectors(d=2)), [_rows(dp.Vectors(d=2))], "replace",
+             "a source has no inputs", "remove the inputs"),
+            (src, [], "replace", "source X declares n=0", "declare n >= 1"),
+            (Source(name="X", domain=dp.Vectors(d=2), n=5), [], "add_remove",
+             "source X declares n=5, but n is private under add_remove neighbours",
+             "drop n, or declare neighbors='replace'")):
+        ctx = _Infer()
+        ctx.relation = relation
+        with pytest.raises(PlanError) as e:
+            node.infer(ins, ctx)  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == ("t", problem, fix)
+    free = Source(name="X", domain=dp.Vectors(d=2))
+    with pytest.raises(DataError) as d:
+        free.prepare(np.zeros((0, 2)), "s")
+    assert (d.value.node, d.value.problem) == ("s", "source X is empty (n is public under replace-one neighbours)")
+    assert free.prepare(np.zeros((0, 2)), "s", "add_remove").shape == (0, 2)
+    X = np.ones((3, 2))
+    assert free.prepare(X, "s") is X
+    named = Source(name="X", domain=dp.Vectors(d=2), columns=("a", "b"))
+    with pytest.raises(DataError) as d:
+        named.prepare(pd.DataFrame({"a": [1.0]}), "s")
+    assert d.value.node == "s"
