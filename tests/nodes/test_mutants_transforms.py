@@ -581,6 +581,7 @@ def test_source_refusals_and_defaults() -> None:
     returned as they are (no copy)."""
     import pandas as pd
 
+    from dpflow.domains import MAX_BOUND
     from dpflow.nodes.transforms import Source
 
     src = Source(name="X", domain=dp.Vectors(d=2), n=0)
@@ -590,12 +591,17 @@ def test_source_refusals_and_defaults() -> None:
             (src, [], "replace", "source X declares n=0", "declare n >= 1"),
             (Source(name="X", domain=dp.Vectors(d=2), n=5), [], "add_remove",
              "source X declares n=5, but n is private under add_remove neighbours",
-             "drop n, or declare neighbors='replace'")):
+             "drop n, or declare neighbors='replace'"),
+            (Source(name="X", domain=dp.Vectors(d=2, box=(0.0, 2 * MAX_BOUND))), [], "replace",
+             f"source X declares a bound of {2 * MAX_BOUND:.6g}, beyond {MAX_BOUND:.6g}: sums of such rows can "
+             "overflow float64", "rescale the data so that its bounds are at most 1e77")):
         ctx = _Infer()
         ctx.relation = relation
         with pytest.raises(PlanError) as e:
             node.infer(ins, ctx)  # type: ignore[arg-type]
         assert (e.value.node, e.value.problem, e.value.fix) == ("t", problem, fix)
+    edge = Source(name="X", domain=dp.Vectors(d=2, box=(-MAX_BOUND, MAX_BOUND)))
+    assert edge.infer([], _Infer()).out.domain.box == (-MAX_BOUND, MAX_BOUND)  # type: ignore[arg-type]
     free = Source(name="X", domain=dp.Vectors(d=2))
     with pytest.raises(DataError) as d:
         free.prepare(np.zeros((0, 2)), "s")
