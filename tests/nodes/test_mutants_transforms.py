@@ -594,12 +594,34 @@ def test_source_refusals_and_defaults() -> None:
              "drop n, or declare neighbors='replace'"),
             (Source(name="X", domain=dp.Vectors(d=2, box=(0.0, 2 * MAX_BOUND))), [], "replace",
              f"source X declares a bound of {2 * MAX_BOUND:.6g}, beyond {MAX_BOUND:.6g}: sums of such rows can "
-             "overflow float64", "rescale the data so that its bounds are at most 1e77")):
+             "overflow float64", "rescale the data so that its bounds are at most 1e77"),
+            *[(Source(name="X", domain=dom), [], "replace", "a source's l2 bound must be a constant around the origin",
+               "declare Vectors(d, l2_bound=Sym.const(r)), or Clip after the source")
+              for dom in (dp.Vectors(d=2, l2_bound=1.0, center="c"),
+                          dp.Vectors(d=2, l2_bound=Sym.ref(ReleasedScalar("r"))))],
+            *[(Source(name="X", domain=dp.Vectors(d=2, l2_bound=1.0, box=box)), [], "replace",
+               "a source with both an l2 bound and a box needs 0 inside the box",
+               "declare one of the two bounds, or Clip after the source") for box in ((0.5, 1.0), (-1.0, -0.5))],
+            (Source(name="X", domain=dp.Vectors(d=3), columns=("a", "b")), [], "replace",
+             "source X declares d=3 but its columns encode to 2 coordinates ['a', 'b']",
+             "declare d=2, or omit the domain (b.source(name, columns=...))"),
+            (Source(name="X", domain=dp.Vectors(d=3), columns=tuple(f"c{i}" for i in range(13))), [], "replace",
+             f"source X declares d=3 but its columns encode to 13 coordinates {[f'c{i}' for i in range(12)]}",
+             "declare d=13, or omit the domain (b.source(name, columns=...))")):
         ctx = _Infer()
         ctx.relation = relation
         with pytest.raises(PlanError) as e:
             node.infer(ins, ctx)  # type: ignore[arg-type]
         assert (e.value.node, e.value.problem, e.value.fix) == ("t", problem, fix)
+    for box in ((0.0, 1.0), (-1.0, 0.0)):  # 0 on the box's edge is inside it
+        Source(name="X", domain=dp.Vectors(d=2, l2_bound=1.0, box=box)).infer([], _Infer())  # type: ignore[arg-type]
+    for relation, size in (("replace", Size(True, 5, RowCount("t"))), ("add_remove", Size(False, None, RowCount("t")))):
+        ctx = _Infer()
+        ctx.relation = relation
+        n = 5 if relation == "replace" else None
+        inf = Source(name="X", domain=dp.Reals(lower=0.0, upper=2.0), n=n, columns=("a",)).infer([], ctx)  # type: ignore[arg-type]
+        assert inf.out == RowsT(dp.Vectors(d=1, box=(0.0, 2.0)), "X", size, 1, frozenset({relation}), ("a",))
+        assert inf.derivation == f"source X: {dp.Reals(lower=0.0, upper=2.0).describe()}, n={size.text()}"
     edge = Source(name="X", domain=dp.Vectors(d=2, box=(-MAX_BOUND, MAX_BOUND)))
     assert edge.infer([], _Infer()).out.domain.box == (-MAX_BOUND, MAX_BOUND)  # type: ignore[arg-type]
     free = Source(name="X", domain=dp.Vectors(d=2))
