@@ -494,6 +494,19 @@ def _to_float(Z: np.ndarray) -> np.ndarray:
     return np.asarray(Z, dtype=float)
 
 
+def square_problem(kind: str, shape: tuple[int, ...], least: int) -> str | None:
+    """Why a released matrix of ``shape`` cannot be the square input, of side at least ``least``, of node kind
+    ``kind`` (None when it can).  A released value's shape is public: a node refuses it at planning when the shape
+    is known, else at run time.
+
+    >>> square_problem("TopEigenvectors", (3, 4), 1)
+    'TopEigenvectors needs a square matrix of side >= 1, got shape (3, 4)'
+    """
+    if len(shape) == 2 and shape[0] == shape[1] >= least:
+        return None
+    return f"{kind} needs a square matrix of side >= {least}, got shape {shape}"
+
+
 def finite_or_zero(x: Any) -> np.ndarray:
     """A released value as floats with its non-finite entries as 0: the declared policy of the nodes that read
     one (a released value may be NaN or infinite, and nothing may raise or branch on it).

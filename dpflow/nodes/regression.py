@@ -46,6 +46,7 @@ from dpflow.nodes.base import (
     float_rows,
     need,
     released_type,
+    square_problem,
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
@@ -261,12 +262,11 @@ class RidgeSolve(PostProcess):
             raise ValueError(f"ridge must be finite and >= 0, got {self.ridge}")
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        out = super().infer(ins, ctx)
-        shape = ins[0].shape if isinstance(ins[0], ReleasedT) else None
-        problem = None if shape is None else _moment_problem(shape)
+        shape = ins[0].shape if ins and isinstance(ins[0], ReleasedT) else None
+        problem = None if shape is None else square_problem(self.kind, shape, 2)
         if problem is not None:
             raise DomainError(ctx.node_id, problem, _MOMENT_FIX)
-        return out
+        return super().infer(ins, ctx)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
         shape = ins[0].shape
@@ -274,7 +274,7 @@ class RidgeSolve(PostProcess):
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         M = finite_or_zero(ins[0])
-        problem = _moment_problem(M.shape)  # a released value's shape is public
+        problem = square_problem(self.kind, M.shape, 2)
         if problem is not None:
             raise DataError(ctx.node_id, problem, _MOMENT_FIX)
         d = M.shape[0] - 1
@@ -287,11 +287,4 @@ class RidgeSolve(PostProcess):
         return beta
 
 
-_MOMENT_FIX = "pass the released (d + 1) x (d + 1) second moment, d >= 1"
-
-
-def _moment_problem(shape: tuple[int, ...]) -> str | None:
-    """Why ``shape`` is not that of a (d + 1) x (d + 1) second moment of rows [x, y] with d >= 1 (None if it is)."""
-    if len(shape) == 2 and shape[0] == shape[1] >= 2:
-        return None
-    return f"RidgeSolve needs a square second moment of rows [x, y], got shape {shape}"
+_MOMENT_FIX = "pass the released (d + 1) x (d + 1) second moment of rows [x, y], d >= 1"

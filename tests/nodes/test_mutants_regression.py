@@ -277,11 +277,11 @@ def test_ridge_solve_needs_a_square_moment() -> None:
     (a released value's shape is public)."""
     from dpflow.errors import DataError
 
-    fix = "pass the released (d + 1) x (d + 1) second moment, d >= 1"
+    fix = "pass the released (d + 1) x (d + 1) second moment of rows [x, y], d >= 1"
     assert RidgeSolve(ridge=1.0).infer([ReleasedT((4, 4))], _Infer()).out == ReleasedT((3,))  # type: ignore[arg-type]
     assert RidgeSolve(ridge=1.0).infer([ReleasedT(None)], _Infer()).out == ReleasedT(None)  # type: ignore[arg-type]
     for shape in ((3, 4), (1, 1), (3,), (2, 2, 2)):
-        problem = f"RidgeSolve needs a square second moment of rows [x, y], got shape {shape}"
+        problem = f"RidgeSolve needs a square matrix of side >= 2, got shape {shape}"
         with pytest.raises(DomainError) as e:
             RidgeSolve(ridge=1.0).infer([ReleasedT(shape)], _Infer())  # type: ignore[arg-type]
         assert (e.value.node, e.value.problem, e.value.fix) == ("g", problem, fix)
