@@ -117,7 +117,7 @@ def group_levels(P: np.ndarray, seed: int) -> np.ndarray:
     with np.errstate(all="ignore"):
         D = np.sqrt(np.sum((P[:, :, None, :] - P[:, None, :, :]) ** 2, axis=3))
         D[:, np.arange(k), np.arange(k)] = np.inf
-        m = D.reshape(B, k * k).min(axis=1) if B else np.zeros(0)
+        m = D.reshape(B, k * k).min(axis=1)  # (B = 0: an empty minimum per row, no row)
         lv = np.floor(np.log2(m) + u)
     lv = np.where(np.isfinite(lv), lv, -LEVEL_LIMIT)
     out: np.ndarray = np.clip(lv, -LEVEL_LIMIT, LEVEL_LIMIT).astype(np.int64)
@@ -173,7 +173,7 @@ def group_cell_keys(P: np.ndarray, seed: int, div: float) -> np.ndarray:
     side, shift = level_grid(lv, seed, w, div)
     with np.errstate(all="ignore"):
         z = np.floor(P / side[:, None, None] - shift[:, None, :])
-    cells = np.clip(np.nan_to_num(z, nan=0.0), -2.0**40, 2.0**40).astype(np.int64)
+    cells = np.clip(np.where(np.isnan(z), 0.0, z), -2.0**40, 2.0**40).astype(np.int64)
     keys = tuple_keys(np.repeat(lv, k), cells.reshape(B * k, w))
     K = np.sort(keys.reshape(B, k), axis=1)
     first = np.ones((B, k), dtype=bool)
@@ -247,8 +247,8 @@ class TupleNearest(Transform):
     point closest to the current centre"), so that a clipped mean over the output rows averages each
     component's block answers.  A row map of released parameters: one group gives one output row whatever
     order its points come in (ties to the earlier position), stability carries under either relation; the
-    rows have no bound (clip them).  Non-finite entries of a row count as 0; a non-finite location gives
-    every group its first point (declared policies: a NaN location's ball holds nothing downstream).
+    rows have no bound (clip them).  Non-finite entries of a row count as 0; a non-finite location counts as
+    the origin (declared policies: a NaN location's ball holds nothing downstream).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -284,8 +284,7 @@ class TupleNearest(Transform):
             c = np.zeros_like(c)
         with np.errstate(all="ignore"):  # huge points: an infinite distance, never nearer than a finite one
             D = np.sum((P - c) ** 2, axis=2)
-        nearest = np.argmin(D, axis=1) if P.shape[0] else np.zeros(0, dtype=np.int64)
-        out: np.ndarray = P[np.arange(P.shape[0]), nearest]
+        out: np.ndarray = P[np.arange(P.shape[0]), np.argmin(D, axis=1)]
         return out
 
 
@@ -348,9 +347,7 @@ class TupleCellCounts(Query):
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
-        if P.shape[0] == 0:
-            return SparseCounts(np.zeros(0, dtype=np.int64), np.zeros(0))
-        uk, counts = np.unique(group_cell_keys(P, self.seed, self.div), return_counts=True)
+        uk, counts = np.unique(group_cell_keys(P, self.seed, self.div), return_counts=True)  # none when no group
         return SparseCounts(uk, counts.astype(float))
 
 
