@@ -250,6 +250,9 @@ _KEY_SENTINEL = "an unknown column name's index -2 vs -1: every negative index i
 _PLANNED_KEYS = ("Columns.evaluate's node id for indices(): it cannot raise at run time, infer checked the same rows' "
                  "type")
 _KIND_CHARS = "'XXbiufXX' vs 'biuf' for a dtype kind: a kind is one lower-case character, never X"
+_PRIVATE_N = ("Source's known size when not public: under add/remove a declared n is refused just above, so self.n "
+              "is None either way")
+_COPY_NONE = "astype(float, copy=None) vs copy=False: both copy only when the dtype changes"
 _BASIC_STRICT = ("basic_eps < eps vs <=: the one declared point (the Laplace stability histogram's) is at the share "
                  "eps^2/2, whose epsilon is down(sqrt(2 float(eps^2/2))) or less, at least a relative 1e-12 below eps "
                  "(rounding.down), so it never equals eps")
@@ -702,6 +705,10 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.transforms.xǁColumnsǁindices__mutmut_25": _KEY_SENTINEL,
     "dpflow.nodes.transforms.xǁColumnsǁevaluate__mutmut_7": _PLANNED_KEYS,
     "dpflow.nodes.transforms.xǁSourceǁchecked__mutmut_2": _KIND_CHARS,
+    "dpflow.nodes.transforms.xǁSourceǁchecked__mutmut_36": _NEG_RESHAPE,
+    "dpflow.nodes.transforms.xǁSourceǁinfer__mutmut_113": _PRIVATE_N,
+    **{f"dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_{n}": _ASTYPE for n in (54, 61)},
+    "dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_62": _COPY_NONE,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
