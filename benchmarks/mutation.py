@@ -235,8 +235,8 @@ _MASK_FLOAT = "the kept-entries mask as float64 (1.0 / 0.0) rather than bool: np
 _SCALE_ONE = "norm >= radius vs > radius: at equality the scaling factor is 1.0"
 
 # lead (round 9)
-_SQUARE = ("M.shape[1] vs M.shape[0]: RidgeSolve.evaluate has just checked M square (_moment_problem), as infer "
-           "does when the shape is known")
+_SQUARE = ("shape[1] vs shape[0] of a released matrix the node has just checked square (base.square_problem, in "
+           "evaluate and, when the shape is known, in infer before out_shape)")
 _SCALAR_FLOAT = ("a one-entry released value read without dtype=float: float() of its integer or float entry is the "
                  "value astype(float) gives")
 _EINSUM_CASE = "einsum subscripts in upper case: the same labels"
@@ -709,6 +709,7 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.transforms.xǁSourceǁinfer__mutmut_113": _PRIVATE_N,
     **{f"dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_{n}": _ASTYPE for n in (54, 61)},
     "dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_62": _COPY_NONE,
+    **{f"dpflow.nodes.pca.xǁTopEigenvectorsǁout_shape__mutmut_{n}": _SQUARE for n in (6, 11)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
