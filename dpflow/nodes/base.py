@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from dpflow.domains import Bound, RowCount, Sym, SymRef
-from dpflow.errors import PlanTypeError, PostProcessingError
+from dpflow.errors import DataError, DomainError, PlanTypeError, PostProcessingError
 from dpflow.handles import Ref, Released, Rows, Sensitive, Stat, Value
 from dpflow.nodes.types import Allocation, Inferred, Mode, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.noise_protocol import NoiseSource
@@ -413,6 +413,30 @@ class PostProcess(Node):
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
         """Static output shape, when known."""
         return None
+
+
+class SquareInput(PostProcess):
+    """Post-processing of a released square matrix (its first input) of side at least ``least_side``.  A released
+    value's shape is public: another shape is refused at planning when it is known, else at run time
+    (:meth:`square`), with ``square_fix`` as the fix."""
+
+    least_side: ClassVar[int] = 1
+    square_fix: ClassVar[str] = "pass a released square matrix"
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        shape = ins[0].shape if ins and isinstance(ins[0], ReleasedT) else None
+        problem = None if shape is None else square_problem(self.kind, shape, self.least_side)
+        if problem is not None:
+            raise DomainError(ctx.node_id, problem, self.square_fix)
+        return super().infer(ins, ctx)
+
+    def square(self, x: Any, ctx: EvalContext) -> np.ndarray:
+        """The released matrix ``x`` as floats, non-finite entries as 0 (:func:`finite_or_zero`), checked square."""
+        M = finite_or_zero(x)
+        problem = square_problem(self.kind, M.shape, self.least_side)
+        if problem is not None:
+            raise DataError(ctx.node_id, problem, self.square_fix)
+        return M
 
 
 # --------------------------------------------------------------------------- helpers for rules

@@ -26,20 +26,19 @@ import attrs
 import numpy as np
 
 from dpflow.domains import Vectors
-from dpflow.errors import DataError, DomainError
+from dpflow.errors import DomainError
 from dpflow.handles import Ref, Released, Sensitive, Value, param
 from dpflow.nodes.base import (
     EvalContext,
     InferContext,
-    PostProcess,
     Query,
+    SquareInput,
     Transform,
     change_bound,
     finite_or_zero,
     float_rows,
     need,
     released_type,
-    square_problem,
     text_of,
 )
 from dpflow.nodes.fixedpoint import FixedPoint, gram_units
@@ -61,7 +60,7 @@ def _pos_int(x: Any) -> int:
 
 
 @attrs.frozen(kw_only=True)
-class TopEigenvectors(PostProcess):
+class TopEigenvectors(SquareInput):
     """The ``k`` eigenvectors of the largest eigenvalues of a released symmetric matrix, as the columns of
     a d x k matrix (largest first; all d when k > d).  Declared policy: non-finite entries count as 0.  A
     matrix that is not square is refused (its shape is public).
@@ -72,29 +71,18 @@ class TopEigenvectors(PostProcess):
 
     kind: ClassVar[str] = "TopEigenvectors"
     reference: ClassVar[str] = "post-processing of released values (Dwork-Roth 2014 Prop. 2.1)"
+    square_fix: ClassVar[str] = "pass a released symmetric d x d matrix (a second moment)"
     k: int = attrs.field(converter=_pos_int)
-
-    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        shape = ins[0].shape if ins and isinstance(ins[0], ReleasedT) else None
-        problem = None if shape is None else square_problem(self.kind, shape, 1)
-        if problem is not None:
-            raise DomainError(ctx.node_id, problem, _SYMMETRIC_FIX)
-        return super().infer(ins, ctx)
 
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
         s = ins[0].shape
         return None if s is None else (s[0], min(self.k, s[0]))
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        S = finite_or_zero(ins[0])
-        problem = square_problem(self.kind, S.shape, 1)
-        if problem is not None:
-            raise DataError(ctx.node_id, problem, _SYMMETRIC_FIX)
+        S = self.square(ins[0], ctx)
         w, V = np.linalg.eigh(S + S.T)  # the eigenvectors of (S + S^T) / 2, in the same order
         return V[:, np.argsort(w)[::-1][:self.k]]
 
-
-_SYMMETRIC_FIX = "pass a released symmetric d x d matrix (a second moment)"
 
 
 @attrs.frozen(kw_only=True)

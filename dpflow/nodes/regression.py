@@ -42,11 +42,11 @@ from dpflow.nodes.base import (
     InferContext,
     PostProcess,
     Query,
+    SquareInput,
     finite_or_zero,
     float_rows,
     need,
     released_type,
-    square_problem,
     text_of,
 )
 from dpflow.nodes.floaterr import FloatError
@@ -242,7 +242,7 @@ class ProjectCoef(PostProcess):
 
 
 @attrs.frozen(kw_only=True)
-class RidgeSolve(PostProcess):
+class RidgeSolve(SquareInput):
     """Coefficients from a released second-moment matrix ``M`` of rows ``[x, y]``:
     ``(M_xx + lambda I) beta = M_xy`` with ``lambda = ridge * scale^2`` (``scale`` public or a
     released radius, so lambda tracks the noise of a data-driven clip).  Least squares, so a
@@ -254,6 +254,8 @@ class RidgeSolve(PostProcess):
     """
 
     kind: ClassVar[str] = "RidgeSolve"
+    least_side: ClassVar[int] = 2
+    square_fix: ClassVar[str] = "pass the released (d + 1) x (d + 1) second moment of rows [x, y], d >= 1"
     ridge: float = attrs.field(converter=float)
     scale: float | Ref = attrs.field(default=1.0, converter=released_or_positive)
 
@@ -261,22 +263,12 @@ class RidgeSolve(PostProcess):
         if not (math.isfinite(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be finite and >= 0, got {self.ridge}")
 
-    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        shape = ins[0].shape if ins and isinstance(ins[0], ReleasedT) else None
-        problem = None if shape is None else square_problem(self.kind, shape, 2)
-        if problem is not None:
-            raise DomainError(ctx.node_id, problem, _MOMENT_FIX)
-        return super().infer(ins, ctx)
-
     def out_shape(self, ins: Sequence[ReleasedT]) -> tuple[int, ...] | None:
         shape = ins[0].shape
         return None if shape is None else (shape[0] - 1,)
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        M = finite_or_zero(ins[0])
-        problem = square_problem(self.kind, M.shape, 2)
-        if problem is not None:
-            raise DataError(ctx.node_id, problem, _MOMENT_FIX)
+        M = self.square(ins[0], ctx)
         d = M.shape[0] - 1
         s = self.scale
         if isinstance(s, Ref):
@@ -286,5 +278,3 @@ class RidgeSolve(PostProcess):
         beta, *_ = np.linalg.lstsq(A, M[:d, d], rcond=None)
         return beta
 
-
-_MOMENT_FIX = "pass the released (d + 1) x (d + 1) second moment of rows [x, y], d >= 1"
