@@ -84,7 +84,6 @@ class TopEigenvectors(SquareInput):
         return V[:, np.argsort(w)[::-1][:self.k]]
 
 
-
 @attrs.frozen(kw_only=True)
 class Project(Transform):
     """Rows mapped to ``(x - c) V`` for a released d x k ``basis`` V (the identity when absent: a

@@ -277,4 +277,3 @@ class RidgeSolve(SquareInput):
         A = M[:d, :d] + lam * np.eye(d)
         beta, *_ = np.linalg.lstsq(A, M[:d, d], rcond=None)
         return beta
-
