@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 
 import dpflow as dp
@@ -73,3 +74,65 @@ def test_count_queries_sensitivity(changes: frozenset[str], s: int) -> None:
         assert (st.l1.coef, st.l2.coef, st.linf.coef) == (l1 * s, l2 * s, s)
     assert cells.derivation == f"cell counts of grid j, {changes_text(rows)}: l1 {cells.out.l1.text()}, linf 1"
     assert shell.derivation == f"counts inside / annulus / outside, {changes_text(rows)}: l1 {shell.out.l1.text()}"
+
+
+def test_radius_grid() -> None:
+    """r_min ratio^j up to the first value at or above r_max (ratio 1.25 by default); a grid of one radius when
+    r_min = r_max; every other input refused whole."""
+    from dpflow.nodes.terrific import radius_grid
+
+    assert radius_grid(1.0, 1.0) == (1.0,)
+    assert radius_grid(1.0, 1.25) == (1.0, 1.25)  # r_max on the grid: not one more
+    assert radius_grid(1.0, 1.26) == (1.0, 1.25, 1.5625)
+    assert radius_grid(2.0, 17.0, 2.0) == (2.0, 4.0, 8.0, 16.0, 32.0)
+    assert radius_grid(0.5, 2.0, 2.0) == (0.5, 1.0, 2.0)
+    for args in ((0.0, 1.0), (2.0, 1.0), (1.0, math.inf), (1.0, 2.0, 1.0), (-1.0, 2.0)):
+        with pytest.raises(ValueError) as v:
+            radius_grid(*args)
+        r_min, r_max, ratio = (*args, 1.25)[:3]
+        assert str(v.value) == (f"radius_grid needs 0 < r_min <= r_max (finite) and ratio > 1, got {r_min}, "
+                                f"{r_max}, {ratio}")
+
+
+def test_cell_keys_both_paths() -> None:
+    """Up to 7 coordinates: mixed radix of 62 // d bits, each clamped to +-(2^(bits-1) - 1); from 8 on: the public
+    hash sum_a c_a m_a (mod 2^64, m odd, drawn from seed 12345 below 2^61) shifted right by 2."""
+    from dpflow.nodes.terrific import cell_coordinates, cell_keys, decode_key
+
+    seven = np.array([[3, -2, 0, 1, 2**40, -(2**40), 5]])
+    k, ok = cell_keys(seven)
+    half = 2 ** (62 // 7 - 1) - 1
+    assert ok and decode_key(int(k[0]), 7).tolist() == [3.0, -2.0, 0.0, 1.0, half, -half, 5.0]
+    eight = np.array([[3, -2, 0, 1, 7, -9, 5, 11], [0, 0, 0, 0, 0, 0, 0, 1]])
+    k, ok = cell_keys(eight)
+    mult = np.random.default_rng(12345).integers(1, 2**61, size=8, dtype=np.int64) | 1
+    want = [(sum(int(c) * int(m) for c, m in zip(row, mult, strict=True)) % 2**64) >> 2 for row in eight]
+    assert not ok and k.dtype == np.int64 and k.tolist() == want
+    assert cell_coordinates(np.array([[1e300, -1e300, np.nan]]), 1.0, np.zeros(3)).tolist() == [
+        [2**40, -(2**40), 0]]
+
+
+def test_count_query_refusals() -> None:
+    """A centre of another dimension, a released radius that is not a scalar."""
+    from dpflow.errors import DomainError, PlanTypeError
+
+    rows = _rows(REPLACE, 1)
+
+    class Shapes(_Infer):
+        def type_of(self, ref: Any) -> Any:
+            return ReleasedT((3,))
+
+    for node in (BallCounts(center=Ref("c"), radii=(1.0,)), ShellCounts(center=Ref("c"), inner=Ref("r"),
+                                                                         outer=Ref("r"))):
+        with pytest.raises(DomainError) as e:
+            node.infer([rows], Shapes())  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == ("q", "center has shape (3,), rows have d=2",
+                                                                "pass a centre of the rows' dimension")
+        with pytest.raises(PlanTypeError) as t:
+            node.infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+        assert t.value.fix == "pass sensitive rows"
+    for node in (GridMaxCounts(radius=Ref("c")), CellCounts(radius=Ref("c"), choice=Ref("j"))):
+        with pytest.raises(DomainError) as e:
+            node.infer([rows], _Infer())  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == (
+            "q", "radius refers to c of shape (2,)", "pass a released scalar (GridValue of an AboveThreshold)")
