@@ -136,3 +136,79 @@ def test_count_query_refusals() -> None:
             node.infer([rows], _Infer())  # type: ignore[arg-type]
         assert (e.value.node, e.value.problem, e.value.fix) == (
             "q", "radius refers to c of shape (2,)", "pass a released scalar (GridValue of an AboveThreshold)")
+
+
+def test_partition_by_projected_ball() -> None:
+    """Two disjoint pieces covering the rows: ||(x - o) V - c|| <= r (the boundary inside) and the rest; a
+    non-finite row, or any non-finite parameter, goes to piece 1."""
+    from conftest import ValueCtx
+
+    from dpflow.errors import PostProcessingError
+    from dpflow.nodes.terrific import PartitionByProjectedBall
+    from dpflow.nodes.types import PiecesT, SplitRule
+
+    node = PartitionByProjectedBall(center=Ref("c"), radius=Ref("r"), basis=Ref("V"), origin=Ref("o"))
+    rows = _rows(REPLACE, 2)
+    inf = node.infer([rows], _Infer())  # type: ignore[arg-type]
+    assert inf.out == PiecesT(rows, 2, SplitRule.VALUE) and inf.derivation == "inside / outside a projected ball (c)"
+
+    class NotReleased(_Infer):
+        def type_of(self, ref: Any) -> Any:
+            return rows
+
+    with pytest.raises(PostProcessingError) as p:
+        node.infer([rows], NotReleased())  # type: ignore[arg-type]
+    assert p.value.problem == "parameter 'center' refers to c, which is not released"
+    # projected onto the first coordinate (the origin moves only the second): 1, 4, 2.5, NaN, 6 around c = 2, r = 1
+    X = np.array([[1.0, 5.0], [4.0, -3.0], [2.5, 100.0], [np.nan, 0.0], [6.0, 9.0]])
+    vals = {"c": np.array([2.0]), "r": np.array(1.0), "V": np.array([[1.0], [0.0]]), "o": np.array([0.0, 7.0])}
+    inside, outside = node.evaluate([X], ValueCtx(vals))
+    assert inside.tolist() == [[1.0, 5.0], [2.5, 100.0]]  # |1 - 2| = 1: on the boundary, inside
+    assert outside[[0, 2]].tolist() == [[4.0, -3.0], [6.0, 9.0]] and np.isnan(outside[1, 0]) and len(outside) == 3
+    for name in vals:
+        bad = dict(vals, **{name: np.full(np.shape(vals[name]), np.inf)})
+        inside, outside = node.evaluate([X], ValueCtx(bad))
+        assert inside.shape == (0, 2) and np.array_equal(outside, X, equal_nan=True)
+
+
+def test_ball_counts_values() -> None:
+    """Rows within each radius (the boundary counted), non-finite rows outside every ball; a non-finite centre or
+    no rows: zeros."""
+    from conftest import ValueCtx
+
+    node = BallCounts(center=Ref("c"), radii=(1.0, 2.0, 5.0))
+    X = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0], [np.inf, 1.0], [4.0, 5.0]])
+    got = node.evaluate([X], ValueCtx({"c": np.array([1.0, 1.0])}))
+    assert got.dtype == np.float64 and got.tolist() == [2.0, 3.0, 4.0]
+    assert node.evaluate([X], ValueCtx({"c": np.array([np.nan, 1.0])})).tolist() == [0.0, 0.0, 0.0]
+    assert node.evaluate([np.zeros((0, 2))], ValueCtx({"c": np.array([1.0, 1.0])})).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_terrific_decision() -> None:
+    """tau = 2 b1 ln(3 / beta); found when in >= t - tau, out >= t - tau and annulus <= max(tau, fraction t): the
+    centre with radius sqrt(r_in r_out) of r_bounds; else (or for a radius that is not positive and finite, a
+    non-finite centre or count) NaN."""
+    from conftest import ValueCtx
+
+    from dpflow.nodes.terrific import TerrificDecision, r_bounds
+
+    node = TerrificDecision(t=100, beta=0.05, annulus_fraction=0.1)
+    b1 = 2.0
+    tau = 2.0 * b1 * math.log(3.0 / 0.05)
+    r_in, r_out = r_bounds(1.5, 3.0, 1.0)
+
+    def run(counts: list[float], r: float = 1.5, c: Any = (1.0, 2.0)) -> Any:
+        return node.evaluate([np.array(c), np.array(r), np.array(counts), np.array(b1)], ValueCtx())
+
+    found = run([100 - tau, max(tau, 10.0), 100 - tau])
+    assert found[0].tolist() == [1.0, 2.0] and found[1] == math.sqrt(r_in * r_out)
+    edge = math.nextafter(100 - tau, -math.inf)
+    for counts in ([edge, 0.0, 100.0], [100.0, 0.0, edge], [100.0, math.nextafter(tau, math.inf), 100.0]):
+        out = run(counts)
+        assert np.isnan(out[0]).all() and math.isnan(out[1])
+    assert TerrificDecision(t=1000, annulus_fraction=0.1).evaluate(
+        [np.array([0.0]), np.array(1.0), np.array([1000.0, 100.0, 1000.0]), np.array(b1)], ValueCtx())[1] > 0
+    for bad in (dict(r=0.0), dict(r=math.inf), dict(c=(np.nan, 0.0)), dict(counts=[100.0, np.nan, 100.0])):
+        kw = {"counts": [100.0, 0.0, 100.0], **bad}
+        out = run(**kw)
+        assert math.isnan(out[1]) and out[0].shape == (2,) and np.isnan(out[0]).all()
