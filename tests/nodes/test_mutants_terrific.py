@@ -212,3 +212,77 @@ def test_terrific_decision() -> None:
         kw = {"counts": [100.0, 0.0, 100.0], **bad}
         out = run(**kw)
         assert math.isnan(out[1]) and out[0].shape == (2,) and np.isnan(out[0]).all()
+
+
+def test_shell_counts_values() -> None:
+    """(inside <= inner, inner < annulus <= outer, the rest), non-finite rows outside; a non-finite centre or
+    radius, or no rows: every row outside."""
+    from conftest import ValueCtx
+
+    node = ShellCounts(center=Ref("c"), inner=Ref("a"), outer=Ref("b"))
+    X = np.array([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0], [0.0, 5.0], [np.nan, 0.0], [0.0, -1.5]])
+    vals = {"c": np.array([0.0, 0.0]), "a": np.array(1.0), "b": np.array(3.0)}
+    got = node.evaluate([X], ValueCtx(vals))
+    assert got.dtype == np.float64 and got.tolist() == [1.0, 3.0, 2.0]
+    for name, bad in (("c", np.array([np.inf, 0.0])), ("a", np.array(np.nan)), ("b", np.array(np.inf))):
+        assert node.evaluate([X], ValueCtx(dict(vals, **{name: bad}))).tolist() == [0.0, 0.0, 6.0]
+    assert node.evaluate([np.zeros((0, 2))], ValueCtx(vals)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_small_post_processing() -> None:
+    """GridValue: values[i] for a valid integer index, else NaN; ShellRadii: r_in or r_out of r_bounds, NaN for a
+    radius that is not positive and finite; GateBall: the ball while fewer than ``limit`` earlier balls are
+    found (a found ball: a pair whose radius is finite); BallMean: centre + sum / max(count, 1)."""
+    from conftest import ValueCtx
+
+    from dpflow.nodes.terrific import BallMean, GateBall, GridValue, ShellRadii, r_bounds
+
+    g = GridValue(values=(1.0, 2.0, 4.0))
+    assert [g.evaluate([np.array(i)], ValueCtx()) for i in (0.0, 2.0)] == [1.0, 4.0]
+    assert all(math.isnan(g.evaluate([np.array(i)], ValueCtx())) for i in (-1.0, 3.0, 1.5, np.nan, np.inf))
+    assert g.out_shape([]) == () and ShellRadii(which=0).out_shape([]) == ()
+    for which in (0, 1):
+        node = ShellRadii(which=which, ratio=5.0, error=0.5)
+        assert node.evaluate([np.array(2.0)], ValueCtx()) == r_bounds(2.0, 5.0, 0.5)[which]
+        assert all(math.isnan(node.evaluate([np.array(r)], ValueCtx())) for r in (0.0, -1.0, np.inf, np.nan))
+    assert r_bounds(2.0, 5.0, 0.5) == (3.0, 9.0) and r_bounds(1.0, 3.0, 1.0) == (2.0, 2.4)
+    ball = (np.array([1.0, 2.0]), 3.0)
+    found, lost = (np.zeros(2), 1.0), (np.zeros(2), math.nan)
+    gate = GateBall(limit=2)
+    assert gate.evaluate([ball, found, lost], ValueCtx()) is ball
+    assert gate.evaluate([ball, found, lost, np.zeros(2), (np.zeros(2),), (0.0, 1.0, 2.0)], ValueCtx()) is ball
+    closed = gate.evaluate([ball, found, found], ValueCtx())
+    assert np.isnan(closed[0]).all() and closed[0].shape == (2,) and math.isnan(closed[1])
+    mean = BallMean().evaluate([ball, np.array([4.0, -2.0]), np.array(2.0)], ValueCtx())
+    assert mean.tolist() == [3.0, 1.0]
+    assert BallMean().evaluate([np.array([1.0]), np.array([4.0]), np.array(0.5)], ValueCtx()).tolist() == [5.0]
+    assert BallMean().evaluate([np.array([1.0]), np.array([4.0]), np.array(np.nan)], ValueCtx()).tolist() == [5.0]
+
+
+def test_cell_ball() -> None:
+    """The heavy cell's centre (decoded key + the grid's shift + 1/2) times the side (factor radius) and its
+    half-diagonal side sqrt(d) / 2; hashed keys (d > 7): the node ball; nothing found or an invalid radius or
+    choice: NaN."""
+    from conftest import ValueCtx
+
+    from dpflow.nodes.terrific import CellBall, cell_keys, grid_shifts
+
+    keys, _ = cell_keys(np.array([[1, -2], [0, 0]]))
+    hist = (keys, np.array([7.0, 3.0]))
+    node = CellBall(d=2, factor=4.0, tries=10, seed=3)
+    centre, r = node.evaluate([np.array(0.5), np.array(4.0), hist, np.zeros(2), np.array(9.0)], ValueCtx())
+    side = 4.0 * 0.5
+    assert centre.tolist() == ((np.array([1.0, -2.0]) + grid_shifts(3, 10, 2)[4] + 0.5) * side).tolist()
+    assert r == side * math.sqrt(2.0) / 2.0
+    for radius, choice, h in ((0.0, 4.0, hist), (np.inf, 4.0, hist), (0.5, 10.0, hist), (0.5, -1.0, hist),
+                              (0.5, np.nan, hist), (0.5, 4.0, (keys[:0], np.zeros(0))), (0.5, 4.0, 0.0)):
+        c, r = node.evaluate([np.array(radius), np.array(choice), h, np.zeros(2), np.array(9.0)], ValueCtx())
+        assert c.shape == (2,) and np.isnan(c).all() and math.isnan(r)
+    seven = CellBall(d=7, tries=10)
+    k7, _ = cell_keys(np.array([[1, 2, 3, 4, 5, 6, 7]]))
+    c, r = seven.evaluate([np.array(0.5), np.array(4.0), (k7, np.array([1.0])), np.zeros(7), np.array(9.0)],
+                          ValueCtx())
+    assert r == 4.0 * 0.5 * math.sqrt(7.0) / 2.0  # decoded, not the node ball
+    wide = CellBall(d=8, tries=10)
+    c, r = wide.evaluate([np.array(0.5), np.array(4.0), hist, np.arange(8.0), np.array(9.0)], ValueCtx())
+    assert c.tolist() == list(range(8)) and r == 9.0
