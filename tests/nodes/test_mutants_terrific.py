@@ -286,3 +286,79 @@ def test_cell_ball() -> None:
     wide = CellBall(d=8, tries=10)
     c, r = wide.evaluate([np.array(0.5), np.array(4.0), hist, np.arange(8.0), np.array(9.0)], ValueCtx())
     assert c.tolist() == list(range(8)) and r == 9.0
+
+
+def _nodes(plan: dp.Plan) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for rec in plan.records:
+        out.setdefault(type(rec.node).__name__, []).append(rec.node)
+    return out
+
+
+def test_terrific_ball_plan() -> None:
+    """PTerrificBall's wiring with the documented defaults (ratio 3, lam 1, beta 0.05, 100 tries, factor 4, seed 0,
+    delta 1e-7, weights 0.35 / 0.1 / 0.1 / 0.25 / 0.2): the radius search at t^2 (never below t^2 / 2), the grid
+    search at t, the heavy cell's stability histogram, four means at a quarter of the mean weight, a shell count
+    certified by TerrificDecision."""
+    from dpflow.nodes.terrific import terrific_ball
+
+    b = dp.PlanBuilder(budget=dp.ApproxZCDP(1.0, 1e-6))
+    ball = terrific_ball(b.source("X", dp.Vectors(d=2), n=100), t=20, radii=(1.0, 2.0), center=[0.5, 0.0],
+                         radius=10.0)
+    n = _nodes(b.build(ball=ball))
+    clip = n["Clip"][0]
+    assert clip.radius == 10.0 and isinstance(clip.center, Ref)
+    assert n["TerrificScores"] == [TerrificScores(radii=(1.0, 2.0), t=20, ratio=3.0, lam=1)]
+    radius_search, grid_search = n["AboveThreshold"]
+    assert (radius_search.threshold, radius_search.margin_beta, radius_search.min_threshold, radius_search.weight) \
+        == (400.0, 0.05, 200.0, 0.35)
+    assert (grid_search.threshold, grid_search.margin_beta, grid_search.min_threshold, grid_search.weight) \
+        == (20.0, 0.05, None, 0.1)
+    gm, cc = n["GridMaxCounts"][0], n["CellCounts"][0]
+    assert (gm.factor, gm.tries, gm.seed, cc.factor, cc.tries, cc.seed) == (4.0, 100, 0, 4.0, 100, 0)
+    sh = n["StabilityHistogram"][0]
+    assert (float(sh.delta), sh.weight) == (1e-7, 0.1)
+    cb = n["CellBall"][0]
+    assert (cb.d, cb.factor, cb.tries, cb.seed) == (2, 4.0, 100, 0)
+    assert [m.weight for m in n["GaussianMech"]] == [0.25 / 4] * 2
+    assert [m.weight for m in n["LaplaceMech"]] == [0.25 / 4] * 2 + [0.2]
+    assert n["ScaleShift"][0].scale == 2.0 and [s.which for s in n["ShellRadii"]] == [0, 1]
+    assert all(s.ratio == 3.0 for s in n["ShellRadii"])
+    dec = n["TerrificDecision"][0]
+    assert (dec.t, dec.ratio, dec.beta) == (20, 3.0, 0.05)
+    assert n["GridValue"][0].values == (1.0, 2.0)
+    with pytest.raises(ValueError, match="^terrific_ball needs d= \\(the rows' dimension\\) when the centre is a "
+                                         "released handle$"):
+        terrific_ball(b.source("Y", dp.Vectors(d=2), n=100), t=20, radii=(1.0,), center=b.public([0.0, 0.0]),
+                      radius=10.0)
+
+
+def test_recursive_partition_plan() -> None:
+    """Breadth first over ``levels``: each piece asks for a ball, is gated (with ``max_parts``) against every ball
+    asked before it, and splits into (inside, the found ball) and (outside, its own ball): 2^levels leaves."""
+    from dpflow import nodes as N
+    from dpflow.nodes.terrific import recursive_partition
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+    X = b.source("X", dp.Vectors(d=1), n=10)
+    asked: list[tuple[int, int]] = []
+
+    def found(rows: Any, c: Any, r: Any, level: int, i: int) -> Any:
+        asked.append((level, i))
+        return N.Pack()(b.public([float(level)]), b.public(0.5))
+
+    root = (b.public([0.0]), b.public(9.0))
+    leaves = recursive_partition(X, 2, found, lambda c, r: N.PartitionByBall(center=c, radius=r), root, max_parts=3)
+    assert asked == [(0, 0), (1, 0), (1, 1)] and len(leaves) == 4
+    assert leaves[3][1] is root[0] and leaves[3][2] is root[1]  # outside, outside: the root ball
+    assert leaves[1][1] is not root[0] and leaves[1][1] is not leaves[0][1]  # the level-0 ball, not level 1's
+    gates = [rec for rec in b.build(x=N.GaussianMech()(N.Count()(leaves[0][0]))).records
+             if isinstance(rec.node, N.GateBall)]
+    assert [g.node.limit for g in gates] == [2, 2, 2] and [len(g.inputs) for g in gates] == [1, 2, 3]
+    b2 = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+    X2 = b2.source("X", dp.Vectors(d=1), n=10)
+    ones = recursive_partition(X2, 1, lambda *a: N.Pack()(b2.public([1.0]), b2.public(0.5)),
+                               lambda c, r: N.PartitionByBall(center=c, radius=r), (b2.public([0.0]), b2.public(9.0)))
+    assert len(ones) == 2
+    assert not any(isinstance(rec.node, N.GateBall) for rec in b2.build(x=N.GaussianMech()(N.Count()(ones[0][0])))
+                   .records)
