@@ -239,7 +239,7 @@ def cell_coordinates(X: np.ndarray, side: float, shift: np.ndarray) -> np.ndarra
     """
     with np.errstate(all="ignore"):
         z = np.floor(np.asarray(X, dtype=float) / side - shift)
-    out: np.ndarray = np.clip(np.nan_to_num(z, nan=0.0), -_COORD_LIMIT, _COORD_LIMIT).astype(np.int64)
+    out: np.ndarray = np.clip(np.where(np.isnan(z), 0.0, z), -_COORD_LIMIT, _COORD_LIMIT).astype(np.int64)
     return out
 
 
@@ -373,7 +373,7 @@ class CellCounts(Query):
         X = _finite_rows(np.asarray(ins[0], dtype=float))
         side = _side(ctx, self.radius, self.factor)
         j = _choice(ctx, self.choice, self.tries)
-        if math.isnan(side) or j is None or X.shape[0] == 0:
+        if math.isnan(side) or j is None:
             return SparseCounts(np.zeros(0, dtype=np.int64), np.zeros(0))
         keys, _ = cell_keys(cell_coordinates(X, side, grid_shifts(self.seed, self.tries, X.shape[1])[j]))
         uk, counts = np.unique(keys, return_counts=True)

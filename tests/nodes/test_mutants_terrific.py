@@ -362,3 +362,45 @@ def test_recursive_partition_plan() -> None:
     assert len(ones) == 2
     assert not any(isinstance(rec.node, N.GateBall) for rec in b2.build(x=N.GaussianMech()(N.Count()(ones[0][0])))
                    .records)
+
+
+def test_grid_helpers_and_cell_counts() -> None:
+    """The public shifts are the seed's uniform [0, 1) draws; cell coordinates never warn (overflow to the clamp);
+    decoded keys are floats; a released choice is a valid grid index or None; cell counts of one row, of no row,
+    and of an invalid choice or radius."""
+    import warnings
+
+    from conftest import ValueCtx
+
+    from dpflow.handles import Ref as R
+    from dpflow.nodes.terrific import _choice, cell_coordinates, decode_key, grid_shifts
+
+    assert np.array_equal(grid_shifts(7, 3, 2), np.random.default_rng(7).uniform(0.0, 1.0, (3, 2)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cell_coordinates(np.array([[1e308, -1e308]]), 1e-10, np.zeros(2)).tolist() == [[2**40, -(2**40)]]
+    assert decode_key(5, 1).dtype == np.float64
+    for v, want in ((0.0, 0), (9.0, 9), (10.0, None), (-1.0, None), (1.5, None), (np.nan, None), (np.inf, None)):
+        assert _choice(ValueCtx({"j": np.array([v])}), R("j"), 10) == want
+    node = CellCounts(radius=1.0, choice=R("j"), tries=10)
+    one = node.evaluate([np.array([[0.3, 0.4]])], ValueCtx({"j": np.array(2.0)}))
+    assert one.counts.tolist() == [1.0] and one.keys.dtype == np.int64
+    for X, j in ((np.zeros((0, 2)), 2.0), (np.array([[0.3, 0.4]]), 10.0)):
+        none = node.evaluate([X], ValueCtx({"j": np.array(j)}))
+        assert none.keys.dtype == np.int64 and none.keys.shape == (0,) and none.counts.shape == (0,)
+
+
+def test_ball_mean_plan() -> None:
+    """The rows inside the released ball, re-centred on its centre and clipped to its radius, summed (Gaussian) and
+    counted (Laplace) at the given weights."""
+    from dpflow import nodes as N
+    from dpflow.nodes.terrific import ball_mean
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+    c, r = b.public([1.0, 2.0]), b.public(3.0)
+    n = _nodes(b.build(m=ball_mean(b.source("X", dp.Vectors(d=2), n=50), c, r, 0.3, 0.7)))
+    assert n["PartitionByBall"][0].center == Ref(c.id) and n["PartitionByBall"][0].radius == Ref(r.id)
+    assert n["Project"][0].center == Ref(c.id) and n["Project"][0].basis is None
+    assert n["Clip"][0].radius == Ref(r.id) and n["Clip"][0].center is None
+    assert [m.weight for m in n["GaussianMech"]] == [0.3] and [m.weight for m in n["LaplaceMech"]] == [0.7]
+    assert isinstance(n["Sum"][0], N.Sum) and isinstance(n["Count"][0], N.Count)
