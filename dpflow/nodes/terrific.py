@@ -105,8 +105,7 @@ def _pairwise_counts(X: np.ndarray, radii: np.ndarray, ratio: float) -> tuple[np
         with np.errstate(all="ignore"):
             for a in range(d):  # the d coordinates in a fixed order: each distance depends on its two rows only
                 D += np.square(B[:, a, None] - X[None, :, a])
-            D = np.sqrt(D)
-        D = np.where(np.isnan(D), np.inf, D)
+            D = np.sqrt(D)  # finite rows (_finite_rows): never NaN, inf where the square overflows
         k = np.searchsorted(sorted_grid, D, side="left") + (np.arange(b) * (2 * m + 1))[:, None]
         cum = np.bincount(k.ravel(), minlength=b * (2 * m + 1)).reshape(b, 2 * m + 1).cumsum(axis=1)
         c_in, c_out = cum[:, col[:m]], cum[:, col[m:]]
@@ -128,9 +127,8 @@ def terrific_sums(X: np.ndarray, radii: Sequence[float], t: int, ratio: float, l
     n = X.shape[0]
     inn, ann = _pairwise_counts(X, r, ratio)
     out = n - inn - ann
-    s = np.clip(np.minimum(np.minimum(inn, out), t) - lam * ann, 0, t)
-    if n > t:
-        s = -np.partition(-s, t - 1, axis=0)[:t]
+    s = np.maximum(np.minimum(np.minimum(inn, out), t) - lam * ann, 0)  # in [0, t]: the cap t applies first
+    s = -np.sort(-s, axis=0)[:t]  # the t largest per radius (all n when n < t: zero padding adds nothing)
     total: np.ndarray = s.sum(axis=0).astype(np.int64)
     return total
 

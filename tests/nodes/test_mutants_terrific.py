@@ -404,3 +404,56 @@ def test_ball_mean_plan() -> None:
     assert n["Clip"][0].radius == Ref(r.id) and n["Clip"][0].center is None
     assert [m.weight for m in n["GaussianMech"]] == [0.3] and [m.weight for m in n["LaplaceMech"]] == [0.7]
     assert isinstance(n["Sum"][0], N.Sum) and isinstance(n["Count"][0], N.Count)
+
+
+def test_terrific_sums_against_brute_force() -> None:
+    """t L_T(r) is the sum of the t largest s_i(r) = max(min(in_i, out_i, t) - lam ann_i, 0), counted pair by pair
+    (the row itself inside), zero-padded when n < t; rows with a non-finite entry count as the origin."""
+    from dpflow.nodes.terrific import terrific_sums
+
+    def reference(X: np.ndarray, radii: tuple[float, ...], t: int, ratio: float, lam: int) -> list[int]:
+        X = np.where(np.all(np.isfinite(X), axis=1)[:, None], X, 0.0)
+        D = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2))
+        out = []
+        for r in radii:
+            inn = (D <= r).sum(axis=1)
+            ann = ((D > r) & (D <= ratio * r)).sum(axis=1)
+            s = np.maximum(np.minimum(np.minimum(inn, len(X) - inn - ann), t) - lam * ann, 0)
+            out.append(int(np.sort(s)[::-1][:t].sum()))
+        return out
+
+    rng = np.random.default_rng(5)
+    radii = (0.5, 1.0, 2.0)
+    for trial in range(40):
+        n, t, lam = int(rng.integers(1, 40)), int(rng.integers(1, 12)), int(rng.integers(1, 3))
+        X = rng.integers(0, 8, size=(n, 2)) * 0.5 + (rng.normal(size=(n, 2)) * 0.01 if trial % 2 else 0.0)
+        if trial % 5 == 0:
+            X[0, 0] = np.nan
+        assert terrific_sums(X, radii, t, 3.0, lam).tolist() == reference(X, radii, t, 3.0, lam)
+
+
+def test_grid_max_counts_values_and_refusals() -> None:
+    from conftest import ValueCtx
+
+    from dpflow.errors import PostProcessingError
+    from dpflow.nodes.terrific import cell_coordinates, cell_keys, grid_shifts
+
+    node = GridMaxCounts(radius=Ref("r"), factor=2.0, tries=3, seed=1)
+    X = np.array([[0.1, 0.1], [0.2, 0.3], [5.0, 5.0]])
+    got = node.evaluate([X], ValueCtx({"r": np.array(1.0)}))
+    want = [max(np.unique(cell_keys(cell_coordinates(X, 2.0, s))[0], return_counts=True)[1])
+            for s in grid_shifts(1, 3, 2)]
+    assert got.tolist() == [float(w) for w in want]
+    assert node.evaluate([X[:1]], ValueCtx({"r": np.array(1.0)})).tolist() == [1.0, 1.0, 1.0]
+    for r in (np.nan, 0.0, -1.0, np.inf):
+        assert node.evaluate([X], ValueCtx({"r": np.array(r)})).tolist() == [0.0, 0.0, 0.0]
+    assert node.evaluate([np.zeros((0, 2))], ValueCtx({"r": np.array(1.0)})).tolist() == [0.0, 0.0, 0.0]
+
+    class NotReleased(_Infer):
+        def type_of(self, ref: Any) -> Any:
+            return _rows(REPLACE, 1)
+
+    for q in (ShellCounts(center=Ref("c"), inner=Ref("a"), outer=Ref("b")), BallCounts(center=Ref("c"), radii=(1.0,))):
+        with pytest.raises(PostProcessingError) as p:
+            q.infer([_rows(REPLACE, 1)], NotReleased())  # type: ignore[arg-type]
+        assert p.value.problem == "parameter 'center' refers to c, which is not released"
