@@ -117,6 +117,20 @@ MUTANTS = (
            "l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(L))",
            "l1 = change_bound(rows, Sym.const(3.0 * L), Sym.const(L))",
            ("tests/nodes/test_mutants_dyadic.py::test_dyadic_counts_sensitivities",)),
+    Mutant("Clip's fast path certifies rows with a slack (d + 3) times too small", "dpflow/nodes/transforms.py",
+           "slack = 4.0 * (A.shape[1] + 3) * np.finfo(float).eps",
+           "slack = 4.0 / (A.shape[1] + 3) * np.finfo(float).eps",
+           ("tests/nodes/test_mutants_transforms.py::test_project_ball_far_centre_meets_the_bound_downstream_reads",)),
+    Mutant("the Gram's replace-one sensitivity sqrt(3) r^2", "dpflow/nodes/pca.py",
+           "r.pow(2) * math.sqrt(2.0), r.pow(2))", "r.pow(2) * math.sqrt(3.0), r.pow(2))",
+           ("tests/nodes/test_mutants_pca.py::test_gram_frobenius_sensitivity",)),
+    Mutant("the group histogram's l1 divided by the stability", "dpflow/nodes/tuples.py",
+           "return Sym.const(m * s), Sym.const(math.sqrt(m) * s)",
+           "return Sym.const(m / s), Sym.const(math.sqrt(m) * s)",
+           ("tests/nodes/test_mutants_tuples.py::test_group_histogram_sensitivity",)),
+    Mutant("a projected-ball partition giving the inside rows to both pieces", "dpflow/nodes/terrific.py",
+           "return [X[inside], X[~inside]]", "return [X[inside], X[inside]]",
+           ("tests/nodes/test_mutants_terrific.py::test_partition_by_projected_ball",)),
 )
 
 
