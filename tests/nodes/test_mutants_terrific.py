@@ -159,12 +159,12 @@ def test_partition_by_projected_ball() -> None:
     with pytest.raises(PostProcessingError) as p:
         node.infer([rows], NotReleased())  # type: ignore[arg-type]
     assert p.value.problem == "parameter 'center' refers to c, which is not released"
-    # projected onto the first coordinate (the origin moves only the second): 1, 4, 2.5, NaN, 6 around c = 2, r = 1
-    X = np.array([[1.0, 5.0], [4.0, -3.0], [2.5, 100.0], [np.nan, 0.0], [6.0, 9.0]])
-    vals = {"c": np.array([2.0]), "r": np.array(1.0), "V": np.array([[1.0], [0.0]]), "o": np.array([0.0, 7.0])}
+    # projected onto the first coordinate less the origin's: 1, 4, 2.5, NaN, 6 around c = 2, r = 1
+    X = np.array([[4.0, 5.0], [7.0, -3.0], [5.5, 100.0], [np.nan, 0.0], [9.0, 9.0]])
+    vals = {"c": np.array([2.0]), "r": np.array(1.0), "V": np.array([[1.0], [0.0]]), "o": np.array([3.0, 7.0])}
     inside, outside = node.evaluate([X], ValueCtx(vals))
-    assert inside.tolist() == [[1.0, 5.0], [2.5, 100.0]]  # |1 - 2| = 1: on the boundary, inside
-    assert outside[[0, 2]].tolist() == [[4.0, -3.0], [6.0, 9.0]] and np.isnan(outside[1, 0]) and len(outside) == 3
+    assert inside.tolist() == [[4.0, 5.0], [5.5, 100.0]]  # |(4 - 3) - 2| = 1: on the boundary, inside
+    assert outside[[0, 2]].tolist() == [[7.0, -3.0], [9.0, 9.0]] and np.isnan(outside[1, 0]) and len(outside) == 3
     for name in vals:
         bad = dict(vals, **{name: np.full(np.shape(vals[name]), np.inf)})
         inside, outside = node.evaluate([X], ValueCtx(bad))
@@ -182,6 +182,7 @@ def test_ball_counts_values() -> None:
     assert got.dtype == np.float64 and got.tolist() == [2.0, 3.0, 4.0]
     assert node.evaluate([X], ValueCtx({"c": np.array([np.nan, 1.0])})).tolist() == [0.0, 0.0, 0.0]
     assert node.evaluate([np.zeros((0, 2))], ValueCtx({"c": np.array([1.0, 1.0])})).tolist() == [0.0, 0.0, 0.0]
+    assert node.evaluate([X[:1]], ValueCtx({"c": np.array([1.0, 1.0])})).tolist() == [1.0, 1.0, 1.0]
 
 
 def test_terrific_decision() -> None:
@@ -220,10 +221,11 @@ def test_shell_counts_values() -> None:
     from conftest import ValueCtx
 
     node = ShellCounts(center=Ref("c"), inner=Ref("a"), outer=Ref("b"))
-    X = np.array([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0], [0.0, 5.0], [np.nan, 0.0], [0.0, -1.5]])
-    vals = {"c": np.array([0.0, 0.0]), "a": np.array(1.0), "b": np.array(3.0)}
+    X = np.array([[2.0, 1.0], [2.0, 2.0], [2.0, 3.0], [2.0, 5.0], [np.nan, 0.0], [2.0, -1.5]])
+    vals = {"c": np.array([2.0, 0.0]), "a": np.array(1.0), "b": np.array(3.0)}
     got = node.evaluate([X], ValueCtx(vals))
     assert got.dtype == np.float64 and got.tolist() == [1.0, 3.0, 2.0]
+    assert node.evaluate([X[:1]], ValueCtx(vals)).tolist() == [1.0, 0.0, 0.0]
     for name, bad in (("c", np.array([np.inf, 0.0])), ("a", np.array(np.nan)), ("b", np.array(np.inf))):
         assert node.evaluate([X], ValueCtx(dict(vals, **{name: bad}))).tolist() == [0.0, 0.0, 6.0]
     assert node.evaluate([np.zeros((0, 2))], ValueCtx(vals)).tolist() == [0.0, 0.0, 0.0]
@@ -245,6 +247,7 @@ def test_small_post_processing() -> None:
         node = ShellRadii(which=which, ratio=5.0, error=0.5)
         assert node.evaluate([np.array(2.0)], ValueCtx()) == r_bounds(2.0, 5.0, 0.5)[which]
         assert all(math.isnan(node.evaluate([np.array(r)], ValueCtx())) for r in (0.0, -1.0, np.inf, np.nan))
+        assert node.evaluate([np.array(0.5)], ValueCtx()) == r_bounds(0.5, 5.0, 0.5)[which]
     assert r_bounds(2.0, 5.0, 0.5) == (3.0, 9.0) and r_bounds(1.0, 3.0, 1.0) == (2.0, 2.4)
     ball = (np.array([1.0, 2.0]), 3.0)
     found, lost = (np.zeros(2), 1.0), (np.zeros(2), math.nan)
@@ -268,7 +271,7 @@ def test_cell_ball() -> None:
     from dpflow.nodes.terrific import CellBall, cell_keys, grid_shifts
 
     keys, _ = cell_keys(np.array([[1, -2], [0, 0]]))
-    hist = (keys, np.array([7.0, 3.0]))
+    hist = (keys[::-1], np.array([3.0, 7.0]))  # the heavier cell second
     node = CellBall(d=2, factor=4.0, tries=10, seed=3)
     centre, r = node.evaluate([np.array(0.5), np.array(4.0), hist, np.zeros(2), np.array(9.0)], ValueCtx())
     side = 4.0 * 0.5
@@ -457,3 +460,83 @@ def test_grid_max_counts_values_and_refusals() -> None:
         with pytest.raises(PostProcessingError) as p:
             q.infer([_rows(REPLACE, 1)], NotReleased())  # type: ignore[arg-type]
         assert p.value.problem == "parameter 'center' refers to c, which is not released"
+
+
+def test_terrific_ball_plan_passes_its_parameters() -> None:
+    """Non-default parameters reach every node; a released centre (with d) and a released node radius are used
+    as they are."""
+    from dpflow.nodes.terrific import terrific_ball
+
+    b = dp.PlanBuilder(budget=dp.ApproxZCDP(1.0, 1e-6))
+    c, rad = b.public([0.5, 0.0, 1.0]), b.public(7.0)
+    ball = terrific_ball(b.source("X", dp.Vectors(d=3), n=100), t=10, radii=(1.0, 2.0, 3.0), center=c, radius=rad,
+                         ratio=4.0, lam=2, beta=0.1, tries=7, factor=2.5, seed=3, delta=1e-8,
+                         weights=(0.3, 0.2, 0.1, 0.2, 0.2), d=3)
+    n = _nodes(b.build(ball=ball))
+    assert n["Clip"][0].center == Ref(c.id) and n["Clip"][0].radius == Ref(rad.id)
+    assert n["TerrificScores"] == [TerrificScores(radii=(1.0, 2.0, 3.0), t=10, ratio=4.0, lam=2)]
+    assert [(a.threshold, a.margin_beta, a.weight) for a in n["AboveThreshold"]] == [(100.0, 0.1, 0.3),
+                                                                                    (10.0, 0.1, 0.2)]
+    for q in (n["GridMaxCounts"][0], n["CellCounts"][0], n["CellBall"][0]):
+        assert (q.factor, q.tries, q.seed) == (2.5, 7, 3)
+    assert float(n["StabilityHistogram"][0].delta) == 1e-8 and n["CellBall"][0].d == 3
+    cell_ball = next(r for r in b.build(ball=ball).records if type(r.node).__name__ == "CellBall")
+    assert cell_ball.inputs[3:] == (c.id, rad.id)
+    assert all(s.ratio == 4.0 for s in n["ShellRadii"])
+    dec = n["TerrificDecision"][0]
+    assert (dec.t, dec.ratio, dec.beta) == (10, 4.0, 0.1)
+
+
+def test_recursive_partition_passes_each_piece_its_ball() -> None:
+    from dpflow import nodes as N
+    from dpflow.nodes.terrific import recursive_partition
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
+    X = b.source("X", dp.Vectors(d=1), n=10)
+    root = (b.public([0.0]), b.public(9.0))
+    seen: list[tuple[Any, Any, Any]] = []
+    rules: list[tuple[Any, Any]] = []
+
+    def found(rows: Any, c: Any, r: Any, level: int, i: int) -> Any:
+        seen.append((rows, c, r))
+        return N.Pack()(b.public([float(level)]), b.public(0.5))
+
+    def rule(c: Any, r: Any) -> Any:
+        rules.append((c, r))
+        return N.PartitionByBall(center=c, radius=r)
+
+    leaves = recursive_partition(X, 1, found, rule, root)
+    assert seen == [(X, root[0], root[1])]
+    (cen, rad), = rules
+    assert leaves[0][1:] == (cen, rad) and leaves[1][1:] == root
+    plan = b.build(x=N.GaussianMech()(N.Count()(leaves[0][0])))
+    gets = {r.id: r.node.index for r in plan.records if isinstance(r.node, N.Get)}
+    assert (gets[cen.id], gets[rad.id]) == (0, 1)
+
+
+def test_radii_parameter() -> None:
+    assert TerrificScores(radii=[1, 2.5], t=1).radii == (1.0, 2.5)
+    for radii in ((), (0.0, 1.0), (1.0, 1.0), (2.0, 1.0), (1.0, math.inf), (1.0, 2.0, 2.0), (1.0, math.nan)):
+        with pytest.raises(ValueError) as v:
+            TerrificScores(radii=radii, t=1)
+        assert str(v.value) == "radii must be a non-empty increasing tuple of finite positive numbers"
+
+
+
+def test_small_sides_and_integer_parameters() -> None:
+    """A grid side or node radius below 1 is valid; ratio must exceed 1; t and lam are positive integers."""
+    from conftest import ValueCtx
+
+    from dpflow.nodes.terrific import CellBall, cell_keys
+
+    keys, _ = cell_keys(np.array([[1, -2]]))
+    centre, r = CellBall(d=2, factor=4.0, tries=10).evaluate(
+        [np.array(0.2), np.array(1.0), (keys, np.array([2.0])), np.zeros(2), np.array(9.0)], ValueCtx())
+    assert r == 0.8 * math.sqrt(2.0) / 2.0 and np.isfinite(centre).all()
+    assert TerrificScores(radii=(1.0,), t=1, ratio=1.5).ratio == 1.5
+    with pytest.raises(ValueError, match="^TerrificScores needs ratio > 1, got 1.0$"):
+        TerrificScores(radii=(1.0,), t=1, ratio=1.0)
+    for t in (True, 1.5, 0):
+        with pytest.raises(ValueError, match="^expected a positive integer, got "):
+            TerrificScores(radii=(1.0,), t=t)
+    assert TerrificScores(radii=(1.0,), t=3.0, lam=2.0).lam == 2
