@@ -540,3 +540,22 @@ def test_small_sides_and_integer_parameters() -> None:
         with pytest.raises(ValueError, match="^expected a positive integer, got "):
             TerrificScores(radii=(1.0,), t=t)
     assert TerrificScores(radii=(1.0,), t=3.0, lam=2.0).lam == 2
+
+
+def test_every_released_slot_is_named() -> None:
+    from dpflow.errors import PostProcessingError
+
+    rows = _rows(REPLACE, 1)
+    refs = {"center": Ref("c"), "inner": Ref("a"), "outer": Ref("b"), "radius": Ref("r"), "choice": Ref("j")}
+
+    for slot, node in (("inner", ShellCounts(center=Ref("c"), inner=Ref("a"), outer=Ref("b"))),
+                       ("outer", ShellCounts(center=Ref("c"), inner=Ref("a"), outer=Ref("b"))),
+                       ("radius", GridMaxCounts(radius=Ref("r"))),
+                       ("choice", CellCounts(radius=1.0, choice=Ref("j")))):
+        class OneMissing(_Infer):
+            def type_of(self, ref: Any, slot: str = slot) -> Any:
+                return rows if ref == refs[slot] else super().type_of(ref)
+
+        with pytest.raises(PostProcessingError) as p:
+            node.infer([rows], OneMissing())  # type: ignore[arg-type]
+        assert p.value.problem == f"parameter {slot!r} refers to {refs[slot].id}, which is not released"
