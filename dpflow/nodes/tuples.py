@@ -173,7 +173,7 @@ def group_cell_keys(P: np.ndarray, seed: int, div: float) -> np.ndarray:
     side, shift = level_grid(lv, seed, w, div)
     with np.errstate(all="ignore"):
         z = np.floor(P / side[:, None, None] - shift[:, None, :])
-    cells = np.clip(np.where(np.isnan(z), 0.0, z), -2.0**40, 2.0**40).astype(np.int64)
+    cells = np.clip(z, -2.0**40, 2.0**40).astype(np.int64)  # P finite, side > 0: z is never NaN (inf clamps)
     keys = tuple_keys(np.repeat(lv, k), cells.reshape(B * k, w))
     K = np.sort(keys.reshape(B, k), axis=1)
     first = np.ones((B, k), dtype=bool)
@@ -280,8 +280,7 @@ class TupleNearest(Transform):
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         P = tuple_points(np.asarray(ins[0], dtype=float), self.k)
         c = np.asarray(ctx.value(self.centers), dtype=float).reshape(self.k, -1)[self.index]
-        if not np.all(np.isfinite(c)):
-            c = np.zeros_like(c)
+        c = np.where(np.all(np.isfinite(c)), c, 0.0)  # a non-finite location counts as the origin
         with np.errstate(all="ignore"):  # huge points: an infinite distance, never nearer than a finite one
             D = np.sum((P - c) ** 2, axis=2)
         out: np.ndarray = P[np.arange(P.shape[0]), np.argmin(D, axis=1)]

@@ -27,6 +27,7 @@ from dpflow.nodes.tuples import (
     TupleCellCounts,
     TupleNearest,
     TupleProject,
+    decode_tuple_key,
     group_cell_keys,
     group_levels,
     level_grid,
@@ -151,6 +152,8 @@ def test_levels_grids_and_keys() -> None:
     rng = np.random.default_rng(0)
     u, v = rng.uniform(), rng.uniform(size=2)
     side, shift = level_grid(np.array([-1, 0, 3]), 0, 2, 4.0)
+    assert decode_tuple_key(int(tuple_keys(np.array([2]), np.array([[2**30, -(2**30)]]))[0]), 2) == (
+        2, [2.0**26 - 1, -(2.0**26 - 1)])  # w = 2: 27 bits a coordinate
     assert side.tolist() == (np.exp2(np.array([-1.0, 0.0, 3.0]) - u) / 4.0).tolist()
     a = np.array([0.6180339887498949, 0.7548776662466927])
     assert np.array_equal(shift, np.mod(v[None, :] + np.array([-1.0, 0.0, 3.0])[:, None] * a[None, :], 1.0))
@@ -162,7 +165,7 @@ def test_levels_grids_and_keys() -> None:
     lv = group_levels(P, 0)
     s, sh = level_grid(lv, 0, 1, 4.0)
     z = np.floor(P[:, :, 0] / s[:, None] - sh[:, 0][:, None])
-    cells = np.clip(np.where(np.isnan(z), 0.0, z), -2.0**40, 2.0**40).astype(np.int64)
+    cells = np.clip(z, -2.0**40, 2.0**40).astype(np.int64)
     want = [sorted(set(tuple_keys(np.repeat(lv[g], 3), cells[g][:, None]).tolist())) for g in range(len(P))]
     assert group_cell_keys(P, 0, 4.0).tolist() == [key for keys in want for key in keys]
     assert abs(cells[3]).max() == 2**40 and len(want[0]) == 3  # the far point clamped
@@ -178,3 +181,62 @@ def test_cell_counts_values() -> None:
     assert got.keys.tolist() == uk.tolist() and got.counts.tolist() == counts.astype(float).tolist()
     empty = TupleCellCounts(k=3).evaluate([np.zeros((0, 3))], ValueCtx())
     assert empty.keys.dtype == np.int64 and empty.keys.shape == (0,) and empty.counts.shape == (0,)
+
+
+
+class _NotReleased(_Infer):
+    def type_of(self, ref: Any) -> Any:
+        return _rows(2)
+
+
+def test_released_slots_are_named() -> None:
+    from dpflow.errors import PostProcessingError
+
+    rows = _rows(6)
+    for node, slot, ref in ((TupleProject(k=3, basis=Ref("V"), center=Ref("c")), "basis", "V"),
+                            (TupleNearest(k=3, centers=Ref("C"), index=0), "centers", "C"),
+                            (PartitionByNearest(k=2, centers=Ref("C")), "centers", "C")):
+        with pytest.raises(PostProcessingError) as p:
+            node.infer([rows], _NotReleased())  # type: ignore[arg-type]
+        assert p.value.problem == f"parameter {slot!r} refers to {ref}, which is not released"
+
+    class CentreOnly(_Infer):
+        def type_of(self, ref: Any) -> Any:
+            return _rows(2) if ref.id == "c" else ReleasedT((2, 1))
+
+    with pytest.raises(PostProcessingError) as p:
+        TupleProject(k=3, basis=Ref("V"), center=Ref("c")).infer([rows], CentreOnly())  # type: ignore[arg-type]
+    assert p.value.problem == "parameter 'center' refers to c, which is not released"
+
+
+def test_tuple_centers() -> None:
+    """Merged heaviest cells by decreasing count (ties by position), lifted to origin + V c with a basis; NaN rows
+    for components not found; the output shape (k, w) or (k, rows of V)."""
+    from conftest import ValueCtx
+
+    from dpflow.nodes.tuples import TupleCenters, cell_centres, merged_cells
+
+    node = TupleCenters(k=2, w=1)
+    assert node.out_shape([ReleasedT(())]) == (2, 1)
+    assert node.out_shape([ReleasedT(()), ReleasedT((3, 1)), ReleasedT((3,))]) == (2, 3)
+    assert node.out_shape([ReleasedT(()), ReleasedT(None), ReleasedT((3,))]) is None
+    assert node.out_shape([ReleasedT(()), ReleasedT((3,)), ReleasedT((3,))]) is None
+    keys = tuple_keys(np.array([0, 0, 0]), np.array([[0], [10], [20]]))
+    hist = (keys, np.array([2.0, 9.0, 5.0]))
+    centres, sides = cell_centres(keys, 1, 0, 4.0)
+    first, second = (np.average(centres[[i]], axis=0, weights=[w]) for i, w in ((1, 9.0), (2, 5.0)))
+    out = node.evaluate([hist], ValueCtx())
+    assert out.tolist() == [first.tolist(), second.tolist()]
+    V, o = np.array([[2.0], [0.0], [1.0]]), np.array([1.0, 2.0, 3.0])
+    lifted = node.evaluate([hist, V, o], ValueCtx())
+    assert lifted.tolist() == [(o + V @ first).tolist(), (o + V @ second).tolist()]
+    one = node.evaluate([(keys[:1], np.array([2.0]))], ValueCtx())
+    assert one[0].tolist() == np.average(centres[[0]], axis=0, weights=[2.0]).tolist() and np.isnan(one[1]).all()
+    for empty in ((keys[:0], np.zeros(0)), 0.0):
+        assert np.isnan(node.evaluate([empty], ValueCtx())).all()
+    counts = np.random.default_rng(0).integers(0, 3, size=40).astype(float)
+    ties = merged_cells(np.arange(40.0)[:, None] * 10, np.ones(40), counts, 40)
+    order = sorted(range(40), key=lambda i: (-counts[i], i))  # equal counts: by position
+    assert [c.tolist() for c, _ in ties] == [[10.0 * i] for i in order]
+    edge = merged_cells(np.array([[0.0], [1.01]]), np.ones(2), np.array([2.0, 1.0]), 2)
+    assert len(edge) == 1 and edge[0][1] == 3.0  # 1.01 sides apart: merged
