@@ -234,7 +234,7 @@ def test_tuple_centers() -> None:
     assert one[0].tolist() == np.average(centres[[0]], axis=0, weights=[2.0]).tolist() and np.isnan(one[1]).all()
     for empty in ((keys[:0], np.zeros(0)), 0.0):
         assert np.isnan(node.evaluate([empty], ValueCtx())).all()
-    counts = np.random.default_rng(0).integers(0, 3, size=40).astype(float)
+    counts = np.random.default_rng(0).integers(1, 4, size=40).astype(float)
     ties = merged_cells(np.arange(40.0)[:, None] * 10, np.ones(40), counts, 40)
     order = sorted(range(40), key=lambda i: (-counts[i], i))  # equal counts: by position
     assert [c.tolist() for c, _ in ties] == [[10.0 * i] for i in order]
