@@ -235,8 +235,8 @@ _MASK_FLOAT = "the kept-entries mask as float64 (1.0 / 0.0) rather than bool: np
 _SCALE_ONE = "norm >= radius vs > radius: at equality the scaling factor is 1.0"
 
 # lead (round 9)
-_SQUARE = ("shape[1] vs shape[0] of a released matrix the node has just checked square (base.square_problem, in "
-           "evaluate and, when the shape is known, in infer before out_shape)")
+_SQUARE_CHECKED = ("shape[1] vs shape[0] of a released matrix the node has just checked square "
+                   "(base.square_problem, in evaluate and, when the shape is known, in infer before out_shape)")
 _SCALAR_FLOAT = ("a one-entry released value read without dtype=float: float() of its integer or float entry is the "
                  "value astype(float) gives")
 _EINSUM_CASE = "einsum subscripts in upper case: the same labels"
@@ -676,10 +676,9 @@ EQUIVALENT: dict[str, str] = {
     # lead (round 8): regression.py
     "dpflow.nodes.regression.x_project_l1__mutmut_3": _ON_SPHERE,
     "dpflow.nodes.regression.x_project_l1__mutmut_22": _DUCHI_TIE,
-    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_7": _NAN_DEFAULT,
     **{f"dpflow.nodes.regression.{f}__mutmut_{n}": _FLOAT_IN for f, ns in (
         ("xǁGradientStepǁevaluate", (14, 16, 42, 44)),
-        ("xǁProjectCoefǁevaluate", (10, 12)), ("xǁRidgeSolveǁevaluate", (11,))) for n in ns},
+        ("xǁProjectCoefǁevaluate", (10, 12))) for n in ns},
     "dpflow.nodes.regression.x_project_coef__mutmut_5": _NEG_RESHAPE,
     "dpflow.nodes.regression.xǁGradientStepǁevaluate__mutmut_19": _NEG_RESHAPE,
     **{f"dpflow.nodes.regression.xǁGradientStepǁevaluate__mutmut_{n}": _ONE_ENTRY for n in (46, 47)},
@@ -689,11 +688,12 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.regression.x_project_coef__mutmut_17": "kind='STABLE': numpy reads sort kinds case-insensitively",
     **{f"dpflow.nodes.regression.x_project_coef__mutmut_{n}": _MASK_FLOAT for n in (20, 22)},
     "dpflow.nodes.regression.x_project_coef__mutmut_43": _SCALE_ONE,
-    **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _FLOAT_IN for n in (13, 28, 30)},
-    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_47": "lstsq's rcond=None left out: None is its default",
+    **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _SCALAR_FLOAT for n in (17, 19)},
+    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_36": "lstsq's rcond=None left out: None is its default",
     # lead (round 9)
-    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_20": _SQUARE,
-    **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _ONE_ENTRY for n in (32, 33)},
+    "dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_9": _SQUARE_CHECKED,
+    "dpflow.nodes.regression.xǁRidgeSolveǁout_shape__mutmut_7": _SQUARE_CHECKED,
+    **{f"dpflow.nodes.regression.xǁRidgeSolveǁevaluate__mutmut_{n}": _ONE_ENTRY for n in (21, 22)},
     "dpflow.planner.allocate.x__basic_candidates__mutmut_68": _BASIC_STRICT,
     **{f"dpflow.nodes.transforms.x__scalar__mutmut_{n}": _SCALAR_FLOAT for n in (4, 6)},
     **{f"dpflow.nodes.transforms.x_project_ball__mutmut_{n}": _EINSUM_CASE for n in (18, 82)},
@@ -708,7 +708,7 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.transforms.xǁSourceǁinfer__mutmut_113": _PRIVATE_N,
     **{f"dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_{n}": _ASTYPE for n in (54, 61)},
     "dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_62": _COPY_NONE,
-    **{f"dpflow.nodes.pca.xǁTopEigenvectorsǁout_shape__mutmut_{n}": _SQUARE for n in (6, 11)},
+    **{f"dpflow.nodes.pca.xǁTopEigenvectorsǁout_shape__mutmut_{n}": _SQUARE_CHECKED for n in (6, 11)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
