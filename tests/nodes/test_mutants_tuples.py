@@ -240,3 +240,18 @@ def test_tuple_centers() -> None:
     assert [c.tolist() for c, _ in ties] == [[10.0 * i] for i in order]
     edge = merged_cells(np.array([[0.0], [1.01]]), np.ones(2), np.array([2.0, 1.0]), 2)
     assert len(edge) == 1 and edge[0][1] == 3.0  # 1.01 sides apart: merged
+
+
+def test_row_maps_never_warn_on_private_values() -> None:
+    """Huge entries overflow to inf inside the maps without a floating-point warning (the values are private)."""
+    import warnings
+
+    X = np.array([[1e308, -1e308, 1.0, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = TupleProject(k=2, basis=Ref("V"), center=Ref("c")).evaluate(
+            [X], ValueCtx({"V": np.array([[1e10], [1e10]]), "c": np.array([-1e308, 1e308])}))
+        near = TupleNearest(k=2, centers=Ref("C"), index=0).evaluate([X], ValueCtx({"C": np.array([[0.0, 0.0]] * 2)}))
+        levels = group_levels(np.array([[[1e308], [-1e308], [0.0]]]), 0)
+        keys = group_cell_keys(np.array([[[1e308], [-1e308], [0.0]]]), 0, 4.0)
+    assert not np.isfinite(out[0, 0]) and near.tolist() == [[1.0, 2.0]] and levels.shape == (1,) and keys.size >= 1
