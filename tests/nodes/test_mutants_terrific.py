@@ -559,3 +559,14 @@ def test_every_released_slot_is_named() -> None:
         with pytest.raises(PostProcessingError) as p:
             node.infer([rows], OneMissing())  # type: ignore[arg-type]
         assert p.value.problem == f"parameter {slot!r} refers to {refs[slot].id}, which is not released"
+
+
+def test_every_query_needs_rows() -> None:
+    from dpflow.errors import PlanTypeError
+    from dpflow.nodes.terrific import PartitionByProjectedBall
+
+    for node in (TerrificScores(radii=(1.0,), t=1), GridMaxCounts(radius=1.0), CellCounts(radius=1.0, choice=Ref("j")),
+                 PartitionByProjectedBall(center=Ref("c"), radius=Ref("r"), basis=Ref("V"), origin=Ref("o"))):
+        with pytest.raises(PlanTypeError) as t:
+            node.infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+        assert (t.value.node, t.value.fix) == ("q", "pass sensitive rows")
