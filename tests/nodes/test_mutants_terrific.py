@@ -108,6 +108,10 @@ def test_cell_keys_both_paths() -> None:
     mult = np.random.default_rng(12345).integers(1, 2**61, size=8, dtype=np.int64) | 1
     want = [(sum(int(c) * int(m) for c, m in zip(row, mult, strict=True)) % 2**64) >> 2 for row in eight]
     assert not ok and k.dtype == np.int64 and k.tolist() == want
+    twelve = np.arange(12)[None, :] - 5
+    m12 = np.random.default_rng(12345).integers(1, 2**61, size=12, dtype=np.int64) | 1
+    assert cell_keys(twelve)[0].tolist() == [(sum(int(c) * int(m) for c, m in zip(twelve[0], m12, strict=True))
+                                              % 2**64) >> 2]
     assert cell_coordinates(np.array([[1e300, -1e300, np.nan]]), 1.0, np.zeros(3)).tolist() == [
         [2**40, -(2**40), 0]]
 
