@@ -574,3 +574,15 @@ def test_every_query_needs_rows() -> None:
         with pytest.raises(PlanTypeError) as t:
             node.infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
         assert (t.value.node, t.value.fix) == ("q", "pass sensitive rows")
+
+
+def test_partition_by_projected_ball_in_two_dimensions() -> None:
+    from conftest import ValueCtx
+
+    from dpflow.nodes.terrific import PartitionByProjectedBall
+
+    node = PartitionByProjectedBall(center=Ref("c"), radius=Ref("r"), basis=Ref("V"), origin=Ref("o"))
+    X = np.array([[1.0, 1.0, 5.0], [3.0, 1.0, 0.0]])
+    vals = {"c": np.array([1.0, 1.0]), "r": np.array(0.5), "V": np.eye(3)[:, :2], "o": np.zeros(3)}
+    inside, outside = node.evaluate([X], ValueCtx(vals))
+    assert inside.tolist() == [[1.0, 1.0, 5.0]] and outside.tolist() == [[3.0, 1.0, 0.0]]
