@@ -253,6 +253,33 @@ _KIND_CHARS = "'XXbiufXX' vs 'biuf' for a dtype kind: a kind is one lower-case c
 _PRIVATE_N = ("Source's known size when not public: under add/remove a declared n is refused just above, so self.n "
               "is None either way")
 _COPY_NONE = "astype(float, copy=None) vs copy=False: both copy only when the dtype changes"
+_READ_AS_FLOAT = ("np.asarray / np.array without dtype=float (or the int64 it names): the rows reaching these maps are "
+                  "float64 (Source's policy, Clip, a row map), integer levels and released values are read by float "
+                  "or int64 arithmetic that gives their entries the same values")
+_RESHAPE_NONE = "reshape(None) keeps the shape: the value is a one-dimensional released vector already"
+_SORT_CASE = "sort kind 'STABLE': numpy reads sort kinds case-insensitively"
+_GRID_TIES = ("the merged radius grid argsorted without kind='stable': equal grid values have the same cumulative "
+              "count, so the order among them does not matter")
+_LAST_AXIS = "np.sort without axis=1 on a 2-d array: the default axis is the last, 1"
+_COPY_SAME = "np.where(ok, X, 0.0) when every row is finite: a copy with the same values"
+_INT_COUNTS = ("the pairwise count arrays as float64 zeros instead of int64: they hold integer counts far below 2^53, "
+               "and the total is cast to int64")
+_ONE_ROW = ("no pairwise pass for one row: its only score is max(min(in = 1, out = 0, t) - lam ann, 0) = 0 either "
+            "way")
+_BLOCKS = "the row-block size of the pairwise pass (memory only): the counts do not depend on the blocking"
+_DEFAULT_SIDE = "searchsorted without side='left': 'left' is the default"
+_FLOAT_TOTAL = ("the terrific total as float64 instead of int64: a sum of at most n t integers, exact in float64, "
+                "which TerrificScores.evaluate casts to float64 anyway")
+_ZIP_STRICT = "zip(r, r[1:]) with strict=None or no strict: a falsy strict, the same pairs"
+_DEFAULT_INT64 = "rng.integers without dtype=np.int64: int64 is its default, the same draws"
+_INT_WRAP = "errstate(over=None) around uint64 array products: numpy never warns on integer wrap-around in arrays"
+_UINT_SUM = "a sum of uint64 entries without dtype=np.uint64: numpy sums uint64 in uint64"
+_SHORTCUT = ("the all-zero shortcut taken less often (d >= 1; a non-finite centre makes every distance NaN, read as "
+             "outside): the general path returns the same counts")
+_LEVEL_CAST = ("levels as float64 instead of int64: small integers, cast to int64 where keyed and used as exponents "
+               "in float64 arithmetic")
+_WHOLE_FLOAT = "_w(d / k) vs _w(d // k): k divides d (refused otherwise just before) and _w accepts a whole float"
+_LIFT_PAIR = "V and o are both given (three inputs) or both absent: 'or' and 'and' agree"
 _BASIC_STRICT = ("basic_eps < eps vs <=: the one declared point (the Laplace stability histogram's) is at the share "
                  "eps^2/2, whose epsilon is down(sqrt(2 float(eps^2/2))) or less, at least a relative 1e-12 below eps "
                  "(rounding.down), so it never equals eps")
@@ -709,6 +736,130 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_{n}": _ASTYPE for n in (54, 61)},
     "dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_62": _COPY_NONE,
     **{f"dpflow.nodes.pca.xǁTopEigenvectorsǁout_shape__mutmut_{n}": _SQUARE_CHECKED for n in (6, 11)},
+    "dpflow.nodes.terrific.x__finite_rows__mutmut_8": _COPY_SAME,
+    "dpflow.nodes.terrific.x__finite_rows__mutmut_10": _COPY_SAME,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_6": _INT_COUNTS,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_8": _INT_COUNTS,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_11": _INT_COUNTS,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_13": _INT_COUNTS,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_15": _ONE_ROW,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_21": _GRID_TIES,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_23": _GRID_TIES,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_25": _SORT_CASE,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_43": _BLOCKS,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_49": _BLOCKS,
+    "dpflow.nodes.terrific.x__pairwise_counts__mutmut_80": _DEFAULT_SIDE,
+    "dpflow.nodes.terrific.x_terrific_sums__mutmut_4": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_terrific_sums__mutmut_6": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_terrific_sums__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_terrific_sums__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_terrific_sums__mutmut_49": _FLOAT_TOTAL,
+    "dpflow.nodes.terrific.x__radii__mutmut_17": _ZIP_STRICT,
+    "dpflow.nodes.terrific.x__radii__mutmut_20": _ZIP_STRICT,
+    "dpflow.nodes.terrific.xǁTerrificScoresǁevaluate__mutmut_1": _ASTYPE,
+    "dpflow.nodes.terrific.xǁTerrificScoresǁevaluate__mutmut_13": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁTerrificScoresǁevaluate__mutmut_15": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_cell_coordinates__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_cell_coordinates__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.x_cell_keys__mutmut_45": _DEFAULT_INT64,
+    "dpflow.nodes.terrific.x_cell_keys__mutmut_53": _INT_WRAP,
+    "dpflow.nodes.terrific.x_cell_keys__mutmut_58": _UINT_SUM,
+    "dpflow.nodes.terrific.x_cell_keys__mutmut_60": _UINT_SUM,
+    "dpflow.nodes.terrific.xǁGridMaxCountsǁevaluate__mutmut_4": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁGridMaxCountsǁevaluate__mutmut_6": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁCellCountsǁevaluate__mutmut_4": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁCellCountsǁevaluate__mutmut_6": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁCellCountsǁevaluate__mutmut_61": _ASTYPE,
+    "dpflow.nodes.terrific.xǁCellBallǁevaluate__mutmut_33": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁCellBallǁevaluate__mutmut_35": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁCellBallǁevaluate__mutmut_37": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁCellBallǁevaluate__mutmut_40": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.x__released_scalar__mutmut_4": _SCALAR_FLOAT,
+    "dpflow.nodes.terrific.x__released_scalar__mutmut_6": _SCALAR_FLOAT,
+    "dpflow.nodes.terrific.x__released_scalar__mutmut_8": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁBallMeanǁevaluate__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallMeanǁevaluate__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallMeanǁevaluate__mutmut_14": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallMeanǁevaluate__mutmut_16": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_3": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_5": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_8": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_10": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_12": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_15": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁShellCountsǁevaluate__mutmut_30": _SHORTCUT,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_2": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_4": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_6": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_9": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_14": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_16": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_18": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁTerrificDecisionǁevaluate__mutmut_21": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_3": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_5": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_8": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_10": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_12": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_15": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_16": _SHORTCUT,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_17": _SHORTCUT,
+    "dpflow.nodes.terrific.xǁBallCountsǁevaluate__mutmut_43": _ASTYPE,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_3": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_5": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_14": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_16": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_18": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_21": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_23": _RESHAPE_NONE,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_25": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_27": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁPartitionByProjectedBallǁevaluate__mutmut_30": _NEG_RESHAPE,
+    "dpflow.nodes.terrific.xǁGateBallǁevaluate__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.terrific.xǁGateBallǁevaluate__mutmut_13": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_tuple_points__mutmut_3": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_tuple_points__mutmut_5": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_level_grid__mutmut_7": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_level_grid__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_group_levels__mutmut_42": _LEVEL_CAST,
+    "dpflow.nodes.tuples.x_tuple_keys__mutmut_15": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_tuple_keys__mutmut_17": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_group_cell_keys__mutmut_56": _LAST_AXIS,
+    "dpflow.nodes.tuples.xǁTupleProjectǁevaluate__mutmut_5": _RESHAPE_NONE,
+    "dpflow.nodes.tuples.xǁTupleProjectǁevaluate__mutmut_9": _NEG_RESHAPE,
+    "dpflow.nodes.tuples.xǁTupleProjectǁevaluate__mutmut_16": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleProjectǁevaluate__mutmut_18": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleNearestǁevaluate__mutmut_7": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleNearestǁevaluate__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleNearestǁevaluate__mutmut_17": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleNearestǁevaluate__mutmut_19": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleNearestǁevaluate__mutmut_22": _NEG_RESHAPE,
+    "dpflow.nodes.tuples.xǁTupleCellCountsǁinfer__mutmut_9": _WHOLE_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCellCountsǁevaluate__mutmut_7": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCellCountsǁevaluate__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCellCountsǁevaluate__mutmut_27": _ASTYPE,
+    "dpflow.nodes.tuples.x_cell_centres__mutmut_9": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_cell_centres__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_cell_centres__mutmut_18": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_cell_centres__mutmut_20": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.x_merged_cells__mutmut_9": _SORT_CASE,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_11": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_13": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_16": _NEG_RESHAPE,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_22": _RESHAPE_NONE,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_24": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_26": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_29": _NEG_RESHAPE,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_66": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_68": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁTupleCentersǁevaluate__mutmut_73": _LIFT_PAIR,
+    "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_3": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_5": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_13": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_15": _READ_AS_FLOAT,
+    "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_18": _NEG_RESHAPE,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

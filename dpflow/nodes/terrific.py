@@ -211,7 +211,7 @@ class TerrificScores(Query):
 def _side(ctx: EvalContext, radius: float | Ref, factor: float) -> float:
     """The grid side ``factor * radius``; NaN when the radius is not a positive finite number (declared
     policy: the grid is then empty, every answer 0)."""
-    r = radius if not isinstance(radius, Ref) else float(np.asarray(ctx.value(radius), dtype=float).reshape(-1)[0])
+    r = radius if not isinstance(radius, Ref) else _released_scalar(ctx.value(radius))
     side = factor * r
     return side if math.isfinite(side) and side > 0 else math.nan
 
@@ -334,7 +334,7 @@ class GridMaxCounts(Query):
 
 
 def _choice(ctx: EvalContext, ref: Ref, tries: int) -> int | None:
-    v = float(np.asarray(ctx.value(ref), dtype=float).reshape(-1)[0])
+    v = _released_scalar(ctx.value(ref))
     return int(v) if math.isfinite(v) and 0 <= v < tries and v == int(v) else None
 
 
@@ -424,6 +424,7 @@ class CellBall(PostProcess):
 
 
 def _released_scalar(x: Any) -> float:
+    """A released scalar's value: its first entry (declared policy, whatever shape it was released with)."""
     return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 

@@ -586,3 +586,16 @@ def test_partition_by_projected_ball_in_two_dimensions() -> None:
     vals = {"c": np.array([1.0, 1.0]), "r": np.array(0.5), "V": np.eye(3)[:, :2], "o": np.zeros(3)}
     inside, outside = node.evaluate([X], ValueCtx(vals))
     assert inside.tolist() == [[1.0, 1.0, 5.0]] and outside.tolist() == [[3.0, 1.0, 0.0]]
+
+
+
+def test_a_released_scalar_is_its_first_entry() -> None:
+    """The declared policy of this module's released scalars (a radius, a grid choice): the first entry, whatever
+    the shape the value was released with."""
+    from conftest import ValueCtx
+
+    from dpflow.handles import Ref as R
+    from dpflow.nodes.terrific import _choice, _side
+
+    assert _choice(ValueCtx({"j": np.array([2.0, 5.0])}), R("j"), 10) == 2
+    assert _side(ValueCtx({"r": np.array([[0.5, 9.0]])}), R("r"), 4.0) == 2.0
