@@ -131,6 +131,9 @@ MUTANTS = (
     Mutant("a projected-ball partition giving the inside rows to both pieces", "dpflow/nodes/terrific.py",
            "return [X[inside], X[~inside]]", "return [X[inside], X[inside]]",
            ("tests/nodes/test_mutants_terrific.py::test_partition_by_projected_ball",)),
+    Mutant("a second moment about c using the radius of a clip around another centre", "dpflow/nodes/queries.py",
+           "return dom.l2_bound if dom.center == center.id else None", "return dom.l2_bound",
+           ("tests/nodes/test_mutants_queries.py::test_second_moment_radius_only_around_the_clip_centre",)),
 )
 
 
