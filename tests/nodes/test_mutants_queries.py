@@ -107,3 +107,29 @@ def test_centred_rows() -> None:
     got = centred_rows(X, Ref("c"), ValueCtx({"c": np.array([1, 1])}))
     assert got.dtype == np.float64 and got.tolist() == [[0.0, 1.0], [2.0, 4.0]]
     assert centred_rows(X, None, ValueCtx()).dtype == np.float64
+
+
+def test_histogram_type() -> None:
+    from dpflow.nodes.floaterr import FloatError
+    from dpflow.nodes.queries import Mean
+    from dpflow.nodes.rules import changes_text
+
+    rows = _rows(dp.Vectors(d=1), 2)
+    for normalize, kind in ((False, "exact"), (True, "freq")):
+        inf = Histogram(edges=(0, 1, 2, 5), normalize=normalize).infer([rows], _Infer())  # type: ignore[arg-type]
+        st = inf.out
+        assert st.shape == (3,) and st.float_error == FloatError(kind, rows.domain, rows.size.sym())
+        assert st.linf is not None
+        assert inf.derivation == (f"Histogram, 3 public bins, {changes_text(rows)}: l1 {st.l1.text()}, "
+                                  f"l2 {st.l2.text()}")
+    for edges in ((0.0,), (0.0, 0.0), (1.0, 0.0), (0.0, 1.0, 1.0)):
+        with pytest.raises(ValueError, match="^Histogram edges must be at least two strictly increasing numbers$"):
+            Histogram(edges=edges)
+    assert Histogram(edges=(0, 1)).edges == (0.0, 1.0)
+    private = _rows(dp.Vectors(d=1, l2_bound=1.0), changes="add_remove", public=False)
+    with pytest.raises(DomainError) as e:
+        Mean().infer([private], _Infer())  # type: ignore[arg-type]
+    assert e.value.problem.startswith("Mean needs a public row count under replace-one neighbours")
+    with pytest.raises(PlanTypeError) as t:
+        Mean().infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+    assert t.value.fix == "pass sensitive rows"
