@@ -133,3 +133,27 @@ def test_histogram_type() -> None:
     with pytest.raises(PlanTypeError) as t:
         Mean().infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
     assert t.value.fix == "pass sensitive rows"
+
+
+@pytest.mark.parametrize(("changes", "stability", "want"), [("replace", 1, 0.0), ("add_remove", 1, 1.0),
+                                                            ("add_remove", 3, 3.0)])
+def test_count_and_sum_types(changes: str, stability: int, want: float) -> None:
+    """Count: 0 under replace-one (n public), 1 per added or removed record, in every norm, times the stability;
+    exact.  Sum: its derivation names both bounds."""
+    from dpflow.nodes.floaterr import FloatError
+    from dpflow.nodes.queries import Count, Sum
+    from dpflow.nodes.rules import changes_text
+
+    rows = _rows(dp.Vectors(d=2, l2_bound=1.0), stability, changes, public=changes == "replace")
+    inf = Count().infer([rows], _Infer())  # type: ignore[arg-type]
+    st = inf.out
+    assert st.shape == () and st.float_error == FloatError("exact", rows.domain)
+    assert (st.l1.coef, st.l2.coef, st.linf.coef) == (want, want, want) and st.l1.factors == ()
+    assert inf.derivation == f"Count, {changes_text(rows)}: sensitivity {st.l1.text()}"
+    s = Sum().infer([rows], _Infer())  # type: ignore[arg-type]
+    assert s.derivation == (f"Sum over {rows.domain.describe()}, {changes_text(rows)}: l2 {s.out.l2.text()}, "
+                            f"l1 {s.out.l1.text()}")
+    for node in (Count(), Sum()):
+        with pytest.raises(PlanTypeError) as t:
+            node.infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
+        assert t.value.fix == "pass sensitive rows"
