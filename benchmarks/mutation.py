@@ -860,6 +860,8 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_13": _READ_AS_FLOAT,
     "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_15": _READ_AS_FLOAT,
     "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_18": _NEG_RESHAPE,
+    **{f"dpflow.nodes.queries.x_centred_rows__mutmut_{n}": _READ_AS_FLOAT for n in (9, 11)},
+    **{f"dpflow.nodes.queries.xǁHistogramǁevaluate__mutmut_{n}": _READ_AS_FLOAT for n in (13, 15)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

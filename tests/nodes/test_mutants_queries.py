@@ -157,3 +157,13 @@ def test_count_and_sum_types(changes: str, stability: int, want: float) -> None:
         with pytest.raises(PlanTypeError) as t:
             node.infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]
         assert t.value.fix == "pass sensitive rows"
+
+
+def test_mean_derivation() -> None:
+    from dpflow.nodes.queries import Mean
+    from dpflow.nodes.rules import changes_text
+
+    rows = _rows(dp.Vectors(d=2, l2_bound=1.0), 2)
+    inf = Mean().infer([rows], _Infer())  # type: ignore[arg-type]
+    assert inf.derivation == (f"Mean over {rows.domain.describe()}, n={rows.size.text()}, {changes_text(rows)}: "
+                              f"l2 = stability*diameter/n = {inf.out.l2.text()}")
