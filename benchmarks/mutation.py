@@ -862,6 +862,13 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.tuples.xǁPartitionByNearestǁevaluate__mutmut_18": _NEG_RESHAPE,
     **{f"dpflow.nodes.queries.x_centred_rows__mutmut_{n}": _READ_AS_FLOAT for n in (9, 11)},
     **{f"dpflow.nodes.queries.xǁHistogramǁevaluate__mutmut_{n}": _READ_AS_FLOAT for n in (13, 15)},
+    **{f"dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_{n}": _READ_AS_FLOAT
+       for n in (11, 13, 25, 27, 62, 64)},
+    **{f"dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_{n}": _SCALAR_FLOAT for n in (42, 44)},
+    **{f"dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_{n}": _RESHAPE_NONE for n in (9, 23)},
+    **{f"dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_{n}": _NEG_RESHAPE for n in (16, 30, 47)},
+    "dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_46": _ONE_ENTRY,
+    "dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_60": _NAN_DEFAULT,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

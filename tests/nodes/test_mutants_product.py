@@ -128,5 +128,24 @@ def test_truncation_values() -> None:
     assert rad.evaluate([Y], ValueCtx({"r": np.array(past)})).tolist() == [0.5, 0.25, 0, 0, 0.25]
     assert rad.evaluate([Y], ValueCtx({"r": np.array(math.sqrt(5.0))})).tolist() == [0.75, 0.5, 0.25, 0, 0.25]
     assert rad.evaluate([Y], ValueCtx({"r": np.array(-1.0)})).tolist() == [0.0] * 5
+    tie = 2.000000000001  # (r * r) (1 - 1e-12) == 4.0 exactly: 2 sum = 4 is at the bound, kept
+    assert (tie * tie) * (1.0 - 1e-12) == 4.0
+    assert rad.evaluate([Y], ValueCtx({"r": np.array(tie)})).tolist() == [0.5, 0.25, 0, 0, 0.25]
     square = np.array([[1.0, 1, 1, 0], [1.0, 0, 0, 0]])  # r^2 = d = 4 exactly: nothing zeroed
     assert rad.evaluate([square], ValueCtx({"r": np.array(2.0)})).tolist() == [1.0, 0.5, 0.5, 0.0]
+
+
+
+def test_released_slots_are_named() -> None:
+    from dpflow.errors import PostProcessingError
+
+    class NotReleased(_Infer):
+        def type_of(self, ref: Any) -> Any:
+            return _rows()
+
+    for node, slot, ref in ((TruncatedBinaryMean(tau=2, mask=Ref("m")), "mask", "m"),
+                            (TruncatedBinaryMean(tau=2, flip=Ref("f")), "flip", "f"),
+                            (TruncatedBinaryMean(radius=Ref("r")), "radius", "r")):
+        with pytest.raises(PostProcessingError) as p:
+            node.infer([_rows()], NotReleased())  # type: ignore[arg-type]
+        assert p.value.problem == f"parameter {slot!r} refers to {ref}, which is not released"
