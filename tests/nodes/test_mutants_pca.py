@@ -56,19 +56,44 @@ def test_gram_frobenius_sensitivity(changes: str, stability: int, factor: float)
                               f"Frobenius {stat.l2.text()}")
 
 
+class _NoiseOff:
+    exact = False
+
+
 def test_gram_bound_is_attained_and_held() -> None:
-    """Orthogonal rows of norm r: ||ww^T - vv^T||_F = sqrt(2) r^2 exactly; one row: ||ww^T||_F = r^2; random
-    pairs in the ball stay within sqrt(2) r^2."""
+    """The node's own Gram on neighbouring datasets (through ``Gram.evaluate``, about the origin and about a
+    released centre) moves by at most its declared Frobenius bound: by exactly ``sqrt(2) r^2`` for two orthogonal
+    rows of norm r swapped (replace-one: the bound is tight), by ``r^2`` for a row of norm r removed (add/remove),
+    and by no more for random pairs in the ball."""
+    from conftest import ValueCtx
+
     r = 2.0
-    w, v = np.array([r, 0.0, 0.0]), np.array([0.0, r, 0.0])
-    assert np.linalg.norm(np.outer(w, w) - np.outer(v, v)) == pytest.approx(math.sqrt(2.0) * r * r, rel=1e-15)
-    assert np.linalg.norm(np.outer(w, w)) == pytest.approx(r * r, rel=1e-15)
-    rng = np.random.default_rng(3)
-    for _ in range(200):
-        a, b = rng.normal(size=(2, 3))
-        a *= r / np.linalg.norm(a) * rng.uniform()
-        b *= r / np.linalg.norm(b)
-        assert np.linalg.norm(np.outer(a, a) - np.outer(b, b)) <= math.sqrt(2.0) * r * r * (1 + 1e-12)
+    c = np.array([1.0, -1.0, 0.5])
+    ctx = ValueCtx({"c": c}, "p")
+    ctx.noise = _NoiseOff()  # type: ignore[attr-defined]
+
+    def gram(X: np.ndarray, center: Ref | None) -> np.ndarray:
+        return np.asarray(Gram(center=center).evaluate([X], ctx))
+
+    for center, shift, dom in ((None, np.zeros(3), dp.Vectors(d=3, l2_bound=r)),
+                               (Ref("c"), c, dp.Vectors(d=3, l2_bound=r, center="c"))):
+        bounds = {}
+        for changes in ("replace", "add_remove"):
+            st = Gram(center=center).infer([_rows(dom, changes)], _Infer({"c": (3,)})).out  # type: ignore[arg-type]
+            bounds[changes] = st.l2.value({})
+        base = np.random.default_rng(3).normal(size=(5, 3)) * 0.3 + shift
+        w, v = shift + np.array([r, 0.0, 0.0]), shift + np.array([0.0, r, 0.0])
+        moved = np.linalg.norm(gram(np.vstack([base, [w]]), center) - gram(np.vstack([base, [v]]), center))
+        assert moved == pytest.approx(bounds["replace"], rel=1e-9)
+        removed = np.linalg.norm(gram(np.vstack([base, [w]]), center) - gram(base, center))
+        assert removed == pytest.approx(bounds["add_remove"], rel=1e-9)
+        rng = np.random.default_rng(4)
+        for _ in range(100):
+            a, b = rng.normal(size=(2, 3))
+            a *= r / np.linalg.norm(a) * rng.uniform()
+            b *= r / np.linalg.norm(b)
+            diff = gram(np.vstack([base, [shift + a]]), center) - gram(np.vstack([base, [shift + b]]), center)
+            assert np.linalg.norm(diff) <= bounds["replace"]
 
 
 def test_gram_around_a_centre_and_unbounded() -> None:
