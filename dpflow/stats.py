@@ -32,6 +32,7 @@ from dpflow import nodes as N
 from dpflow.api import Result
 from dpflow.estimators.scale import column_scales, times, truncation_level
 from dpflow.handles import Rows, Sensitive
+from dpflow.nodes.base import released_scalar
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.privacy import Measure, PureDP
 from dpflow.report import Report
@@ -317,12 +318,12 @@ def _plain(v: Any) -> Any:
 
 def _first_minus(centre: Any, radius: Any) -> float:
     """``c - r`` (the lower end of a released interval)."""
-    return float(np.asarray(centre, float).reshape(-1)[0]) - float(radius)
+    return released_scalar(centre) - float(radius)
 
 
 def _first_plus(centre: Any, radius: Any) -> float:
     """``c + r`` (the upper end of a released interval)."""
-    return float(np.asarray(centre, float).reshape(-1)[0]) + float(radius)
+    return released_scalar(centre) + float(radius)
 
 
 def _width(b: PlanBuilder, lo: Any, hi: Any) -> Any:
@@ -338,12 +339,12 @@ def _difference(hi: Any, lo: Any) -> float:
 
 def _ratio(total: Any, count: Any) -> float:
     """A noisy sum over a noisy count (post-processing; a count below 1 counts as 1)."""
-    return float(np.asarray(total, float).reshape(-1)[0]) / max(float(np.asarray(count, float).reshape(-1)[0]), 1.0)
+    return released_scalar(total) / max(released_scalar(count), 1.0)
 
 
 def _scalar_nonneg(m: Any) -> float:
     """A released 1x1 second moment as a variance (clipped at 0)."""
-    return max(float(np.asarray(m, float).reshape(-1)[0]), 0.0)
+    return max(released_scalar(m), 0.0)
 
 
 def _sorted_vector(*vals: Any) -> np.ndarray:
@@ -363,7 +364,7 @@ def _bin_map(lo: Any, hi: Any, bins: Any) -> np.ndarray:
 
 def _edges(lo: Any, hi: Any, bins: Any) -> np.ndarray:
     """The released bin edges: ``bins`` equal bins over ``[lo, hi]``."""
-    return np.linspace(float(lo), float(hi), int(float(np.asarray(bins).reshape(-1)[0])) + 1)
+    return np.linspace(float(lo), float(hi), int(released_scalar(bins)) + 1)
 
 
 def _one(kind: str, data: Any, column: Any, budget: Measure, **kw: Any) -> StatsResult:

@@ -49,11 +49,13 @@ from scipy import stats
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.estimators.scale import stack
+from dpflow.nodes.base import released_scalar
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, to_float_down
 
-__all__ = ["GaussianMixture", "gaussian_mixture_plan", "stack_scalars"]
+__all__ = ["GaussianMixture", "gaussian_mixture_plan"]
 
 BETA = 0.05
 """Failure probability of each accuracy margin (AboveThreshold, terrific certification): mixtures.md 10."""
@@ -161,15 +163,6 @@ def gram_widen(d: int) -> float:
     return math.ceil(f * 100 - 1e-9) / 100
 
 
-def stack_scalars(*xs: Any) -> np.ndarray:
-    """Released scalars as one vector (post-processing).
-
-    >>> stack_scalars(1.0, np.array([2.0])).tolist()
-    [1.0, 2.0]
-    """
-    return np.array([float(np.asarray(x, dtype=float).reshape(-1)[0]) for x in xs])
-
-
 def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
     """Every row of a component with mean in B(0, radius) lies within this of the origin w.p. 1 - beta
     (the chi tail: ``sigma (sqrt d + sqrt(2 ln(n / beta)))``, Laurent-Massart 2000)."""
@@ -240,7 +233,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         w_loc = (WEIGHTS_SA if method == "sample_aggregate" else WEIGHTS)["locate"] * rest
         meds = [N.Quantile(q=0.5, weight=w_loc / (2 * d))(
             N.OrderStatistics(lower=-Rc, upper=Rc)(N.Columns(keep=[a])(Xc))) for a in range(d)]
-        c = N.Apply(fn=stack_scalars, shape=(d,))(*meds)
+        c = N.Apply(fn=stack, shape=(d,))(*meds)
         radii_b = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
         counts = N.BallCounts(center=c, radii=radii_b)(Xc)
         jb = N.AboveThreshold(threshold=0.98 * n, margin_beta=BETA, weight=w_loc / 2)(counts)
@@ -397,7 +390,7 @@ def smaller_radius(r2: Any, r1: Any) -> float:
     >>> smaller_radius(float("nan"), 2.0), smaller_radius(1.0, 2.0), smaller_radius(3.0, 2.0)
     (2.0, 1.0, 2.0)
     """
-    return float(np.fmin(np.asarray(r2, dtype=float).reshape(-1)[0], np.asarray(r1, dtype=float).reshape(-1)[0]))
+    return float(np.fmin(released_scalar(r2), released_scalar(r1)))
 
 
 def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i: int, t: int, widen: float,
@@ -515,7 +508,7 @@ class GaussianMixture:
         leaves = len([k for k in rel if k.endswith("_n")])
         floor = (self.sigma_range[0] ** 2) / 4
         for i in range(leaves):
-            m = float(np.asarray(rel[f"leaf{i}_n"]).reshape(-1)[0])
+            m = released_scalar(rel[f"leaf{i}_n"])
             mean = np.asarray(rel[f"leaf{i}_mean"], dtype=float).reshape(-1)
             if not (m >= t / 2 and np.all(np.isfinite(mean))):
                 continue

@@ -32,6 +32,7 @@ from dpflow.estimators.scale import column_scales, standardize, warn_if_capped
 from dpflow.estimators.scale import scale_weight as auto_scale_weight
 from dpflow.estimators.truncation import gaussian_factor, private_radius
 from dpflow.handles import Released, Rows, Sensitive, Value
+from dpflow.nodes.base import released_scalar
 from dpflow.nodes.regression import l1_bound
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
@@ -201,7 +202,7 @@ def raw_coefficients(beta: Any, centre: Any, scale: Any, intercept: Any) -> np.n
     c, sc = np.asarray(centre, dtype=float), np.asarray(scale, dtype=float)
     d = c.shape[0] - 1
     coef = sc[d] * b[:d] / sc[:d]
-    if float(np.asarray(intercept).reshape(-1)[0]) == 0.0:
+    if released_scalar(intercept) == 0.0:
         out: np.ndarray = coef
         return out
     return np.append(coef, c[d] + sc[d] * b[d] - float(coef @ c[:d]))

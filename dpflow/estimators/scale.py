@@ -38,6 +38,7 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.handles import Released, Rows, Sensitive, Value
+from dpflow.nodes.base import released_scalar
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.nodes.quantile import log2_edges
 from dpflow.privacy import Measure, PureDP, gaussian_budget_rho
@@ -113,7 +114,7 @@ def negate(x: Any) -> float:
     >>> negate(2.0)
     -2.0
     """
-    return -float(np.asarray(x, dtype=float).reshape(-1)[0])
+    return -released_scalar(x)
 
 
 def stack(*values: Any) -> np.ndarray:
@@ -122,7 +123,7 @@ def stack(*values: Any) -> np.ndarray:
     >>> stack(1.0, np.array([2.0])).tolist()
     [1.0, 2.0]
     """
-    out: np.ndarray = np.asarray([float(np.asarray(v, dtype=float).reshape(-1)[0]) for v in values])
+    out: np.ndarray = np.asarray([released_scalar(v) for v in values], dtype=float)
     return out
 
 

@@ -543,6 +543,17 @@ def finite_or_zero(x: Any) -> np.ndarray:
     return out
 
 
+def released_scalar(x: Any) -> float:
+    """A released value read as a scalar: its first entry, whatever shape it was released with (the declared
+    policy of the nodes that take a released radius, bound, scale or index; the value may be non-finite, and
+    each caller states what it does with that).
+
+    >>> released_scalar([[2.5, 7.0]])
+    2.5
+    """
+    return float(np.asarray(x, dtype=float).reshape(-1)[0])
+
+
 def text_of(b: Bound) -> str:
     """Readable bound, 'unbounded' for None."""
     return "unbounded" if b is None else b.text()

@@ -25,7 +25,7 @@ import numpy as np
 from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
-from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_type
+from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_scalar, released_type
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.params import optional_ref
 from dpflow.nodes.rules import capped, changes_text, public_n
@@ -117,7 +117,7 @@ class TruncatedBinaryMean(Query):
         tau = self.tau
         r2 = None
         if self.radius is not None:
-            r2 = capped(float(np.asarray(ctx.value(self.radius), dtype=float).reshape(-1)[0])) ** 2  # radius policy
+            r2 = capped(released_scalar(ctx.value(self.radius))) ** 2  # radius policy
 
         def truncated(Z: np.ndarray) -> np.ndarray:
             X: np.ndarray = np.clip(np.nan_to_num(np.asarray(Z, dtype=float), nan=0.0), 0.0, 1.0)

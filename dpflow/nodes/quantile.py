@@ -35,7 +35,17 @@ import numpy as np
 from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
-from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, Transform, need, released_type, text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    PostProcess,
+    Query,
+    Transform,
+    need,
+    released_scalar,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.expmech import EXACT_REFERENCE, DistanceScores, exact_choice, report_noisy_max
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import EpsilonMechanism
@@ -171,7 +181,7 @@ def _txt(x: float | Ref) -> str:
 def _scalar_value(ctx: EvalContext, x: float | Ref) -> float:
     if not isinstance(x, Ref):
         return x
-    return released_endpoint(float(np.asarray(ctx.value(x), dtype=float).reshape(-1)[0]))
+    return released_endpoint(released_scalar(ctx.value(x)))
 
 
 QUANTILE_LATTICE_BITS = 40
@@ -357,7 +367,7 @@ class ScaleShift(PostProcess):
         return ()
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        x = float(np.asarray(ins[0], dtype=float).reshape(-1)[0])
+        x = released_scalar(ins[0])
         return self.scale * (x if x > 0 else 0.0) + self.shift
 
 

@@ -46,6 +46,7 @@ from dpflow.nodes.base import (
     finite_or_zero,
     float_rows,
     need,
+    released_scalar,
     released_type,
     text_of,
 )
@@ -203,7 +204,7 @@ class GradientStep(Query):
         beta = project_coef(beta, self.ball, self.radius, self.sparsity)
         A = self.residual_bound
         if isinstance(A, Ref):  # declared policy for a released bound (rules.capped)
-            A = capped(float(np.asarray(ctx.value(A), dtype=float).reshape(-1)[0]))
+            A = capped(released_scalar(ctx.value(A)))
         R = max(A - self.x_bound * l1_bound(self.ball, self.radius, self.sparsity, d), 0.0)
         cx = self.x_bound
 
@@ -272,7 +273,7 @@ class RidgeSolve(SquareInput):
         d = M.shape[0] - 1
         s = self.scale
         if isinstance(s, Ref):
-            s = released_scale(float(np.asarray(ctx.value(s), dtype=float).reshape(-1)[0]))
+            s = released_scale(released_scalar(ctx.value(s)))
         lam = self.ridge * s * s
         A = M[:d, :d] + lam * np.eye(d)
         beta, *_ = np.linalg.lstsq(A, M[:d, d], rcond=None)

@@ -32,7 +32,17 @@ import numpy as np
 from dpflow.domains import Sym
 from dpflow.errors import DomainError
 from dpflow.handles import Ref, Released, Sensitive, Value, param
-from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess, Query, need, released_type, text_of
+from dpflow.nodes.base import (
+    EvalContext,
+    InferContext,
+    Node,
+    PostProcess,
+    Query,
+    need,
+    released_scalar,
+    released_type,
+    text_of,
+)
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech
 from dpflow.nodes.params import positive, released_or_positive
@@ -211,7 +221,7 @@ class TerrificScores(Query):
 def _side(ctx: EvalContext, radius: float | Ref, factor: float) -> float:
     """The grid side ``factor * radius``; NaN when the radius is not a positive finite number (declared
     policy: the grid is then empty, every answer 0)."""
-    r = radius if not isinstance(radius, Ref) else _released_scalar(ctx.value(radius))
+    r = radius if not isinstance(radius, Ref) else released_scalar(ctx.value(radius))
     side = factor * r
     return side if math.isfinite(side) and side > 0 else math.nan
 
@@ -334,7 +344,7 @@ class GridMaxCounts(Query):
 
 
 def _choice(ctx: EvalContext, ref: Ref, tries: int) -> int | None:
-    v = _released_scalar(ctx.value(ref))
+    v = released_scalar(ctx.value(ref))
     return int(v) if math.isfinite(v) and 0 <= v < tries and v == int(v) else None
 
 
@@ -407,25 +417,20 @@ class CellBall(PostProcess):
     seed: int = attrs.field(default=0, converter=int)
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        side = self.factor * _released_scalar(ins[0])
-        v = _released_scalar(ins[1])
+        side = self.factor * released_scalar(ins[0])
+        v = released_scalar(ins[1])
         hist = ins[2]
         nan = (np.full(self.d, np.nan), math.nan)
         if not (math.isfinite(side) and side > 0 and math.isfinite(v) and 0 <= v < self.tries) or \
                 not isinstance(hist, tuple) or len(hist[0]) == 0:
             return nan
         if self.d > 7:
-            return (np.asarray(ins[3], dtype=float).reshape(-1), _released_scalar(ins[4]))
+            return (np.asarray(ins[3], dtype=float).reshape(-1), released_scalar(ins[4]))
         keys, counts = hist
         key = int(keys[int(np.argmax(counts))])
         shift = grid_shifts(self.seed, self.tries, self.d)[int(v)]
         centre = (decode_key(key, self.d) + shift + 0.5) * side
         return (centre, side * math.sqrt(self.d) / 2.0)
-
-
-def _released_scalar(x: Any) -> float:
-    """A released scalar's value: its first entry (declared policy, whatever shape it was released with)."""
-    return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 
 @attrs.frozen(kw_only=True)
@@ -445,7 +450,7 @@ class GridValue(PostProcess):
         return ()
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        i = _released_scalar(ins[0])
+        i = released_scalar(ins[0])
         ok = math.isfinite(i) and i == int(i) and 0 <= i < len(self.values)
         return self.values[int(i)] if ok else math.nan
 
@@ -467,7 +472,7 @@ class BallMean(PostProcess):
         c = ins[0][0] if isinstance(ins[0], tuple) else ins[0]
         c = np.asarray(c, dtype=float)
         s = np.asarray(ins[1], dtype=float)
-        n = _released_scalar(ins[2])
+        n = released_scalar(ins[2])
         return c + s / max(n if math.isfinite(n) else 1.0, 1.0)
 
 
@@ -506,8 +511,8 @@ class ShellCounts(Query):
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = np.asarray(ins[0], dtype=float)
         c = np.asarray(ctx.value(self.center), dtype=float).reshape(-1)
-        a = _released_scalar(ctx.value(self.inner))
-        b = _released_scalar(ctx.value(self.outer))
+        a = released_scalar(ctx.value(self.inner))
+        b = released_scalar(ctx.value(self.outer))
         if not (np.all(np.isfinite(c)) and math.isfinite(a) and math.isfinite(b)) or X.shape[0] == 0:
             return np.array([0.0, 0.0, float(X.shape[0])])
         with np.errstate(all="ignore"):
@@ -542,9 +547,9 @@ class TerrificDecision(PostProcess):
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         c = np.asarray(ins[0], dtype=float).reshape(-1)
-        r = _released_scalar(ins[1])
+        r = released_scalar(ins[1])
         noisy = np.asarray(ins[2], dtype=float).reshape(-1)
-        b1 = _released_scalar(ins[3])
+        b1 = released_scalar(ins[3])
         nan = (np.full(c.shape, np.nan), math.nan)
         if not (np.all(np.isfinite(c)) and math.isfinite(r) and r > 0 and np.all(np.isfinite(noisy))):
             return nan
@@ -584,7 +589,7 @@ class ShellRadii(PostProcess):
         return ()
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        r = _released_scalar(ins[0])
+        r = released_scalar(ins[0])
         if not (math.isfinite(r) and r > 0):
             return math.nan
         return r_bounds(r, self.ratio, self.error)[self.which]
@@ -732,7 +737,7 @@ class PartitionByProjectedBall(Node):
         V = np.asarray(ctx.value(self.basis), dtype=float)
         o = np.asarray(ctx.value(self.origin), dtype=float).reshape(-1)
         c = np.asarray(ctx.value(self.center), dtype=float).reshape(-1)
-        r = _released_scalar(ctx.value(self.radius))
+        r = released_scalar(ctx.value(self.radius))
         if not (np.all(np.isfinite(V)) and np.all(np.isfinite(o)) and np.all(np.isfinite(c)) and math.isfinite(r)):
             return [X[:0], X]
         with np.errstate(all="ignore"):
@@ -766,7 +771,7 @@ class GateBall(PostProcess):
 
 
 def _is_found(ball: Any) -> bool:
-    return isinstance(ball, tuple) and len(ball) == 2 and math.isfinite(_released_scalar(ball[1]))
+    return isinstance(ball, tuple) and len(ball) == 2 and math.isfinite(released_scalar(ball[1]))
 
 
 def recursive_partition(rows: Sensitive[Any], levels: int, ball: Any, ball_rule: Any, root: tuple[Any, Any],

@@ -20,12 +20,11 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
-import numpy as np
 
 from dpflow.domains import ReleasedScalar, Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.handles import Ref
-from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_type
+from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_scalar, released_type
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.params import released_or_radius
 from dpflow.nodes.rules import capped, public_n
@@ -69,8 +68,7 @@ class TruncatedMean(Query):
         X = ins[0]
         R = self.bound
         if isinstance(R, Ref):
-            v = float(np.asarray(ctx.value(R), dtype=float).reshape(-1)[0])
-            R = capped(v)  # declared policy for a released bound
+            R = capped(released_scalar(ctx.value(R)))  # declared policy for a released bound
         r = R
         C = ctx.backend.row_map(X, lambda A: clip_box(A, -r, r))
         return ctx.backend.tree_sum(C) / ctx.backend.nrows(X)

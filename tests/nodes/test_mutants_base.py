@@ -9,11 +9,14 @@ stability d).  Dwork & Roth 2014, Def. 2.4 / Sec. 3.3; McSherry 2009 (PINQ), sta
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from dpflow.domains import ReleasedScalar, RowCount, Sym, Vectors
 from dpflow.errors import PlanTypeError
-from dpflow.nodes.base import change_bound, sym_max
+from dpflow.nodes.base import change_bound, released_scalar, sym_max
 from dpflow.nodes.types import RowsT, Size
 
 REPLACE = frozenset({"replace"})
@@ -66,3 +69,14 @@ def test_sym_max_takes_the_larger_bound_and_none_wins() -> None:
         sym_max(Sym.const(1.0), r2)
     assert err.value.node == "bound" and "cannot compare" in err.value.problem
     assert err.value.fix == "declare constant bounds, or bounds with the same released factors"
+
+
+def test_a_released_scalar_is_its_first_entry_as_a_float() -> None:
+    """The declared policy of every node that reads a released radius, bound, scale or index: the first entry,
+    whatever shape the value was released with, as a Python float (non-finite values pass through; each caller
+    states its own policy for them)."""
+    assert released_scalar(np.array([[0.5, 9.0], [7.0, 8.0]])) == 0.5
+    assert released_scalar([3, 4]) == 3.0 and type(released_scalar(np.array([3], dtype=np.int64))) is float
+    assert released_scalar(np.float32(0.25)) == 0.25
+    assert math.isnan(released_scalar([float("nan"), 1.0]))
+

@@ -44,7 +44,9 @@ from dpflow import nodes as N
 from dpflow.domains import MAX_BOUND, Vectors
 from dpflow.errors import DomainError
 from dpflow.estimators.gaussian import steps
+from dpflow.estimators.scale import stack
 from dpflow.handles import Released, Rows, Sensitive
+from dpflow.nodes.base import released_scalar
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.nodes.quantile import log2_edges
 from dpflow.plan import Plan, PlanBuilder
@@ -147,15 +149,6 @@ def noise_level(noise: str, bins: int) -> float:
     if noise == "laplace":
         return 2.0 * (math.log(bins / 2.0) + math.log(100.0))
     return math.sqrt(2.0) * (math.sqrt(2.0 * math.log(bins)) + math.sqrt(2.0 * math.log(100.0)))
-
-
-def stack(*xs: Any) -> np.ndarray:
-    """The released scalars as one vector.
-
-    >>> stack(1.0, 2.0)
-    array([1., 2.])
-    """
-    return np.array([float(np.asarray(x, dtype=float).reshape(-1)[0]) for x in xs])
 
 
 def scale_matrix(lams: Any, d: Any) -> np.ndarray:
@@ -593,7 +586,7 @@ def bounds_from(released: dict[str, Any], d: int) -> Scale:
     if "center" in released:
         R = math.sqrt(d) * (CENTER_WIDTH + 2.0) * math.sqrt(top)
     else:
-        R = float(np.asarray(released["radius"], dtype=float).reshape(-1)[0])
+        R = released_scalar(released["radius"])
     R = min(max(R / math.sqrt(lower), 1e-12), MAX_BOUND)
     return Scale(center, lower, R, K, found)
 
