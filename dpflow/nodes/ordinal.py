@@ -35,21 +35,36 @@ from dpflow.references import Reference
 MAX_N = 2**62
 
 
+def first_column(X: Any) -> np.ndarray:
+    """One-dimensional rows as a vector: a vector as it is, an (n, d) array's first column.
+
+    >>> first_column(np.array([[3, 9], [4, 9]])).tolist()
+    [3, 4]
+    """
+    a = np.asarray(X)
+    out: np.ndarray = a.reshape(-1) if a.ndim <= 1 else a[:, 0]
+    return out
+
+
 def ordinal_values(X: Any, N: int) -> np.ndarray:
-    """One-dimensional rows as exact int64 values in ``[0, N)``: NaN -> 0, clamped to the ends.
+    """One-dimensional rows (:func:`first_column`) as exact int64 values in ``[0, N)``, the declared policy of
+    an ``Ordinal(N)`` source: NaN -> 0, other values floored and clamped to the ends (+-inf included).  Unsigned
+    integers are clamped before the cast to int64 (a uint64 above 2^63 would wrap to a negative value); a float
+    at or above ``float(N)`` (which rounds N when N > 2^53) is N - 1.
 
     >>> ordinal_values(np.array([[-5.0], [np.nan], [3.7], [np.inf]]), 10).tolist()
     [0, 0, 3, 9]
+    >>> ordinal_values(np.array([2**64 - 1], dtype=np.uint64), 2**62).tolist() == [2**62 - 1]
+    True
     """
-    a = np.asarray(X)
-    a = a.reshape(-1) if a.ndim <= 1 else a[:, 0]
+    a = first_column(X)
+    if a.dtype.kind == "u":  # clamped first: the cast of a uint64 above 2^63 would wrap
+        a = np.minimum(a, np.uint64(N - 1))
     if a.dtype.kind in "iub":
         return np.clip(a.astype(np.int64), 0, N - 1)
-    with np.errstate(all="ignore"):
-        f = np.nan_to_num(a.astype(float), nan=0.0, posinf=float(N), neginf=0.0)
-        f = np.floor(np.clip(f, 0.0, float(N)))
-        out = np.where(f >= float(N), N - 1, f.astype(np.int64))
-    return np.clip(out, 0, N - 1)
+    f = np.floor(np.clip(np.nan_to_num(a.astype(float)), 0.0, float(N)))  # NaN -> 0, +-inf -> +-max float
+    out: np.ndarray = np.where(f >= float(N), N - 1, f.astype(np.int64))
+    return out
 
 
 # --------------------------------------------------------------------------- exact ordinal counts
@@ -162,7 +177,7 @@ class IntervalCounts(Query):
         X = ins[0]
 
         def cells(Z: np.ndarray) -> np.ndarray:  # indicators of x < a and x <= b (integer comparisons)
-            x = Z.reshape(-1) if Z.ndim <= 1 else Z[:, 0]
+            x = first_column(Z)
             return np.stack([x < a, x <= b], axis=1).astype(float)
 
         below, upto = (float(v) for v in ctx.backend.tree_sum(ctx.backend.row_map(X, cells)))  # exact counts
@@ -181,7 +196,7 @@ def knots_cdf_at(P: np.ndarray, F: np.ndarray, t: np.ndarray) -> np.ndarray:
     [0.0, 0.25, 1.0]
     """
     t = np.clip(np.asarray(t, dtype=np.int64), P[0], P[-1])
-    k = np.clip(np.searchsorted(P, t, side="right") - 1, 0, len(P) - 2)
+    k = np.minimum(np.searchsorted(P, t, side="right") - 1, len(P) - 2)  # >= 0: t >= P[0]
     span = (P[k + 1] - P[k]).astype(float)
     out: np.ndarray = F[k] + (F[k + 1] - F[k]) * ((t - P[k]).astype(float) / span)
     return out
@@ -206,7 +221,7 @@ def cdf_knots(value: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def add_knots(N: int, cdf: Any, interval: Any, weights: Any) -> tuple[np.ndarray, np.ndarray]:
     """MERR's Update as post-processing: add the knots ``(a - 1, w_left)`` and ``(b, w_left + w_in)``
-    to the CDF (only strictly inside (-1, N-1) and not already knots; DHS's code), ``b`` clamped to N-1.
+    to the CDF (only strictly inside (-1, N-1) and not already knots; DHS's code).
 
     >>> P, F = add_knots(8, uniform_cdf(8), np.array([2, 5]), np.array([0.25, 0.5]))
     >>> P.tolist(), F.tolist()
@@ -215,7 +230,7 @@ def add_knots(N: int, cdf: Any, interval: Any, weights: Any) -> tuple[np.ndarray
     P, F = cdf_knots(cdf)
     iv = np.asarray(interval).reshape(-1)
     w = np.nan_to_num(np.asarray(weights, dtype=float).reshape(-1), nan=0.0)
-    a, b = int(iv[0]), min(int(iv[1]), N - 1)
+    a, b = int(iv[0]), int(iv[1])
     new_p = [a - 1, b]
     new_f = [float(w[0]), float(w[0] + w[1])]
     for p, f in zip(new_p, new_f, strict=True):
@@ -253,6 +268,7 @@ class AddKnots(PostProcess):
 
 
 __all__ = [
-    "MAX_N", "AddKnots", "IntervalCounts", "OrdinalCounts", "add_knots", "cdf_knots", "knots_cdf_at", "ordinal_values",
+    "MAX_N", "AddKnots", "IntervalCounts", "OrdinalCounts", "add_knots", "cdf_knots", "first_column", "knots_cdf_at",
+    "ordinal_values",
     "uniform_cdf",
 ]

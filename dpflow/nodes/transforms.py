@@ -27,6 +27,7 @@ from dpflow.nodes.base import (
     released_type,
     text_of,
 )
+from dpflow.nodes.ordinal import ordinal_values
 from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative, released_or_positive_radius
 from dpflow.nodes.rules import capped, has_public_n, public_n
 from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
@@ -220,13 +221,7 @@ class Source(Node):
         from dpflow.domains import BooleanCube, Ordinal
 
         if isinstance(self.domain, Ordinal):
-            top = self.domain.N - 1
-            if arr.dtype.kind == "f":
-                arr = np.clip(np.floor(np.where(np.isnan(arr), 0.0, arr)), 0, top)  # +-inf to the ends
-            else:  # clip in the data's own integer type: a uint64 above 2^63 must not wrap to a negative int64
-                arr = arr.astype(np.uint8) if arr.dtype.kind == "b" else arr
-                arr = np.clip(arr, max(0, int(np.iinfo(arr.dtype).min)), min(top, int(np.iinfo(arr.dtype).max)))
-            ordinal: np.ndarray = arr.astype(np.int64)
+            ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
             return ordinal
         if isinstance(self.domain, BooleanCube):
             cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0

@@ -16,7 +16,7 @@ import pytest
 
 from dpflow.domains import ReleasedScalar, RowCount, Sym, Vectors
 from dpflow.errors import PlanTypeError
-from dpflow.nodes.base import change_bound, released_scalar, sym_max
+from dpflow.nodes.base import change_bound, finite_or_zero, released_scalar, square_problem, sym_max
 from dpflow.nodes.types import RowsT, Size
 
 REPLACE = frozenset({"replace"})
@@ -78,5 +78,22 @@ def test_a_released_scalar_is_its_first_entry_as_a_float() -> None:
     assert released_scalar(np.array([[0.5, 9.0], [7.0, 8.0]])) == 0.5
     assert released_scalar([3, 4]) == 3.0 and type(released_scalar(np.array([3], dtype=np.int64))) is float
     assert released_scalar(np.float32(0.25)) == 0.25
-    assert math.isnan(released_scalar([float("nan"), 1.0]))
+    assert math.isnan(released_scalar([float("nan"), 1.0])) and math.isnan(released_scalar([None, 1.0]))
+
+
+def test_finite_or_zero_is_float64() -> None:
+    """A released value's non-finite entries (a missing one included) are 0, and the result is float64 whatever the
+    value's dtype (a float32 matrix is not solved or decomposed in single precision)."""
+    out = finite_or_zero(np.array([1.5, np.inf, np.nan], dtype=np.float32))
+    assert out.dtype == np.float64 and out.tolist() == [1.5, 0.0, 0.0]
+    assert finite_or_zero([2.0, None]).tolist() == [2.0, 0.0]
+
+
+def test_square_problem_accepts_the_least_side() -> None:
+    for least in (1, 2):
+        assert square_problem("K", (least, least), least) is None
+        assert square_problem("K", (least - 1, least - 1), least) == (
+            f"K needs a square matrix of side >= {least}, got shape {(least - 1, least - 1)}")
+    assert square_problem("K", (2, 3), 1) == "K needs a square matrix of side >= 1, got shape (2, 3)"
+    assert square_problem("K", (2, 2, 2), 1) == "K needs a square matrix of side >= 1, got shape (2, 2, 2)"
 
