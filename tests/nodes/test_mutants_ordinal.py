@@ -217,3 +217,15 @@ def test_add_knots_node() -> None:
             node.infer([ReleasedT((2,))] * k, _Infer())  # type: ignore[arg-type]
         assert (e.value.node, e.value.problem, e.value.fix) == (
             "o", f"AddKnots takes 2 or 3 inputs, got {k}", "pass (interval, weights) or (cdf, interval, weights)")
+
+
+def test_source_applies_the_ordinal_policy() -> None:
+    """An ``Ordinal(N)`` source keeps (n, 1) int64 rows in [0, N): with N = 2^62, float(N - 1) rounds up to N, and a
+    clip to it let a value of N through."""
+    from dpflow.nodes.transforms import Source
+
+    big = 2**62
+    out = Source(name="X", domain=Ordinal(N=big)).policy(np.array([[1e300], [float(big)], [np.nan], [-3.0], [5.0]]))
+    assert out.dtype == np.int64 and out.tolist() == [[big - 1], [big - 1], [0], [0], [5]]
+    out = Source(name="X", domain=Ordinal(N=10)).policy(np.array([[2**64 - 1], [3]], dtype=np.uint64))
+    assert out.tolist() == [[9], [3]]
