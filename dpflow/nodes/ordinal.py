@@ -231,9 +231,7 @@ def add_knots(N: int, cdf: Any, interval: Any, weights: Any) -> tuple[np.ndarray
     iv = np.asarray(interval).reshape(-1)
     w = np.nan_to_num(np.asarray(weights, dtype=float).reshape(-1), nan=0.0)
     a, b = int(iv[0]), int(iv[1])
-    new_p = [a - 1, b]
-    new_f = [float(w[0]), float(w[0] + w[1])]
-    for p, f in zip(new_p, new_f, strict=True):
+    for p, f in ((a - 1, float(w[0])), (b, float(w[0] + w[1]))):
         if -1 < p < N - 1 and not np.any(P == p):
             k = int(np.searchsorted(P, p))
             P = np.insert(P, k, np.int64(p))

@@ -17,7 +17,7 @@ import pytest
 from conftest import ValueCtx
 
 from dpflow.domains import Ordinal, RowCount, Vectors
-from dpflow.errors import DomainError, PlanTypeError
+from dpflow.errors import DomainError, PlanTypeError, PostProcessingError
 from dpflow.handles import Ref
 from dpflow.nodes.base import text_of
 from dpflow.nodes.floaterr import FloatError
@@ -50,6 +50,11 @@ class _Infer:
 
     def row_count(self) -> RowCount:
         return RowCount("o")
+
+
+class _NotReleased(_Infer):
+    def type_of(self, ref: Any) -> Any:
+        return _rows()
 
 
 def _rows(stability: int = 1, changes: str = "replace", d: int = 1) -> RowsT:
@@ -115,6 +120,9 @@ def test_refusals() -> None:
     assert (e.node, e.problem, e.fix) == ("o", "interval has shape (3,)", "pass a released [a, b] pair")
     for shape in ((2,), None):
         IntervalCounts(interval=Ref("j")).infer([_rows()], _Infer({"j": shape}))  # type: ignore[arg-type]
+    with pytest.raises(PostProcessingError) as p:
+        IntervalCounts(interval=Ref("j")).infer([_rows()], _NotReleased())  # type: ignore[arg-type]
+    assert (p.value.node, p.value.problem) == ("o", "parameter 'interval' refers to j, which is not released")
 
 
 def test_edges_are_checked_when_the_node_is_made() -> None:
@@ -151,6 +159,7 @@ def test_counts_evaluate() -> None:
 def test_ordinal_policy() -> None:
     N = 10
     assert first_column(np.array([[1, 5], [2, 6]])).tolist() == [1, 2]
+    assert first_column(np.array(4)).tolist() == [4] and first_column([4, 5]).tolist() == [4, 5]
     assert ordinal_values(np.array([[1.0, 5.0], [2.0, 6.0]]), N).tolist() == [1, 2]
     assert ordinal_values(np.array([-4, 3, 12]), N).tolist() == [0, 3, 9]
     assert ordinal_values(np.array([-4, 3, 12], dtype=np.int8), N).tolist() == [0, 3, 9]
@@ -187,6 +196,8 @@ def test_add_knots() -> None:
     P, F = add_knots(N, uniform_cdf(N), np.array([[1, 5]]), w[None, :])  # any shape: the entries in order
     assert (P.tolist(), F.tolist()) == ([-1, 0, 5, 7], [0.0, 0.25, 0.75, 1.0])
     P, F = add_knots(N, uniform_cdf(N), np.array([3, 6]), np.array([np.nan, 0.5]))  # NaN weight -> 0
+    assert (P.tolist(), F.tolist()) == ([-1, 2, 6, 7], [0.0, 0.0, 0.5, 1.0])
+    P, F = add_knots(N, uniform_cdf(N), np.array([3, 6]), [None, 0.5])  # a missing weight too
     assert (P.tolist(), F.tolist()) == ([-1, 2, 6, 7], [0.0, 0.0, 0.5, 1.0])
     P, F = add_knots(N, uniform_cdf(N), np.array([3, 7]), w)  # b = N - 1 is the last knot already
     assert (P.tolist(), F.tolist()) == ([-1, 2, 7], [0.0, 0.25, 1.0])

@@ -15,7 +15,7 @@ import pytest
 from conftest import ValueCtx
 
 from dpflow.domains import MAX_BOUND, ReleasedScalar, RowCount, Sym, Vectors
-from dpflow.errors import DomainError, PlanTypeError
+from dpflow.errors import DomainError, PlanTypeError, PostProcessingError
 from dpflow.handles import Ref
 from dpflow.nodes.floaterr import FloatError
 from dpflow.nodes.truncation import TruncatedMean
@@ -34,6 +34,11 @@ class _Infer:
 
     def row_count(self) -> RowCount:
         return RowCount("t")
+
+
+class _NotReleased(_Infer):
+    def type_of(self, ref: Any) -> Any:
+        return _rows()
 
 
 def _rows(d: int = 4, stability: int = 1, changes: str = "replace") -> RowsT:
@@ -97,6 +102,9 @@ def test_refusals() -> None:
     assert (e.value.node, e.value.problem, e.value.fix) == ("t", "bound refers to R of shape (2,)",
                                                             "pass a released scalar")
     TruncatedMean(bound=Ref("R")).infer([_rows()], _Infer({"R": None}))  # type: ignore[arg-type]
+    with pytest.raises(PostProcessingError) as q:
+        TruncatedMean(bound=Ref("R")).infer([_rows()], _NotReleased())  # type: ignore[arg-type]
+    assert (q.value.node, q.value.problem) == ("t", "parameter 'bound' refers to R, which is not released")
     with pytest.raises(DomainError) as e:
         TruncatedMean(bound=1.0).infer([_rows(changes="add_remove")], _Infer())  # type: ignore[arg-type]
     assert e.value.node == "t" and e.value.problem.startswith("TruncatedMean (divides by n) needs a public row count")
