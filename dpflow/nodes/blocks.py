@@ -90,7 +90,7 @@ def _block_size(x: Any) -> int:
 def _blocks(X: np.ndarray, size: int) -> np.ndarray:
     """Rows ``X[:B*size]`` as a (B, size, d) array with non-finite entries set to 0 (declared policy)."""
     B = X.shape[0] // size
-    Y = np.asarray(X[: B * size], dtype=float).reshape(B, size, X.shape[1])
+    Y = X[: B * size].reshape(B, size, X.shape[1])
     return np.where(np.isfinite(Y), Y, 0.0)
 
 
@@ -116,19 +116,17 @@ def block_statistic(X: np.ndarray, size: int, statistic: str, k: int = 1) -> np.
     B, d = Y.shape[0], Y.shape[2]
     with np.errstate(all="ignore"):
         if statistic == "mean":
-            out: np.ndarray = np.mean(Y, axis=1) if B else np.zeros((0, d))
+            out: np.ndarray = np.mean(Y, axis=1)
             return out
         if statistic == "median":
-            return np.median(Y, axis=1) if B else np.zeros((0, d))
+            return np.median(Y, axis=1)
         if statistic == "kmeans":
-            return block_kmeans(Y, k).reshape(B, k * d) if B else np.zeros((0, k * d))
+            return block_kmeans(Y, k).reshape(B, k * d)
         Z, s = _scaled(Y)
         if statistic == "second_moment":
             S = np.einsum("bij,bik->bjk", Z, Z) / Y.shape[1]
             out = (S * (s**2)[:, None, None]).reshape(B, d * d)
             return out
-        if B == 0:
-            return np.zeros((0, d if statistic == "log2_eigenvalues" else d * d))
         # singular values of the (scaled) block, not eigenvalues of its second moment: their absolute
         # error is eps * sigma_max rather than eps * sigma_max^2, so spectra spanning 1e-6..1e6 survive
         _, sv, vh = np.linalg.svd(Z, full_matrices=False)
@@ -225,7 +223,7 @@ class SubsampleAggregate(Transform):
                              f"{text_of(dom.l2_bound)})")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        X = np.asarray(ins[0], dtype=float)
+        X = np.asarray(ins[0])
         if self.shuffle is not None:
             X = X[np.random.default_rng(self.shuffle).permutation(X.shape[0])]
         return block_statistic(X, self.size, self.statistic, self.k)
