@@ -127,6 +127,28 @@ class EvalCtx:
         self.facts[key] = value
 
 
+class InferCtx:
+    """The part of the planner's InferContext a node's ``infer`` uses: the neighbour relation, the node's id and row
+    count, and each released parameter's static type (shape ``shapes[id]``, else ``default``; with ``other`` every
+    parameter has that type instead, e.g. sensitive rows, to test the refusal of a parameter that is not released)."""
+
+    relation = "replace"
+
+    def __init__(self, node_id: str = "n", shapes: Mapping[str, Any] | None = None, default: Any = None,
+                 other: Any = None) -> None:
+        self.node_id, self.shapes, self.default, self.other = node_id, dict(shapes or {}), default, other
+
+    def type_of(self, ref: Any) -> Any:
+        from dpflow.nodes.types import ReleasedT
+
+        return self.other if self.other is not None else ReleasedT(self.shapes.get(ref.id, self.default))
+
+    def row_count(self) -> Any:
+        from dpflow.domains import RowCount
+
+        return RowCount(self.node_id)
+
+
 class ValueCtx:
     """The part of the interpreter's EvalContext a row map or post-processing node's ``evaluate`` uses: the numpy
     backend, a node id and released values by handle id."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import InferCtx, ValueCtx
 
 from dpflow.domains import RowCount, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError
@@ -24,12 +24,8 @@ from dpflow.nodes.blocks import SubsampleAggregate, block_kmeans, block_statisti
 from dpflow.nodes.types import ReleasedT, RowsT, Size
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "s"
-
-    def row_count(self) -> RowCount:
-        return RowCount("s")
+def _Infer() -> InferCtx:
+    return InferCtx("s")
 
 
 def _rows(dom: Vectors, n: int | None = 40, public: bool = True, stability: int = 2) -> RowsT:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import InferCtx, ValueCtx
 
 from dpflow.domains import Ordinal, RowCount, Vectors
 from dpflow.errors import DomainError, PlanTypeError, PostProcessingError
@@ -38,23 +38,8 @@ from dpflow.nodes.types import ReleasedT, RowsT, Size
 N_ROWS = {RowCount("X"): 8.0}
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "o"
-
-    def __init__(self, shapes: dict[str, Any] | None = None) -> None:
-        self.shapes = shapes or {}
-
-    def type_of(self, ref: Any) -> Any:
-        return ReleasedT(self.shapes.get(ref.id, (2,)))
-
-    def row_count(self) -> RowCount:
-        return RowCount("o")
-
-
-class _NotReleased(_Infer):
-    def type_of(self, ref: Any) -> Any:
-        return _rows()
+def _Infer(shapes: dict[str, Any] | None = None) -> InferCtx:
+    return InferCtx("o", shapes, (2,))
 
 
 def _rows(stability: int = 1, changes: str = "replace", d: int = 1) -> RowsT:
@@ -121,7 +106,7 @@ def test_refusals() -> None:
     for shape in ((2,), None):
         IntervalCounts(interval=Ref("j")).infer([_rows()], _Infer({"j": shape}))  # type: ignore[arg-type]
     with pytest.raises(PostProcessingError) as p:
-        IntervalCounts(interval=Ref("j")).infer([_rows()], _NotReleased())  # type: ignore[arg-type]
+        IntervalCounts(interval=Ref("j")).infer([_rows()], InferCtx("o", other=_rows()))  # type: ignore[arg-type]
     assert (p.value.node, p.value.problem) == ("o", "parameter 'interval' refers to j, which is not released")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import InferCtx, ValueCtx
 
 from dpflow.domains import ReleasedScalar, RowCount, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError
@@ -24,18 +24,8 @@ from dpflow.nodes.rules import changes_text
 from dpflow.nodes.types import ReleasedT, RowsT, Size
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "p"
-
-    def __init__(self, shapes: dict[str, Any] | None = None) -> None:
-        self.shapes = shapes or {}
-
-    def type_of(self, ref: Any) -> Any:
-        return ReleasedT(self.shapes.get(ref.id, ()))
-
-    def row_count(self) -> RowCount:
-        return RowCount("p")
+def _Infer(shapes: dict[str, Any] | None = None) -> InferCtx:
+    return InferCtx("p", shapes, ())
 
 
 def _rows(d: int = 10, stability: int = 1, box: tuple[float, float] = (0.0, 1.0), public: bool = True) -> RowsT:
@@ -139,13 +129,9 @@ def test_truncation_values() -> None:
 def test_released_slots_are_named() -> None:
     from dpflow.errors import PostProcessingError
 
-    class NotReleased(_Infer):
-        def type_of(self, ref: Any) -> Any:
-            return _rows()
-
     for node, slot, ref in ((TruncatedBinaryMean(tau=2, mask=Ref("m")), "mask", "m"),
                             (TruncatedBinaryMean(tau=2, flip=Ref("f")), "flip", "f"),
                             (TruncatedBinaryMean(radius=Ref("r")), "radius", "r")):
         with pytest.raises(PostProcessingError) as p:
-            node.infer([_rows()], NotReleased())  # type: ignore[arg-type]
+            node.infer([_rows()], InferCtx("p", other=_rows()))  # type: ignore[arg-type]
         assert p.value.problem == f"parameter {slot!r} refers to {ref}, which is not released"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import EvalCtx, ValueCtx
+from conftest import EvalCtx, InferCtx, ValueCtx
 
 import dpflow as dp
 from dpflow.domains import ReleasedScalar, RowCount, Sym
@@ -44,18 +44,8 @@ from dpflow.privacy import Cost
 TINY = 2.0**-1074
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "q"
-
-    def __init__(self, shape: tuple[int, ...] = ()) -> None:
-        self.shape = shape
-
-    def type_of(self, ref: Any) -> Any:
-        return ReleasedT(self.shape)
-
-    def row_count(self) -> RowCount:
-        return RowCount("q")
+def _Infer(shape: tuple[int, ...] = ()) -> InferCtx:
+    return InferCtx("q", default=shape)
 
 
 def _rows(domain: dp.Vectors, n: int | None = 10, stability: int = 2) -> RowsT:
@@ -139,14 +129,10 @@ def test_order_statistics_types() -> None:
     assert OrderStatistics(upper=3.0).infer([counted], _Infer()).out.shape == (2,)  # type: ignore[arg-type]
 
 
-class _NotReleased(_Infer):
-    def type_of(self, ref: Any) -> Any:
-        return StatT((), "X", None, None, None)
-
-
 def test_order_statistics_refusals() -> None:
     with pytest.raises(PostProcessingError) as p:
-        OrderStatistics(upper=Ref("u")).infer([_rows(dp.Vectors(d=1))], _NotReleased())  # type: ignore[arg-type]
+        stat = StatT((), "X", None, None, None)
+        OrderStatistics(upper=Ref("u")).infer([_rows(dp.Vectors(d=1))], InferCtx("q", other=stat))  # type: ignore[arg-type]
     assert p.value.problem == "parameter 'upper' refers to u, which is not released"
     with pytest.raises(DomainError) as e:
         OrderStatistics(upper=1.0).infer([_rows(dp.Vectors(d=2))], _Infer())  # type: ignore[arg-type]

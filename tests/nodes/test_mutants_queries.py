@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import InferCtx, ValueCtx
 
 import dpflow as dp
 from dpflow.domains import RowCount
@@ -23,18 +23,8 @@ from dpflow.nodes.queries import Histogram, SecondMoment, centred_rows
 from dpflow.nodes.types import ReleasedT, RowsT, Size
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "m"
-
-    def __init__(self, shapes: dict[str, Any] | None = None, released: bool = True) -> None:
-        self.shapes, self.released = shapes or {}, released
-
-    def type_of(self, ref: Any) -> Any:
-        return ReleasedT(self.shapes.get(ref.id)) if self.released else _rows(dp.Vectors(d=3))
-
-    def row_count(self) -> RowCount:
-        return RowCount("m")
+def _Infer(shapes: dict[str, Any] | None = None, released: bool = True) -> InferCtx:
+    return InferCtx("m", shapes, other=None if released else _rows(dp.Vectors(d=3)))
 
 
 def _rows(domain: Any, stability: int = 1, changes: str = "replace", public: bool = True) -> RowsT:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import InferCtx, ValueCtx
 
 from dpflow.domains import MAX_BOUND, ReleasedScalar, RowCount, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError, PostProcessingError
@@ -22,23 +22,8 @@ from dpflow.nodes.truncation import TruncatedMean
 from dpflow.nodes.types import ReleasedT, RowsT, Size
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "t"
-
-    def __init__(self, shapes: dict[str, Any] | None = None) -> None:
-        self.shapes = shapes or {}
-
-    def type_of(self, ref: Any) -> Any:
-        return ReleasedT(self.shapes.get(ref.id, ()))
-
-    def row_count(self) -> RowCount:
-        return RowCount("t")
-
-
-class _NotReleased(_Infer):
-    def type_of(self, ref: Any) -> Any:
-        return _rows()
+def _Infer(shapes: dict[str, Any] | None = None) -> InferCtx:
+    return InferCtx("t", shapes, ())
 
 
 def _rows(d: int = 4, stability: int = 1, changes: str = "replace") -> RowsT:
@@ -103,7 +88,7 @@ def test_refusals() -> None:
                                                             "pass a released scalar")
     TruncatedMean(bound=Ref("R")).infer([_rows()], _Infer({"R": None}))  # type: ignore[arg-type]
     with pytest.raises(PostProcessingError) as q:
-        TruncatedMean(bound=Ref("R")).infer([_rows()], _NotReleased())  # type: ignore[arg-type]
+        TruncatedMean(bound=Ref("R")).infer([_rows()], InferCtx("t", other=_rows()))  # type: ignore[arg-type]
     assert (q.value.node, q.value.problem) == ("t", "parameter 'bound' refers to R, which is not released")
     with pytest.raises(DomainError) as e:
         TruncatedMean(bound=1.0).infer([_rows(changes="add_remove")], _Infer())  # type: ignore[arg-type]

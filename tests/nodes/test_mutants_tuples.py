@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import InferCtx, ValueCtx
 
 import dpflow as dp
 from dpflow.domains import RowCount
@@ -36,18 +36,8 @@ from dpflow.nodes.tuples import (
 from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, Size, SplitRule
 
 
-class _Infer:
-    relation = "replace"
-    node_id = "u"
-
-    def __init__(self, shapes: dict[str, tuple[int, ...] | None] | None = None) -> None:
-        self.shapes = shapes or {}
-
-    def type_of(self, ref: Any) -> Any:
-        return ReleasedT(self.shapes.get(ref.id))
-
-    def row_count(self) -> RowCount:
-        return RowCount("u")
+def _Infer(shapes: dict[str, tuple[int, ...] | None] | None = None) -> InferCtx:
+    return InferCtx("u", shapes)
 
 
 def _rows(d: int, changes: str = "replace", stability: int = 1) -> RowsT:
@@ -184,11 +174,6 @@ def test_cell_counts_values() -> None:
 
 
 
-class _NotReleased(_Infer):
-    def type_of(self, ref: Any) -> Any:
-        return _rows(2)
-
-
 def test_released_slots_are_named() -> None:
     from dpflow.errors import PostProcessingError
 
@@ -197,10 +182,10 @@ def test_released_slots_are_named() -> None:
                             (TupleNearest(k=3, centers=Ref("C"), index=0), "centers", "C"),
                             (PartitionByNearest(k=2, centers=Ref("C")), "centers", "C")):
         with pytest.raises(PostProcessingError) as p:
-            node.infer([rows], _NotReleased())  # type: ignore[arg-type]
+            node.infer([rows], InferCtx("u", other=_rows(2)))  # type: ignore[arg-type]
         assert p.value.problem == f"parameter {slot!r} refers to {ref}, which is not released"
 
-    class CentreOnly(_Infer):
+    class CentreOnly(InferCtx):
         def type_of(self, ref: Any) -> Any:
             return _rows(2) if ref.id == "c" else ReleasedT((2, 1))
 
