@@ -263,6 +263,8 @@ def test_small_post_processing() -> None:
     mean = BallMean().evaluate([ball, np.array([4.0, -2.0]), np.array(2.0)], ValueCtx())
     assert mean.tolist() == [3.0, 1.0]
     assert BallMean().evaluate([np.array([1.0]), np.array([4.0]), np.array(0.5)], ValueCtx()).tolist() == [5.0]
+    assert BallMean().evaluate([np.array([1.0, 3.0]), np.array([4.0, 2.0]), np.array(2.0)], ValueCtx()).tolist() == [
+        3.0, 4.0]  # a centre alone, not a (centre, radius) pair
     assert BallMean().evaluate([np.array([1.0]), np.array([4.0]), np.array(np.nan)], ValueCtx()).tolist() == [5.0]
 
 
@@ -281,6 +283,8 @@ def test_cell_ball() -> None:
     side = 4.0 * 0.5
     assert centre.tolist() == ((np.array([1.0, -2.0]) + grid_shifts(3, 10, 2)[4] + 0.5) * side).tolist()
     assert r == side * math.sqrt(2.0) / 2.0
+    first, _ = node.evaluate([np.array(0.5), np.array(0.0), hist, np.zeros(2), np.array(9.0)], ValueCtx())
+    assert first.tolist() == ((np.array([1.0, -2.0]) + grid_shifts(3, 10, 2)[0] + 0.5) * side).tolist()  # grid 0
     for radius, choice, h in ((0.0, 4.0, hist), (np.inf, 4.0, hist), (0.5, 10.0, hist), (0.5, -1.0, hist),
                               (0.5, np.nan, hist), (0.5, 4.0, (keys[:0], np.zeros(0))), (0.5, 4.0, 0.0)):
         c, r = node.evaluate([np.array(radius), np.array(choice), h, np.zeros(2), np.array(9.0)], ValueCtx())
