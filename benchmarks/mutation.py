@@ -74,6 +74,9 @@ SUBJECT_TESTS = {
     "dpflow/planner/": ("tests/planner/",),
     "dpflow/nodes/": ("tests/nodes/", "tests/contract/test_every_node.py"),
     "dpflow/budget.py": ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py"),
+    "dpflow/interpreter/": ("tests/interpreter/test_exact_noise.py", "tests/interpreter/test_vector_samplers.py",
+                            "tests/interpreter/test_sampling_golden.py", "tests/interpreter/test_secure_noise_kinds.py",
+                            "tests/interpreter/test_secure_no_continuous.py"),
 }
 #: Tests whose recorded duration (mutmut's stats pass) exceeds this many seconds are left out of mutant runs by
 #: default: the 200-example property tests, which kill early when they kill but cost minutes per survivor.  The
@@ -249,7 +252,8 @@ _PIECE_DTYPE = ("PartitionByBall's rows without dtype=float: X - c is float64 ei
 _KEY_SENTINEL = "an unknown column name's index -2 vs -1: every negative index is refused the same way (0 <= i < d)"
 _PLANNED_KEYS = ("Columns.evaluate's node id for indices(): it cannot raise at run time, infer checked the same rows' "
                  "type")
-_KIND_CHARS = "'XXbiufXX' vs 'biuf' for a dtype kind: a kind is one lower-case character, never X"
+_KIND_CHARS = ("'XX...XX' around the dtype kinds a test accepts ('biuf', 'iub'): a kind is one lower-case character, "
+               "never X")
 _PRIVATE_N = ("Source's known size when not public: under add/remove a declared n is refused just above, so self.n "
               "is None either way")
 _COPY_NONE = "astype(float, copy=None) vs copy=False: both copy only when the dtype changes"
@@ -280,6 +284,18 @@ _LIFT_PAIR = "V and o are both given (three inputs) or both absent: 'or' and 'an
 _BASIC_STRICT = ("basic_eps < eps vs <=: the one declared point (the Laplace stability histogram's) is at the share "
                  "eps^2/2, whose epsilon is down(sqrt(2 float(eps^2/2))) or less, at least a relative 1e-12 below eps "
                  "(rounding.down), so it never equals eps")
+
+# lead (round 10)
+_UINT_PRECLAMP = ("the uint64 pre-clamp's bound (N - 1 vs N + 1): any bound below 2^63 keeps the cast to int64 from "
+                  "wrapping, and the clip after the cast clamps to N - 1")
+_INT_DEFAULT = ("np.array / np.asarray of Python integers (below 2^62) without dtype=np.int64: numpy's default integer "
+                "is int64")
+_COUNTS_BOUNDED = ("the None test before dividing a count's bound by n: count_sensitivities' bounds are never None "
+                   "(a constant diameter and norm)")
+_INT_EDGES = ("the bin edges 0..k as an int64 arange: the backend compares the same small integers with the float bin "
+              "indices (the dask backend casts edges to float64)")
+_PARAM_NONE = "optional_ref(None): param(None) is None too"
+_INF_CASE = "float('INF') vs float('inf'): Python reads the name case-insensitively"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
