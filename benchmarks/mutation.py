@@ -874,6 +874,21 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.product.xǁTruncatedBinaryMeanǁevaluate__mutmut_52": _NAN_DEFAULT,
     # lead (round 10): the released-scalar read moved to base.released_scalar (the entries above renumbered)
     "dpflow.nodes.base.x_released_scalar__mutmut_8": _NEG_RESHAPE,
+    # lead (round 10): ordinal.py
+    **{f"dpflow.nodes.ordinal.{f}__mutmut_{n}": _NEG_RESHAPE for f, ns in (
+        ("x_add_knots", (7, 19)), ("x_first_column", (8,)), ("xǁIntervalCountsǁevaluate", (6,))) for n in ns},
+    **{f"dpflow.nodes.ordinal.{f}__mutmut_{n}": _NAN_DEFAULT for f, n in (("x_add_knots", 12), ("x_cdf_knots", 13))},
+    **{f"dpflow.nodes.ordinal.{f}__mutmut_{n}": _ASTYPE for f, ns in (
+        ("x_knots_cdf_at", (33, 44)), ("x_ordinal_values", (36,)), ("xǁIntervalCountsǁevaluate", (16,)),
+        ("xǁOrdinalCountsǁevaluate", (10,))) for n in ns},
+    "dpflow.nodes.ordinal.x_ordinal_values__mutmut_12": _UINT_PRECLAMP,
+    "dpflow.nodes.ordinal.x_ordinal_values__mutmut_15": _KIND_CHARS,
+    **{f"dpflow.nodes.ordinal.{f}__mutmut_{n}": _INT_DEFAULT for f, ns in (
+        ("x_uniform_cdf", (2, 4)), ("xǁOrdinalCountsǁevaluate", (3, 5))) for n in ns},
+    "dpflow.nodes.ordinal.xǁIntervalCountsǁinfer__mutmut_55": _COUNTS_BOUNDED,
+    "dpflow.nodes.ordinal.xǁOrdinalCountsǁinfer__mutmut_34": _COUNTS_BOUNDED,
+    **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁ__attrs_post_init____mutmut_{n}": _ZIP_SHIFTED for n in (17, 20)},
+    **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁevaluate__mutmut_{n}": _INT_EDGES for n in (39, 41)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

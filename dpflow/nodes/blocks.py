@@ -97,7 +97,7 @@ def _blocks(X: np.ndarray, size: int) -> np.ndarray:
 def _scaled(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Z, s): each block divided by ``s``, its largest entry in magnitude (1 for an all-zero block),
     so that nothing overflows or underflows."""
-    s = np.max(np.abs(Y), axis=(1, 2)) if Y.size else np.ones(Y.shape[0])
+    s = np.max(np.abs(Y), axis=(1, 2))  # (0,) for no blocks
     s = np.where(s > 0, s, 1.0)
     return Y / s[:, None, None], s
 

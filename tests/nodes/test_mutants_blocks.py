@@ -11,6 +11,7 @@ the block size, the farthest-first start and Lloyd steps of the block k-means.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -112,6 +113,10 @@ def test_block_arithmetic() -> None:
     P = block_statistic(np.array([[1.0, 0.0, 0.0]]), 1, "top_projection", k=2).reshape(3, 3)
     assert P == pytest.approx(np.diag([1.0, 0.0, 0.0]))  # a block of one row spans one direction
     assert block_statistic(np.zeros((1, 2)), 2, "second_moment").shape == (0, 4)
+    with warnings.catch_warnings():  # a zero block (log2 of 0) and NaN rows warn nothing: private values
+        warnings.simplefilter("error")
+        for stat in ("log2_eigenvalues", "second_moment", "top_projection", "mean", "median"):
+            block_statistic(np.array([[0.0, 0.0], [0.0, 0.0], [np.nan, 1e300], [np.inf, 1e-300]]), 2, stat)
     node = SubsampleAggregate(size=3, statistic="kmeans", k=2)
     out = node.evaluate([np.array([[0.0], [1.0], [10.0]])], ValueCtx())  # type: ignore[arg-type]
     assert out.tolist() == [[0.5, 10.0]]
