@@ -296,6 +296,12 @@ _INT_EDGES = ("the bin edges 0..k as an int64 arange: the backend compares the s
               "indices (the dask backend casts edges to float64)")
 _PARAM_NONE = "optional_ref(None): param(None) is None too"
 _INF_CASE = "float('INF') vs float('inf'): Python reads the name case-insensitively"
+_TRAMPOLINE = ("the accuracy warning's stacklevel (_caller_level's frame walk): pinned by "
+               "test_the_warning_points_at_the_callers_line, which runs outside mutmut only (mutmut's trampolines add "
+               "frames between the caller and accuracy_warning)")
+_PROD_DTYPE = ("np.prod of a shape without dtype=np.int64: small Python ints multiply to the same integer in numpy's "
+               "default int64 (the empty shape's 1.0 reads as 1)")
+_EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
 EQUIVALENT: dict[str, str] = {
@@ -889,6 +895,8 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.ordinal.xǁOrdinalCountsǁinfer__mutmut_34": _COUNTS_BOUNDED,
     **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁ__attrs_post_init____mutmut_{n}": _ZIP_SHIFTED for n in (17, 20)},
     **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁevaluate__mutmut_{n}": _INT_EDGES for n in (39, 41)},
+    "dpflow.nodes.params.x_optional_ref__mutmut_1": _PARAM_NONE,
+    "dpflow.nodes.control.x__weights__mutmut_13": _INF_CASE,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

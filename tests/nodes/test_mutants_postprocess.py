@@ -19,7 +19,9 @@ import dpflow as dp
 from dpflow.errors import AccuracyWarning, PlanTypeError, SerializationError
 from dpflow.handles import Ref, Released
 from dpflow.nodes.postprocess import (
+    Apply,
     Eigh,
+    Get,
     NoiseScale,
     Pack,
     PSDProject,
@@ -31,7 +33,7 @@ from dpflow.nodes.postprocess import (
     param,
     param_ref,
 )
-from dpflow.nodes.types import ReleasedT
+from dpflow.nodes.types import Inferred, ReleasedT
 
 
 class _Ctx:
@@ -84,6 +86,9 @@ def test_symmetrised_matrix_post_processing() -> None:
     assert P == pytest.approx((V * np.maximum(w, 0.0)) @ V.T, abs=1e-12)
     assert PSDProject(floor=0.5).evaluate([S], None) == pytest.approx((V * np.maximum(w, 0.5)) @ V.T, abs=1e-12)  # type: ignore[arg-type]
     assert PSDProject().evaluate([np.array([[1, 0], [0, 2]])], None).tolist() == [[1.0, 0.0], [0.0, 2.0]]  # type: ignore[arg-type]
+    S32 = S.astype(np.float32)  # decomposed in float64 whatever the released dtype
+    assert PSDProject().evaluate([S32], None).dtype == np.float64  # type: ignore[arg-type]
+    assert Eigh().evaluate([S32], None)[0].dtype == np.float64  # type: ignore[arg-type]
 
 
 def test_named_parameters_and_warnings_reach_the_ledger() -> None:
@@ -97,6 +102,7 @@ def test_named_parameters_and_warnings_reach_the_ledger() -> None:
     assert derivation(1.0, "from n") == "g = 1 (from n)"
     assert derivation(np.arange(8.0)) == "g = [0, 1, 2, 3, 4, 5, ...] shape (8,)"
     assert derivation(np.arange(6.0)) == "g = [0, 1, 2, 3, 4, 5] shape (6,)"
+    assert derivation(np.arange(7.0)) == "g = [0, 1, 2, 3, 4, 5, ...] shape (7,)"
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     with pytest.raises(ValueError) as v:
         param(b, "bad", [1.0, None])
@@ -123,7 +129,8 @@ def test_function_paths() -> None:
         def __call__(self) -> None: ...
 
     assert function_path(Anonymous()).startswith("builtins:")
-    assert function_path(object()).startswith("builtins:")  # type: ignore[arg-type]
+    plain = object()  # no __module__, no __qualname__: named by its repr
+    assert function_path(plain) == f"builtins:{plain!r}"  # type: ignore[arg-type]
 
     def local() -> None: ...
 
@@ -160,4 +167,36 @@ def test_the_warning_points_at_the_callers_line() -> None:
         accuracy_warning(b, "too few rows")
     (w,) = caught
     assert w.filename == __file__
+
+
+def test_public_constants() -> None:
+    class Ctx:
+        node_id = "c"
+
+    node = Public(values=[1.0, 2.0, 3.0, 4.0], shape=(2, 2))
+    assert node.infer([], Ctx()) == Inferred(ReleasedT((2, 2)), "public constant")  # type: ignore[arg-type]
+    named = Public(values=[2.5], shape=(), name="g", why="from n")
+    assert named.infer([], Ctx()) == Inferred(ReleasedT(()), "g = 2.5 (from n)")  # type: ignore[arg-type]
+    cases = [(node, [ReleasedT(())], "a public constant has no inputs", "remove the inputs"),
+             (Public(values=[1.0, 2.0, 3.0], shape=(2, 2)), [], "3 values do not fill shape (2, 2)",
+              "pass a rectangular array")]
+    for bad, ins, problem, fix in cases:
+        with pytest.raises(PlanTypeError) as e:
+            bad.infer(ins, Ctx())  # type: ignore[arg-type]
+        assert (e.value.node, e.value.problem, e.value.fix) == ("c", problem, fix)
+    scalar = named.evaluate([], None)  # type: ignore[arg-type]
+    assert type(scalar) is float and scalar == 2.5
+    assert node.evaluate([], None).tolist() == [[1.0, 2.0], [3.0, 4.0]]  # type: ignore[arg-type]
+    assert Apply(fn=np.abs).shape is None and Apply(fn=np.abs, shape=[2]).shape == (2,)
+
+
+def test_get_refusals_name_the_fix() -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    with pytest.raises(PlanTypeError) as e:
+        b.build(g=Get("radius")(Pack()(b.public(1.0), b.public(2.0)))).check()
+    assert e.value.fix == "name the parts with Pack(names=...), or read by position with Get(index=...)"
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    with pytest.raises(PlanTypeError) as e:
+        b.build(g=Get("radius")(Pack(names=("c",))(b.public(1.0)))).check()
+    assert e.value.fix == "name one of the parts given to Pack(names=...)"
 
