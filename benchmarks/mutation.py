@@ -897,6 +897,11 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁevaluate__mutmut_{n}": _INT_EDGES for n in (39, 41)},
     "dpflow.nodes.params.x_optional_ref__mutmut_1": _PARAM_NONE,
     "dpflow.nodes.control.x__weights__mutmut_13": _INF_CASE,
+    **{f"dpflow.nodes.postprocess.x__caller_level__mutmut_{n}": _TRAMPOLINE for n in (3, 4, 5, 6, 8, 10, 11, 12)},
+    "dpflow.nodes.postprocess.x_accuracy_warning__mutmut_15": _TRAMPOLINE,
+    **{f"dpflow.nodes.postprocess.xǁPublicǁevaluate__mutmut_{n}": _FLOAT_IN for n in (4, 6)},
+    **{f"dpflow.nodes.postprocess.xǁPublicǁinfer__mutmut_{n}": _PROD_DTYPE for n in (13, 15)},
+    "dpflow.nodes.postprocess.xǁPackǁinfer__mutmut_21": _EMPTY_DERIVATION,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
