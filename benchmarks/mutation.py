@@ -301,6 +301,11 @@ _TRAMPOLINE = ("the accuracy warning's stacklevel (_caller_level's frame walk): 
                "frames between the caller and accuracy_warning)")
 _PROD_DTYPE = ("np.prod of a shape without dtype=np.int64: small Python ints multiply to the same integer in numpy's "
                "default int64 (the empty shape's 1.0 reads as 1)")
+_SCALE_THRESHOLD = ("a block scaled only when its largest entry exceeds 1 (s > 1 vs s > 0): the scaling guards sums of "
+                    "squares against overflow, which entries of at most 1 cannot reach; without it only the last bits "
+                    "of the result round differently (no bound or policy reads them)")
+_ZERO_BLOCK_SCALE = ("the scale of an all-zero block (2.0 vs 1.0): its entries stay 0 and its statistics 0 or -inf "
+                     "whatever they are multiplied by")
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).

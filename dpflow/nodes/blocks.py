@@ -119,7 +119,8 @@ def block_statistic(X: np.ndarray, size: int, statistic: str, k: int = 1) -> np.
             out: np.ndarray = np.mean(Y, axis=1)
             return out
         if statistic == "median":
-            return np.median(Y, axis=1)
+            out = np.median(Y, axis=1)
+            return out
         if statistic == "kmeans":
             return block_kmeans(Y, k).reshape(B, k * d)
         Z, s = _scaled(Y)
