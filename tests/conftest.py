@@ -160,3 +160,21 @@ class ValueCtx:
 
     def value(self, ref: Any) -> Any:
         return self.values[ref.id]
+
+
+class RowsCtx(ValueCtx):
+    """A :class:`ValueCtx` that also knows the input's static type (sensitive rows of ``domain``) and evaluates
+    bounds at their constants (the interpreter's are rounded up 1e-12: a projection onto them shows here)."""
+
+    def __init__(self, domain: Any, values: Mapping[str, Any] | None = None) -> None:
+        from dpflow.domains import RowCount
+        from dpflow.nodes.types import RowsT, Size
+
+        super().__init__(values)
+        self.rows = RowsT(domain, "X", Size(True, None, RowCount("X")), 1, frozenset({"replace"}), None)
+
+    def input_type(self, k: int = 0) -> Any:
+        return self.rows
+
+    def bound(self, sym: Sym) -> float:
+        return sym.coef

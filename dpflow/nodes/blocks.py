@@ -28,8 +28,10 @@ import numpy as np
 
 from dpflow.domains import Sym, Vectors
 from dpflow.errors import DomainError
+from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, Transform, need, text_of
-from dpflow.nodes.rules import public_n
+from dpflow.nodes.rules import capped, public_n
+from dpflow.nodes.transforms import into_domain
 from dpflow.nodes.types import Inferred, RowsT, Size, VType
 from dpflow.references import Reference
 
@@ -161,9 +163,11 @@ class SubsampleAggregate(Transform):
     and ball; ``median`` keeps the box; ``second_moment`` of rows with ``||x|| <= r`` (around the origin) has
     Frobenius norm ``<= r^2``; ``top_projection`` has Frobenius norm exactly ``sqrt(k)``; ``kmeans`` (k centres,
     each a mean of block rows) keeps the box, and rows with ``||x|| <= r`` give ``||(c_1, ..., c_k)|| <= sqrt(k)
-    r``; ``log2_eigenvalues`` is unbounded.  Non-finite entries count as 0 (declared policy); the eigen
-    statistics come from the singular values and vectors of the block divided by its largest entry, so 1e300
-    rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
+    r``; ``log2_eigenvalues`` is unbounded.  A box and a ball are kept together only when the box holds the
+    origin and the ball is around it (else the box alone, as ``Clip``).  The computed statistics are moved into
+    the declared domain (``into_domain``): rounding puts some just outside it.  Non-finite entries count as 0
+    (declared policy); the eigen statistics come from the singular values and vectors of the block divided by its
+    largest entry, so 1e300 rows do not overflow and spectra from 1e-12 to 1e12 keep their small eigenvalues.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -187,13 +191,13 @@ class SubsampleAggregate(Transform):
     def _domain(self, dom: Vectors) -> Vectors:
         d_out = self._d_out(dom.d)
         if self.statistic == "mean":
-            return Vectors(d=d_out, l2_bound=dom.l2_bound, box=dom.box, center=dom.center)
+            return _enforceable(Vectors(d=d_out, l2_bound=dom.l2_bound, box=dom.box, center=dom.center))
         if self.statistic == "median":
             return Vectors(d=d_out, box=dom.box)
         if self.statistic == "kmeans":  # k means of rows each in the convex set: norm <= sqrt(k) r around 0
             r = dom.norm_l2()
             box = dom.box
-            return Vectors(d=d_out, box=box, l2_bound=None if r is None else r * math.sqrt(self.k))
+            return _enforceable(Vectors(d=d_out, box=box, l2_bound=None if r is None else r * math.sqrt(self.k)))
         if self.statistic == "second_moment":
             r = dom.norm_l2()
             return Vectors(d=d_out, l2_bound=None if r is None else r * r)
@@ -227,7 +231,24 @@ class SubsampleAggregate(Transform):
         X = np.asarray(ins[0])
         if self.shuffle is not None:
             X = X[np.random.default_rng(self.shuffle).permutation(X.shape[0])]
-        return block_statistic(X, self.size, self.statistic, self.k)
+        rows = ctx.input_type(0)
+        assert isinstance(rows, RowsT)
+        # the statistics lie in the declared domain in exact arithmetic, and within rounding of it as computed
+        # (the mean of three 0.1 is 0.10000000000000002): enforced, as Clip would, so that the sensitivities
+        # downstream nodes derive from it hold for the rows they read
+        dom = self._domain(rows.domain)
+        r = None if dom.l2_bound is None else capped(ctx.bound(dom.l2_bound))
+        c = None if dom.center is None else np.asarray(ctx.value(Ref(dom.center)), dtype=float)
+        return into_domain(block_statistic(X, self.size, self.statistic, self.k), dom.box, r, c)
+
+
+def _enforceable(dom: Vectors) -> Vectors:
+    """``dom`` without its l2 ball when :func:`into_domain` could not keep both bounds (a box that excludes the
+    origin, or a ball around a centre): the box alone then, as ``Clip`` does."""
+    box = dom.box
+    if box is not None and dom.l2_bound is not None and not (dom.center is None and box[0] <= 0.0 <= box[1]):
+        return Vectors(d=dom.d, box=dom.box)
+    return dom
 
 
 __all__ = ["BLOCK_STATISTICS", "SubsampleAggregate", "block_kmeans", "block_statistic"]

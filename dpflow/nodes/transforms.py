@@ -226,13 +226,8 @@ class Source(Node):
         if isinstance(self.domain, BooleanCube):
             cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
             return cube
-        arr = arr.astype(float, copy=False)
         vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
-        if vec.l2_bound is not None:
-            arr = project_ball(arr, None, vec.l2_bound.coef)
-        if vec.box is not None:
-            arr = clip_box(arr, vec.box[0], vec.box[1])
-        return arr
+        return into_domain(arr.astype(float, copy=False), vec.box, None if vec.l2_bound is None else vec.l2_bound.coef)
 
 
 @attrs.frozen(kw_only=True)
@@ -348,6 +343,24 @@ def project_ball(X: np.ndarray, c: np.ndarray | None, r: float, overwrite: bool 
         if c is not None:
             Y[idx] += c
     return Y
+
+
+def into_domain(A: np.ndarray, box: tuple[float, float] | None, r: float | None,
+                c: np.ndarray | None = None) -> np.ndarray:
+    """Rows of ``A`` moved into the ball ``B(c, r)`` (:func:`project_ball`; none when ``r`` is ``None``) and
+    then clipped into ``box`` (:func:`clip_box`; none when ``None``): the one way a node enforces a declared
+    :class:`~dpflow.domains.Vectors` domain on rows it computed.
+
+    Exact for one bound, and for both when ``c`` is ``None`` and ``0`` lies in the box: clipping then moves
+    every coordinate towards 0, so no norm grows.  Domains with a ball and a box in any other position are
+    never declared (``Source`` refuses them, ``Clip`` and ``SubsampleAggregate`` drop the ball).
+
+    >>> into_domain(np.array([[3.0, 4.0]]), (0.0, 0.5), 1.0)
+    array([[0.5, 0.5]])
+    """
+    if r is not None:
+        A = project_ball(A, c, r)
+    return A if box is None else clip_box(A, box[0], box[1])
 
 
 def _into_ball(D: np.ndarray, norms: np.ndarray, r: float) -> np.ndarray:

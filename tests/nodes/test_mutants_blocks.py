@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import InferCtx, ValueCtx
+from conftest import InferCtx, RowsCtx
 
 from dpflow.domains import RowCount, Sym, Vectors
 from dpflow.errors import DomainError, PlanTypeError
@@ -40,7 +40,13 @@ _BOX_R: Any = Vectors(d=2, box=(-1.0, 1.0)).norm_l2()  # sqrt(2), rounded up
 
 
 @pytest.mark.parametrize(("stat", "k", "dom", "want"), [
-    ("mean", 1, BALL, BALL),
+    ("mean", 1, BALL, Vectors(d=2, box=(-2.0, 2.0))),  # a ball around a centre and a box: the box alone
+    ("mean", 1, ORIGIN, ORIGIN),  # both, the ball around the origin and 0 in the box
+    ("mean", 1, Vectors(d=2, l2_bound=1.0, box=(0.0, 1.0)), Vectors(d=2, l2_bound=1.0, box=(0.0, 1.0))),
+    ("mean", 1, Vectors(d=2, l2_bound=1.0, box=(-1.0, 0.0)), Vectors(d=2, l2_bound=1.0, box=(-1.0, 0.0))),
+    ("mean", 1, Vectors(d=2, l2_bound=3.0, center="c"), Vectors(d=2, l2_bound=3.0, center="c")),
+    ("kmeans", 2, Vectors(d=2, box=(1.0, 2.0)), Vectors(d=4, box=(1.0, 2.0))),  # 0 outside the box
+    ("kmeans", 2, Vectors(d=2, box=(-2.0, -1.0)), Vectors(d=4, box=(-2.0, -1.0))),
     ("median", 1, BALL, Vectors(d=2, box=(-2.0, 2.0))),
     ("kmeans", 3, ORIGIN, Vectors(d=6, box=(-2.0, 2.0), l2_bound=Sym.const(2.5) * math.sqrt(3))),
     ("kmeans", 2, Vectors(d=2), Vectors(d=4)),
@@ -118,7 +124,7 @@ def test_block_arithmetic() -> None:
         for stat in ("log2_eigenvalues", "second_moment", "top_projection", "mean", "median"):
             block_statistic(np.array([[0.0, 0.0], [0.0, 0.0], [np.nan, 1e300], [np.inf, 1e-300]]), 2, stat)
     node = SubsampleAggregate(size=3, statistic="kmeans", k=2)
-    out = node.evaluate([np.array([[0.0], [1.0], [10.0]])], ValueCtx())  # type: ignore[arg-type]
+    out = node.evaluate([np.array([[0.0], [1.0], [10.0]])], RowsCtx(Vectors(d=1)))  # type: ignore[arg-type]
     assert out.tolist() == [[0.5, 10.0]]
 
 
@@ -128,3 +134,25 @@ def test_block_kmeans_start_and_steps() -> None:
     assert block_kmeans(np.full((1, 3, 1), 5.0), 2).tolist() == [[[5.0], [5.0]]]  # an empty centre keeps its place
     Y = np.array([[[2.0, 5.0], [2.0, 1.0], [5.0, 1.0], [2.0, 1.0], [2.0, 2.0]]])  # a centre ends with one row
     assert block_kmeans(Y, 2).tolist() == [[[2.0, 5.0], [2.75, 1.25]]]
+
+
+def test_block_statistics_are_moved_into_the_declared_domain() -> None:
+    """Rounding puts computed block statistics just outside the domain they declare (the mean of three 0.1 is
+    0.10000000000000002); evaluate moves them in, so the sensitivities downstream nodes derive hold."""
+    X = np.full((3, 1), 0.1)
+    assert block_statistic(X, 3, "mean")[0, 0] > 0.1  # the rounding this guards against
+    mean = SubsampleAggregate(size=3, statistic="mean")
+    assert mean.evaluate([X], RowsCtx(Vectors(d=1, box=(0.0, 0.1))))[0, 0] == 0.1  # type: ignore[arg-type]
+    assert mean.evaluate([X], RowsCtx(Vectors(d=1, l2_bound=0.1)))[0, 0] <= 0.1  # type: ignore[arg-type]
+    ctx = RowsCtx(Vectors(d=1, l2_bound=0.1, center="c"), {"c": np.array([5.0])})
+    out = mean.evaluate([X + 5.2], ctx)  # type: ignore[arg-type]
+    assert out[0, 0] == pytest.approx(5.1, abs=1e-12) and abs(out[0, 0] - 5.0) <= 0.1  # the released centre's ball
+    rng = np.random.default_rng(3)
+    P = SubsampleAggregate(size=4, statistic="top_projection", k=2)
+    Y = rng.normal(size=(400, 3))
+    raw = np.linalg.norm(block_statistic(Y, 4, "top_projection", 2), axis=1)
+    got = np.linalg.norm(P.evaluate([Y], RowsCtx(Vectors(d=3))), axis=1)  # type: ignore[arg-type]
+    assert np.any(raw > math.sqrt(2)) and np.all(got <= math.sqrt(2))
+    assert got == pytest.approx(raw, rel=1e-11)  # moved by rounding only
+    K = SubsampleAggregate(size=3, statistic="kmeans", k=1)  # the box of a k-means domain (0 outside it)
+    assert K.evaluate([X], RowsCtx(Vectors(d=1, box=(0.05, 0.1))))[0, 0] == 0.1  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import RowsCtx
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -148,14 +149,15 @@ def test_shuffle_takes_blocks_in_a_public_permutation_and_a_replaced_record_stil
     plan = b.build(m=N.GaussianMech()(N.Mean()(G)))
     entry = [e for e in plan.check().entries if e.kind == "SubsampleAggregate"][0]
     assert "public permutation of seed 7" in entry.derivation
-    out = node.evaluate([X], None)  # type: ignore[arg-type]
+    ctx = RowsCtx(dp.Vectors(d=2, l2_bound=100.0))
+    out = node.evaluate([X], ctx)  # type: ignore[arg-type]
     np.testing.assert_array_equal(out, block_statistic(X[perm], 6, "mean"))
-    plain = N.SubsampleAggregate(size=6, statistic="mean").evaluate([X], None)  # type: ignore[arg-type]
+    plain = N.SubsampleAggregate(size=6, statistic="mean").evaluate([X], ctx)  # type: ignore[arg-type]
     assert set(np.round(plain[:, 0] / 50)) == {0.0, 1.0}  # every consecutive block is one half
     assert np.all((out[:, 0] > 2) & (out[:, 0] < 48))  # every shuffled block mixes the halves
     where = np.argsort(perm)  # row i sits at position where[i] of the permuted order
     for i in (0, 29, 59):
         X2 = X.copy()
         X2[i] = [-1e3, 1e3]
-        changed = np.flatnonzero(np.any(node.evaluate([X2], None) != out, axis=1))  # type: ignore[arg-type]
+        changed = np.flatnonzero(np.any(node.evaluate([X2], ctx) != out, axis=1))  # type: ignore[arg-type]
         assert list(changed) == [where[i] // 6]

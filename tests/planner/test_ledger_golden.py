@@ -228,8 +228,22 @@ def test_estimator_ledgers_match_the_golden_file() -> None:
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     want = json.loads(GOLDEN.read_text())
     assert sorted(got) == sorted(want)
-    diff = [k for k in want if got.get(k) != want[k]]
+    diff = [k for k in want if _pld_rounded(got[k]) != _pld_rounded(want[k])]
     assert not diff, f"ledgers changed for {diff}: first {diff[0]}: {got[diff[0]]} != {want[diff[0]]}"
+
+
+PLD_DIGITS = 9
+"""Significant digits of the reported PLD epsilon that the goldens pin: dp_accounting composes by FFT, whose last
+digits move with the numpy and scipy builds (numpy 2.4.6 / scipy 1.17.1 moved them by up to 2e-12 relative)."""
+
+
+def _pld_rounded(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with the epsilon of every PLD conversion row to :data:`PLD_DIGITS` significant digits."""
+    if "totals" not in entry:
+        return entry
+    totals = [{**t, "conversions": [[r, f"{float(e):.{PLD_DIGITS}g}" if r.startswith("PLD") else e, d]
+                                    for r, e, d in t["conversions"]]} for t in entry["totals"]]
+    return {**entry, "totals": totals}
 
 
 @pytest.mark.parametrize("key", ["gaussian_mean_coinpress/zcdp", "clipped_mean/approx", "merr/pure"])
