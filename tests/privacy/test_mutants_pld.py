@@ -298,7 +298,8 @@ def test_pld_epsilon_of_a_gaussian_restated() -> None:
     want = up(float(P._gaussian_pld(sigma).get_epsilon_for_delta(_target(1e-6))))
     assert pld_epsilon(ev, 1e-6) == want
     assert pld_epsilon(ev, Fraction(1, 10**6)) == want
-    assert pld_epsilon(ev, 1e-6) == 4.505477311926896  # golden
+    # golden to 1e-9 (dp_accounting's FFT moves the last digits with the numpy/scipy build: 1 ulp on numpy 2.4.6)
+    assert pld_epsilon(ev, 1e-6) == pytest.approx(4.505477311926896, rel=1e-9)
 
 
 def test_pld_epsilon_composes_every_event() -> None:
