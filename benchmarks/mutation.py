@@ -1002,8 +1002,11 @@ def run(specs: list[tuple[str, list[str]]], *, all_tests: bool, max_seconds: flo
     # as a timeout (a kill).  The synchronous scheduler makes no pool; one BLAS thread keeps CPU time = work.
     env = os.environ | {"DASK_SCHEDULER": "synchronous"} | {
         k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False, stdout=subprocess.DEVNULL,
-                   env=env)
+    proc = subprocess.run([sys.executable, __file__, "--mutmut-job", str(job_file)], check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if proc.returncode:  # mutmut's stats pass or clean run failed (a red test voids the whole run): say so
+        print(f"mutmut exited with {proc.returncode} for {patterns}; its last lines:\n"
+              + "\n".join(proc.stdout.splitlines()[-8:]), file=sys.stderr)
     return time.perf_counter() - t0
 
 
