@@ -76,7 +76,8 @@ SUBJECT_TESTS = {
     "dpflow/budget.py": ("tests/cli/test_budget.py", "tests/cli/test_mutants_budget.py"),
     "dpflow/interpreter/": ("tests/interpreter/test_exact_noise.py", "tests/interpreter/test_vector_samplers.py",
                             "tests/interpreter/test_sampling_golden.py", "tests/interpreter/test_secure_noise_kinds.py",
-                            "tests/interpreter/test_secure_no_continuous.py"),
+                            "tests/interpreter/test_secure_no_continuous.py", "tests/interpreter/test_expmech.py",
+                            "tests/interpreter/test_mutants_"),
 }
 #: Tests whose recorded duration (mutmut's stats pass) exceeds this many seconds are left out of mutant runs by
 #: default: the 200-example property tests, which kill early when they kill but cost minutes per survivor.  The

@@ -101,9 +101,8 @@ def _geometric_exp_slow(x: Fraction, src: IntSource) -> int:
 
 
 def _geometric_exp_fast(s: int, t: int, src: IntSource) -> int:
-    """Geometric with success probability 1 - exp(-s/t) (CKS20 Alg. 2)."""
-    if s == 0:
-        return 0
+    """Geometric with success probability 1 - exp(-s/t) for s >= 1 (CKS20 Alg. 2; its s = 0 case, a scale of
+    infinity, never arises: s is a Fraction's denominator)."""
     while True:
         u = src.below(t)
         if bernoulli_exp(Fraction(u, t), src):

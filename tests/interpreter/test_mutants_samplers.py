@@ -17,10 +17,11 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dpflow.interpreter import samplers
-from dpflow.interpreter.samplers import IntSource, bernoulli_exp, discrete_gaussian, discrete_laplace
+from dpflow.interpreter.samplers import IntSource, bernoulli_exp, discrete_gaussian, discrete_laplace, uniform_int_of
 
 
 class _Branch(Exception):
@@ -99,11 +100,12 @@ def _bernoulli_exp(x: Fraction, src: Any) -> bool:  # Bernoulli(exp(-x)), pinned
 @pytest.mark.parametrize(("scale", "floor"), [(Fraction(1), 1e-9), (Fraction(2), 1e-8)])
 def test_discrete_laplace_law(scale: Fraction, floor: float) -> None:
     """CKS20 Alg. 2: a fair sign, the geometric magnitude ``(v t + u) // s`` of the fast/slow pair, (-, 0)
-    rejected: P(k) = (1 - a) / (1 + a) a^|k| with a = exp(-1 / scale)."""
+    rejected: P(k) = (1 - a) / (1 + a) a^|k| with a = exp(-1 / scale); every value an int.  (The tree of a
+    scale with denominator s > 1 is too wide to explore: its magnitude step is pinned by a script below.)"""
     got, lost = law(lambda src: discrete_laplace(scale, src), floor, bernoulli_exp=_bernoulli_exp,
                     _bernoulli=_bernoulli)
     a = math.exp(-1 / scale)
-    assert lost < 1e-4
+    assert lost < 1e-4 and all(type(k) is int for k in got)
     for k in range(-4, 5):
         g, p = got.get(k, 0.0), (1 - a) / (1 + a) * a ** abs(k)
         assert g - 1e-9 <= p <= g + lost + 1e-9, (k, g, p, lost)
@@ -120,3 +122,79 @@ def test_refusals_and_the_first_draws() -> None:
         discrete_laplace(Fraction(0), IntSource())
     with pytest.raises(ValueError, match="^discrete_gaussian needs a positive variance$"):
         discrete_gaussian(Fraction(-1), IntSource())
+
+
+@pytest.mark.parametrize(("sigma2", "t"), [(Fraction(1, 2), 1), (Fraction(1), 2), (Fraction(9, 4), 2),
+                                           (Fraction(4), 3), (Fraction(99, 4), 5), (Fraction(10**6 + 1), 1001)])
+def test_discrete_gaussian_proposal_and_acceptance(sigma2: Fraction, t: int) -> None:
+    """CKS20 Alg. 3, step by step: the proposal is a discrete Laplace of scale t = floor(sqrt(sigma2)) + 1 and a
+    proposal y is accepted with Bernoulli(exp(-(|y| - sigma2/t)^2 / (2 sigma2))) exactly; a rejection draws anew.
+    The accepted law, P(y) ~ exp(-|y|/t - (|y| - sigma2/t)^2/(2 sigma2)) ~ exp(-y^2 / (2 sigma2)), is CKS20's."""
+    proposals = iter([-3, 0, 5, 2])
+    scales: list[Fraction] = []
+    biases: list[Fraction] = []
+
+    def laplace(scale: Fraction, src: Any) -> int:
+        scales.append(scale)
+        return next(proposals)
+
+    def accept(x: Fraction, src: Any) -> bool:
+        biases.append(x)
+        return len(biases) == 3  # the first two proposals are rejected
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(samplers, "discrete_laplace", laplace)
+        mp.setattr(samplers, "bernoulli_exp", accept)
+        assert discrete_gaussian(sigma2, IntSource()) == 5
+    assert scales == [Fraction(t)] * 3 and all(type(x) is Fraction for x in scales)
+    assert biases == [(y - sigma2 / t) ** 2 / (2 * sigma2) for y in (3, 0, 5)]
+
+
+def test_uniform_int_gives_up_after_16_rejections() -> None:
+    """After 16 rejected attempts (each below probability 2^-16) the last draw is reduced modulo the size."""
+    calls: list[tuple[int, ...]] = []
+
+    def ones(shape: tuple[int, ...]) -> np.ndarray:
+        calls.append(shape)
+        return np.ones(shape)
+
+    size = 3 * 2**60  # the all-ones draw 2**78 - 1 is above the limit 262143 * 2**60
+    assert uniform_int_of(ones, size) == (2**78 - 1) % size
+    assert len(calls) == 16
+
+
+class _Script:
+    """An ``IntSource`` stand-in that returns scripted uniform draws and records their bounds."""
+
+    def __init__(self, draws: list[int]) -> None:
+        self.draws, self.bounds = iter(draws), []  # type: list[int]
+
+    def below(self, n: int) -> int:
+        self.bounds.append(n)
+        return next(self.draws)
+
+
+def test_geometric_magnitude_of_a_fractional_scale() -> None:
+    """CKS20 Alg. 2's fast geometric for exp(-s/t) (scale t/s = 3/2: s = 2, t = 3): u uniform below t, kept with
+    Bernoulli(exp(-u/t)) (else drawn anew), v ~ Geometric(1 - exp(-1)) by the slow loop, magnitude (v t + u) // s;
+    the sign is Bernoulli(1/2) first."""
+    calls: list[Fraction] = []
+    accept = iter([False, True, True, True, False])  # u = 1 rejected, u = 2 kept, then v = 2
+
+    def bexp(x: Fraction, src: Any) -> bool:
+        calls.append(x)
+        return next(accept)
+
+    src = _Script([1, 1, 2])  # sign: 1 (not negative: below(2) < 1 is false), then u = 1, u = 2
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(samplers, "bernoulli_exp", bexp)
+        y = discrete_laplace(Fraction(3, 2), src)  # type: ignore[arg-type]
+    assert y == (2 * 3 + 2) // 2 == 4 and type(y) is int
+    assert src.bounds == [2, 3, 3]
+    assert calls == [Fraction(1, 3), Fraction(2, 3), 1, 1, 1] and type(calls[2]) is Fraction
+    accept = iter([True, True, False])  # u = 1 kept, v = 1: (3 + 1) // 2 = 2, negative
+    calls.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(samplers, "bernoulli_exp", bexp)
+        assert discrete_laplace(Fraction(3, 2), _Script([0, 1])) == -2  # type: ignore[arg-type]
+    assert calls == [Fraction(1, 3), 1, 1]
