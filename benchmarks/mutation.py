@@ -908,6 +908,14 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.nodes.postprocess.xǁPublicǁevaluate__mutmut_{n}": _FLOAT_IN for n in (4, 6)},
     **{f"dpflow.nodes.postprocess.xǁPublicǁinfer__mutmut_{n}": _PROD_DTYPE for n in (13, 15)},
     "dpflow.nodes.postprocess.xǁPackǁinfer__mutmut_21": _EMPTY_DERIVATION,
+    # lead (round 10): blocks.py
+    "dpflow.nodes.blocks.x__scaled__mutmut_17": _SCALE_THRESHOLD,
+    "dpflow.nodes.blocks.x__scaled__mutmut_18": _ZERO_BLOCK_SCALE,
+    "dpflow.nodes.blocks.x_block_kmeans__mutmut_52": _ASTYPE,
+    "dpflow.nodes.blocks.x_block_kmeans__mutmut_71": _EINSUM_CASE,
+    **{f"dpflow.nodes.blocks.x_block_statistic__mutmut_{n}": _EINSUM_CASE for n in (62, 114)},
+    "dpflow.nodes.blocks.x_block_statistic__mutmut_75": _TRUTH,
+    **{f"dpflow.nodes.blocks.xǁSubsampleAggregateǁevaluate__mutmut_{n}": _FLOAT_IN for n in (25, 27)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
