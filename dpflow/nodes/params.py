@@ -113,8 +113,19 @@ def released_or_positive_radius(x: Any) -> Any:
 
 
 def optional_ref(x: Any) -> Ref | None:
-    """Converter: ``None``, or a released handle kept as a :class:`Ref`."""
-    return None if x is None else param(x)
+    """Converter: ``None``, or a released (or public) handle of the plan kept as a :class:`Ref`; anything else
+    is refused (a bare number would reach the planner where a handle is read).
+
+    >>> optional_ref(2.0)
+    Traceback (most recent call last):
+    ...
+    TypeError: expected a released or public value of the plan (b.public(...) for a constant) or None, got 2.0
+    """
+    ref = None if x is None else param(x)
+    if x is not None and not isinstance(ref, Ref):
+        raise TypeError(f"expected a released or public value of the plan (b.public(...) for a constant) or None, "
+                        f"got {x!r}")
+    return ref
 
 
 __all__ = [

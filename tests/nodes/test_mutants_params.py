@@ -4,10 +4,13 @@ one; a missing value in a public array is refused as non-finite)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dpflow.domains import MAX_BOUND
-from dpflow.nodes.params import finite, finite_tuple, magnitude, nonnegative, positive, radius
+from dpflow.handles import Ref, param
+from dpflow.nodes.params import finite, finite_tuple, magnitude, nonnegative, optional_ref, positive, radius
 
 
 def _message(fn: object, x: object) -> str:
@@ -29,3 +32,18 @@ def test_messages() -> None:
     with pytest.raises(ValueError) as e:
         finite_tuple([0.0, None], "edges")
     assert str(e.value) == "edges must be finite"
+
+
+def test_optional_ref_keeps_handles_and_refuses_anything_else() -> None:
+    import dpflow as dp
+
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    h = b.public([1.0, 2.0])
+    assert optional_ref(None) is None
+    assert optional_ref(Ref("r")) == Ref("r")
+    ref = optional_ref(h)
+    assert isinstance(ref, Ref) and ref == param(h)
+    for bad in (2.0, 0, "", (1.0,)):
+        with pytest.raises(TypeError, match=r"^expected a released or public value of the plan \(b\.public\(\.\.\.\) "
+                                            r"for a constant\) or None, got " + re.escape(repr(bad)) + "$"):
+            optional_ref(bad)
