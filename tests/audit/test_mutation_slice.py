@@ -134,6 +134,20 @@ MUTANTS = (
     Mutant("a second moment about c using the radius of a clip around another centre", "dpflow/nodes/queries.py",
            "return dom.l2_bound if dom.center == center.id else None", "return dom.l2_bound",
            ("tests/nodes/test_mutants_queries.py::test_second_moment_radius_only_around_the_clip_centre",)),
+    # round 10 (lead): block statistics' declared domain, the truncated mean's 2R/n, the samplers' exact steps
+    Mutant("block statistics released without moving them into their declared domain", "dpflow/nodes/blocks.py",
+           "return into_domain(block_statistic(X, self.size, self.statistic, self.k), dom.box, r, c)",
+           "return block_statistic(X, self.size, self.statistic, self.k)",
+           ("tests/nodes/test_mutants_blocks.py::test_block_statistics_are_moved_into_the_declared_domain",)),
+    Mutant("a truncated mean's sensitivity unit 3R/n", "dpflow/nodes/truncation.py",
+           "unit = R * (2.0 * rows.stability) / n", "unit = R * (3.0 * rows.stability) / n",
+           ("tests/nodes/test_mutants_truncation.py::test_bounds_are_two_r_over_n",)),
+    Mutant("the exact Bernoulli(num / den) step with <=", "dpflow/interpreter/samplers.py",
+           "return src.below(den) < num", "return src.below(den) <= num",
+           ("tests/interpreter/test_mutants_samplers.py::test_bernoulli_is_a_uniform_below_den_against_num",)),
+    Mutant("the discrete Gaussian's acceptance bias over sigma^2, not 2 sigma^2", "dpflow/interpreter/samplers.py",
+           "bias = (abs(y) - sigma2 / t) ** 2 / (2 * sigma2)", "bias = (abs(y) - sigma2 / t) ** 2 / sigma2",
+           ("tests/interpreter/test_mutants_samplers.py::test_discrete_gaussian_proposal_and_acceptance",)),
 )
 
 
