@@ -307,6 +307,8 @@ _SCALE_THRESHOLD = ("a block scaled only when its largest entry exceeds 1 (s > 1
                     "of the result round differently (no bound or policy reads them)")
 _ZERO_BLOCK_SCALE = ("the scale of an all-zero block (2.0 vs 1.0): its entries stay 0 and its statistics 0 or -inf "
                      "whatever they are multiplied by")
+_EXP_ONE_ROUND = ("bernoulli_exp's loop while x >= 1 vs x > 1: at x = 1 one more Bernoulli(exp(-1)) round, then "
+                  "Bernoulli(exp(-0)), which is always true: the same law")
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).

@@ -176,8 +176,7 @@ def uniform_of_laplace(lap: np.ndarray) -> np.ndarray:
     >>> uniform_of_laplace(np.array([0.0, -math.log(4.0)])).tolist()
     [1.0, 0.25]
     """
-    a = np.asarray(lap, dtype=float)
-    u: np.ndarray = np.asarray(_exp(-np.abs(a)), dtype=float).reshape(a.shape)
+    u: np.ndarray = np.asarray(_exp(-np.abs(np.asarray(lap, dtype=float))), dtype=float)  # frompyfunc keeps shape
     return u
 
 
@@ -196,7 +195,6 @@ def uniform_int_of(uniform: Callable[[tuple[int, ...]], np.ndarray], size: int) 
     if size <= 1:
         return 0
     limit = (2**78 // size) * size
-    r = 0
     for _ in range(16):
         r = 0
         for v in np.asarray(uniform((3,)), dtype=float).tolist():

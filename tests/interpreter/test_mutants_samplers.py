@@ -120,8 +120,9 @@ def test_bernoulli_is_a_uniform_below_den_against_num() -> None:
 def test_refusals_and_the_first_draws() -> None:
     with pytest.raises(ValueError, match="^discrete_laplace needs a positive scale$"):
         discrete_laplace(Fraction(0), IntSource())
-    with pytest.raises(ValueError, match="^discrete_gaussian needs a positive variance$"):
-        discrete_gaussian(Fraction(-1), IntSource())
+    for bad in (Fraction(-1), Fraction(0)):
+        with pytest.raises(ValueError, match="^discrete_gaussian needs a positive variance$"):
+            discrete_gaussian(bad, IntSource())
 
 
 @pytest.mark.parametrize(("sigma2", "t"), [(Fraction(1, 2), 1), (Fraction(1), 2), (Fraction(9, 4), 2),
@@ -134,18 +135,22 @@ def test_discrete_gaussian_proposal_and_acceptance(sigma2: Fraction, t: int) -> 
     scales: list[Fraction] = []
     biases: list[Fraction] = []
 
+    source = IntSource()
+
     def laplace(scale: Fraction, src: Any) -> int:
+        assert src is source
         scales.append(scale)
         return next(proposals)
 
     def accept(x: Fraction, src: Any) -> bool:
+        assert src is source
         biases.append(x)
         return len(biases) == 3  # the first two proposals are rejected
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(samplers, "discrete_laplace", laplace)
         mp.setattr(samplers, "bernoulli_exp", accept)
-        assert discrete_gaussian(sigma2, IntSource()) == 5
+        assert discrete_gaussian(sigma2, source) == 5
     assert scales == [Fraction(t)] * 3 and all(type(x) is Fraction for x in scales)
     assert biases == [(y - sigma2 / t) ** 2 / (2 * sigma2) for y in (3, 0, 5)]
 
@@ -161,6 +166,28 @@ def test_uniform_int_gives_up_after_16_rejections() -> None:
     size = 3 * 2**60  # the all-ones draw 2**78 - 1 is above the limit 262143 * 2**60
     assert uniform_int_of(ones, size) == (2**78 - 1) % size
     assert len(calls) == 16
+
+
+def test_uniform_int_rejects_the_limit_itself_and_draws_nothing_for_one_value() -> None:
+    """Accepted draws are those below limit = (2^78 // size) size: a draw equal to it is rejected (else the value
+    0 would have one extra draw).  Sizes 0 and 1 have one answer and draw nothing; size 2 draws."""
+    size = 3 * 2**60
+    top = (2**78 - 2**60) >> 52  # the limit's top 26 bits (its other 52 are 0)
+    script = iter([[top / 2**26, 0.0, 0.0], [0.25, 0.0, 0.5]])
+    assert uniform_int_of(lambda shape: np.array(next(script)), size) == 2**60 + 2**25  # the second draw
+
+    def nothing(shape: tuple[int, ...]) -> np.ndarray:
+        raise AssertionError("no draw for a single value")
+
+    assert uniform_int_of(nothing, 1) == uniform_int_of(nothing, 0) == 0
+    assert uniform_int_of(lambda shape: np.ones(shape), 2) == 1  # 2**78 - 1 is odd
+
+
+def test_uniform_variates_are_float64_of_the_same_shape() -> None:
+    for lap in (np.array(0.5), np.zeros((2, 3)), np.array([1, -2])):
+        u = samplers.uniform_of_laplace(lap)
+        assert u.dtype == np.float64 and u.shape == lap.shape
+        assert u.ravel().tolist() == [math.exp(-abs(float(v))) for v in lap.ravel()]
 
 
 class _Script:
