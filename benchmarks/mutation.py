@@ -903,7 +903,6 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.ordinal.xǁOrdinalCountsǁinfer__mutmut_34": _COUNTS_BOUNDED,
     **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁ__attrs_post_init____mutmut_{n}": _ZIP_SHIFTED for n in (17, 20)},
     **{f"dpflow.nodes.ordinal.xǁOrdinalCountsǁevaluate__mutmut_{n}": _INT_EDGES for n in (39, 41)},
-    "dpflow.nodes.params.x_optional_ref__mutmut_1": _PARAM_NONE,
     "dpflow.nodes.control.x__weights__mutmut_13": _INF_CASE,
     **{f"dpflow.nodes.postprocess.x__caller_level__mutmut_{n}": _TRAMPOLINE for n in (3, 4, 5, 6, 8, 10, 11, 12)},
     "dpflow.nodes.postprocess.x_accuracy_warning__mutmut_15": _TRAMPOLINE,

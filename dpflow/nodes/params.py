@@ -121,11 +121,11 @@ def optional_ref(x: Any) -> Ref | None:
     ...
     TypeError: expected a released or public value of the plan (b.public(...) for a constant) or None, got 2.0
     """
-    ref = None if x is None else param(x)
-    if x is not None and not isinstance(ref, Ref):
-        raise TypeError(f"expected a released or public value of the plan (b.public(...) for a constant) or None, "
-                        f"got {x!r}")
-    return ref
+    ref = param(x)  # None stays None
+    if ref is None or isinstance(ref, Ref):
+        return ref
+    raise TypeError(f"expected a released or public value of the plan (b.public(...) for a constant) or None, "
+                    f"got {x!r}")
 
 
 __all__ = [

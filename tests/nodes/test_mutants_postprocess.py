@@ -200,3 +200,14 @@ def test_get_refusals_name_the_fix() -> None:
         b.build(g=Get("radius")(Pack(names=("c",))(b.public(1.0)))).check()
     assert e.value.fix == "name one of the parts given to Pack(names=...)"
 
+
+
+def test_parts_survive_pickling_with_their_names() -> None:
+    """A named Pack's value crosses process boundaries (dask workers, saved runs) as a pickle: its names too."""
+    import pickle
+
+    from dpflow.nodes.postprocess import Parts
+
+    p = Parts((1.0, (2.0, 3.0)), ("a", "b"))
+    q = pickle.loads(pickle.dumps(p))
+    assert type(q) is Parts and q == p == (1.0, (2.0, 3.0)) and q.names == ("a", "b")
