@@ -917,6 +917,11 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.nodes.blocks.x_block_statistic__mutmut_{n}": _EINSUM_CASE for n in (62, 114)},
     "dpflow.nodes.blocks.x_block_statistic__mutmut_75": _TRUTH,
     **{f"dpflow.nodes.blocks.xǁSubsampleAggregateǁevaluate__mutmut_{n}": _FLOAT_IN for n in (25, 27)},
+    # lead (round 10): interpreter/samplers.py
+    "dpflow.interpreter.samplers.x_bernoulli_exp__mutmut_4": _EXP_ONE_ROUND,
+    **{f"dpflow.interpreter.samplers.{f}__mutmut_{n}": _FLOAT_IN for f, ns in (
+        ("x_gumbel_of_laplace", (10, 12)), ("x_uniform_int_of", (15, 17)), ("x_uniform_of_laplace", (10, 12)))
+       for n in ns},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated
