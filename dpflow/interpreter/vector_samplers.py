@@ -102,7 +102,7 @@ class _WordRandom:
         self._words = words
 
     def randrange(self, n: int) -> int:
-        k = max(1, (n - 1).bit_length() + 63) // 64
+        k = ((n - 1).bit_length() + 63) // 64  # whole words covering n - 1 (none for n = 1)
         limit = (_TWO64**k // n) * n
         while True:
             r = 0

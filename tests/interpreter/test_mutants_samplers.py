@@ -1,4 +1,6 @@
-"""Mutation-testing pins of ``dpflow/interpreter/samplers.py`` (2026-11-29): the exact law of CKS20's Bernoulli steps.
+"""Mutation-testing pins of ``dpflow/interpreter/samplers.py`` (2026-11-29): the exact law of CKS20's Bernoulli steps
+(and, at the end, of the word-level helpers of ``vector_samplers.py``: rational bounds on e^n, lazily compared
+uniforms, whole-word integers).
 
 The samplers' only randomness is ``IntSource.below(n)``, and Bernoulli(num / den) is ``below(den) < num``.
 :func:`law` runs a sampler on every sequence of choices (a uniform draw, or a patched step branching on its outcomes
@@ -225,3 +227,57 @@ def test_geometric_magnitude_of_a_fractional_scale() -> None:
         mp.setattr(samplers, "bernoulli_exp", bexp)
         assert discrete_laplace(Fraction(3, 2), _Script([0, 1])) == -2  # type: ignore[arg-type]
     assert calls == [Fraction(1, 3), 1, 1]
+
+
+# --------------------------------------------------------------------------- vector_samplers.py's exact helpers
+
+
+def test_exp_pos_bounds_are_the_taylor_sum_and_its_geometric_remainder() -> None:
+    """lo = sum_{k < terms} n^k / k!, hi = lo + (n^terms / terms!) / (1 - n / (terms + 1)), and lo <= e^n <= hi."""
+    import mpmath
+
+    from dpflow.interpreter.vector_samplers import _exp_pos_bounds
+
+    assert _exp_pos_bounds(1, 3) == (Fraction(5, 2), Fraction(5, 2) + Fraction(1, 6) / (1 - Fraction(1, 4)))
+    assert _exp_pos_bounds(2, 4) == (Fraction(19, 3), Fraction(19, 3) + Fraction(2, 3) / (1 - Fraction(2, 5)))
+    mpmath.mp.prec = 200
+    for n, terms in ((1, 2), (1, 5), (3, 5), (3, 12), (7, 20), (40, 100)):
+        lo, hi = _exp_pos_bounds(n, terms)
+        e = mpmath.exp(n)
+        assert mpmath.mpf(lo.numerator) / lo.denominator <= e <= mpmath.mpf(hi.numerator) / hi.denominator
+
+
+class _Words:
+    """A stand-in ``WordSource`` handing out scripted 64-bit words."""
+
+    def __init__(self, words: list[int]) -> None:
+        self.words, self.continuations, self._next = 0, 0, iter(words)
+
+    def word(self) -> int:
+        self.words += 1
+        return next(self._next)
+
+
+def test_lazy_uniform_compares_word_by_word() -> None:
+    """R < f is decided by R's first 64 bits against floor(f 2^64), and on a tie by the next word against the next
+    64 bits of f (one more word drawn, one continuation counted)."""
+    from dpflow.interpreter.vector_samplers import _LazyUniform
+
+    f = Fraction(1, 3)
+    t = 2**64 // 3  # f's first word; its second is 0x5555...5 as well
+    for first, rest, want in ((t - 1, [], True), (t + 1, [], False), (t, [0], True), (t, [2**64 - 1], False),
+                              (t, [t, 0], True)):
+        src = _Words(rest)
+        assert _LazyUniform(first, src).below(f) is want  # type: ignore[arg-type]
+        assert src.words == len(rest) and src.continuations == 1
+    assert _LazyUniform(0, _Words([])).below(Fraction(1)) is True  # type: ignore[arg-type]
+    assert _LazyUniform(2**64 - 1, _Words([])).below(Fraction(0)) is False  # type: ignore[arg-type]
+
+
+def test_whole_word_integers_draw_the_words_that_cover_n_minus_one() -> None:
+    from dpflow.interpreter.vector_samplers import WordSource
+
+    for n, words in ((1, 0), (2, 1), (3, 1), (2**64, 1), (2**64 + 1, 2), (2**128, 2), (2**128 + 1, 3)):
+        src = WordSource(seed=5)
+        rng = src.int_source()
+        assert 0 <= rng.below(n) < n and src.words == words, n
