@@ -281,3 +281,34 @@ def test_whole_word_integers_draw_the_words_that_cover_n_minus_one() -> None:
         src = WordSource(seed=5)
         rng = src.int_source()
         assert 0 <= rng.below(n) < n and src.words == words, n
+
+
+class _Drawn(_Words):
+    """A stand-in ``WordSource`` whose ``draw(n)`` hands out scripted uint64 arrays."""
+
+    def __init__(self, arrays: list[list[int]]) -> None:
+        super().__init__([])
+        self._arrays = iter(arrays)
+
+    def draw(self, n: int) -> np.ndarray:
+        a = np.array(next(self._arrays), dtype=np.uint64)
+        assert a.size == n
+        self.words += n
+        return a
+
+
+@pytest.mark.parametrize("offset", [-300, -1, 1, 300])
+def test_bern_exp_frac_compares_words_in_integers(offset: int) -> None:
+    """Column k of Bernoulli(exp(-f)) is Bernoulli(1/k) and R_k < f with R_k's first word against floor(f 2^64) in
+    uint64: a word a few units from the threshold (one float64 apart) is decided at once, with no continuation."""
+    from dpflow.interpreter import vector_samplers as V
+
+    f64 = 2**64 // 3  # f = 1/3
+    c = np.ones((1, V.BERN_COLUMNS), dtype=np.int64)
+    c[0, 0] = 0  # column 1's Bernoulli(1/1) succeeds, column 2's fails
+    src = _Drawn([[f64 + offset] + [0] * (V.BERN_COLUMNS - 1)])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "uniform_below", lambda n, s: c)
+        out = V._bern_exp_frac(np.array([1], dtype=object), 3, src)  # type: ignore[arg-type]
+    # R_1 < 1/3 (the word below the threshold): K = 2, even, False; else K = 1, odd, True
+    assert out.tolist() == [offset > 0] and src.continuations == 0
