@@ -309,6 +309,10 @@ _ZERO_BLOCK_SCALE = ("the scale of an all-zero block (2.0 vs 1.0): its entries s
                      "whatever they are multiplied by")
 _EXP_ONE_ROUND = ("bernoulli_exp's loop while x >= 1 vs x > 1: at x = 1 one more Bernoulli(exp(-1)) round, then "
                   "Bernoulli(exp(-0)), which is always true: the same law")
+_NE_THEN_LT = "return prefix <= t vs prefix < t where prefix != t was just tested: the same answer"
+_TIE_OVERWRITTEN = ("the first-word test w <= threshold vs w < threshold: on a tie (w == threshold) the next loop "
+                    "overwrites the entry with the exact word-by-word answer")
+_NONZERO_PAIR = "zip(strict=...) of np.nonzero's index arrays: they always have the same length"
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
@@ -922,6 +926,12 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.interpreter.samplers.{f}__mutmut_{n}": _FLOAT_IN for f, ns in (
         ("x_gumbel_of_laplace", (10, 12)), ("x_uniform_int_of", (15, 17)), ("x_uniform_of_laplace", (10, 12)))
        for n in ns},
+    # lead (round 10): interpreter/vector_samplers.py (partial run)
+    **{f"dpflow.interpreter.vector_samplers.x__bern_exp_frac__mutmut_{n}": _INT_DEFAULT for n in (10, 13)},
+    "dpflow.interpreter.vector_samplers.x__bern_exp_frac__mutmut_34": _TIE_OVERWRITTEN,
+    **{f"dpflow.interpreter.vector_samplers.x__bern_exp_frac__mutmut_{n}": _NONZERO_PAIR for n in (35, 37)},
+    "dpflow.interpreter.vector_samplers.xǁ_LazyUniformǁbelow__mutmut_6": _NE_THEN_LT,
+    "dpflow.interpreter.vector_samplers.xǁ_LazyUniformǁbelow_exp__mutmut_8": _NE_THEN_LT,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

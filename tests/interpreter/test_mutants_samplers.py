@@ -286,8 +286,8 @@ def test_whole_word_integers_draw_the_words_that_cover_n_minus_one() -> None:
 class _Drawn(_Words):
     """A stand-in ``WordSource`` whose ``draw(n)`` hands out scripted uint64 arrays."""
 
-    def __init__(self, arrays: list[list[int]]) -> None:
-        super().__init__([])
+    def __init__(self, arrays: list[list[int]], words: list[int] | None = None) -> None:
+        super().__init__(words or [])
         self._arrays = iter(arrays)
 
     def draw(self, n: int) -> np.ndarray:
@@ -312,3 +312,27 @@ def test_bern_exp_frac_compares_words_in_integers(offset: int) -> None:
         out = V._bern_exp_frac(np.array([1], dtype=object), 3, src)  # type: ignore[arg-type]
     # R_1 < 1/3 (the word below the threshold): K = 2, even, False; else K = 1, odd, True
     assert out.tolist() == [offset > 0] and src.continuations == 0
+
+
+def test_bern_exp_frac_resolves_a_tie_with_the_next_word() -> None:
+    """A first word equal to floor(f 2^64) decides nothing: the next word is compared with f's next 64 bits."""
+    from dpflow.interpreter import vector_samplers as V
+
+    f64 = 2**64 // 3
+    c = np.ones((1, V.BERN_COLUMNS), dtype=np.int64)
+    c[0, 0] = 0
+    for nxt, want in ((0, False), (2**64 - 1, True)):  # R_1 below 1/3 (K = 2, False), or above (K = 1, True)
+        src = _Drawn([[f64] + [0] * (V.BERN_COLUMNS - 1)], [nxt])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(V, "uniform_below", lambda n, s: c)
+            out = V._bern_exp_frac(np.array([1], dtype=object), 3, src)  # type: ignore[arg-type]
+        assert out.tolist() == [want] and src.continuations == 1 and src.words == V.BERN_COLUMNS + 1
+
+
+def test_whole_word_integers_reject_from_the_largest_multiple_and_join_words_high_first() -> None:
+    from dpflow.interpreter.vector_samplers import _WordRandom
+
+    src = _Words([2**64 - 1, 5])  # n = 3: the limit is 2^64 - 1 itself, so the first word is rejected
+    assert _WordRandom(src).randrange(3) == 2 and src.words == 2  # type: ignore[arg-type]
+    src = _Words([1, 2])  # n = 2^64 + 1 takes two words, the first the high one: r = 2^64 + 2
+    assert _WordRandom(src).randrange(2**64 + 1) == 1 and src.words == 2  # type: ignore[arg-type]
