@@ -253,7 +253,7 @@ def _bern_exp_int(n: np.ndarray, src: WordSource) -> np.ndarray:
     floor(exp(-n) 2^64), which is 0 beyond the table (word by word on a tie)."""
     table = _exp_table()
     w = src.draw(n.size)
-    small = np.array([min(int(v), GEOM_TABLE + 1) for v in n], dtype=np.int64) if n.size else np.zeros(0, np.int64)
+    small = np.array([min(int(v), GEOM_TABLE + 1) for v in n], dtype=np.int64)  # (0,) for no n
     t = np.where(small <= GEOM_TABLE, table[np.minimum(small, GEOM_TABLE)], np.uint64(0))
     out = (small == 0) | (w < t)
     for i in np.flatnonzero((w == t) & (small > 0)):

@@ -257,6 +257,11 @@ class _Words:
         self.words += 1
         return next(self._next)
 
+    def int_source(self) -> IntSource:
+        from dpflow.interpreter.vector_samplers import _WordRandom
+
+        return IntSource(_WordRandom(self))  # type: ignore[arg-type]
+
 
 def test_lazy_uniform_compares_word_by_word() -> None:
     """R < f is decided by R's first 64 bits against floor(f 2^64), and on a tie by the next word against the next
@@ -336,3 +341,44 @@ def test_whole_word_integers_reject_from_the_largest_multiple_and_join_words_hig
     assert _WordRandom(src).randrange(3) == 2 and src.words == 2  # type: ignore[arg-type]
     src = _Words([1, 2])  # n = 2^64 + 1 takes two words, the first the high one: r = 2^64 + 2
     assert _WordRandom(src).randrange(2**64 + 1) == 1 and src.words == 2  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("script", "want", "words", "continuations"), [
+    ([0, 0, 1], False, 19, 2),  # K = 17 + 1 = 18: Bernoulli(1/17) (0 mod 17) and R < f, then Bernoulli(1/18) fails
+    ([0, 0, 18, 2**64 - 1], False, 20, 3),  # Bernoulli(1/18) succeeds (18 mod 18), R > f ends it: K = 18
+    ([0, 0, 0, 0, 1], True, 21, 3),  # two more columns: K = 19
+    ([5], True, 17, 1),  # Bernoulli(1/17) fails at once (5 mod 17): K = 17
+])
+def test_bern_exp_frac_continues_past_the_last_column_exactly(script: list[int], want: bool, words: int,
+                                                              continuations: int) -> None:
+    """Every column succeeding (probability < 2^-44) continues CKS20's loop one column at a time: column kk is
+    Bernoulli(1/kk) (a whole-word uniform below kk) and R_kk < f (a lazily compared uniform)."""
+    from dpflow.interpreter import vector_samplers as V
+
+    c = np.zeros((1, V.BERN_COLUMNS), dtype=np.int64)  # every Bernoulli(1/k) succeeds
+    src = _Drawn([[0] * V.BERN_COLUMNS], script)  # and every R_k < 1/3
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "uniform_below", lambda n, s: c)
+        out = V._bern_exp_frac(np.array([1], dtype=object), 3, src)  # type: ignore[arg-type]
+    assert out.tolist() == [want] and src.words == words and src.continuations == continuations
+    c[0, -1] = 1  # column 16 fails: K = 16, no continuation
+    src = _Drawn([[0] * V.BERN_COLUMNS])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "uniform_below", lambda n, s: c)
+        assert V._bern_exp_frac(np.array([1], dtype=object), 3, src).tolist() == [False]  # type: ignore[arg-type]
+    assert src.continuations == 0
+
+
+def test_bern_exp_int_one_word_against_the_table() -> None:
+    """Bernoulli(exp(-n)) for integers: true for n = 0, else the word against floor(exp(-n) 2^64) (the table up to
+    GEOM_TABLE, 0 beyond it, where only a lazily extended word of 0 can be below)."""
+    from dpflow.interpreter import vector_samplers as V
+
+    n = np.array([0, 1, V.GEOM_TABLE - 1, V.GEOM_TABLE, V.GEOM_TABLE, V.GEOM_TABLE + 1, 10**6], dtype=object)
+    t = [V.exp_neg_bits(int(v), 64) for v in n[1:5]]
+    w = [2**64 - 1, t[0] - 1, t[1], t[2] - 1, t[3] + 1, 1, 1]
+    src = _Drawn([w], [0])  # the tie at n = GEOM_TABLE - 1 takes one more word: 0, below exp(-n)'s next bits
+    out = V._bern_exp_int(n, src)  # type: ignore[arg-type]
+    assert out.tolist() == [True, True, True, True, False, False, False]
+    assert src.continuations == 1 and src.words == 8
+    assert V._bern_exp_int(np.array([], dtype=object), _Drawn([[]])).shape == (0,)  # type: ignore[arg-type]
