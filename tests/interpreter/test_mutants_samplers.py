@@ -382,3 +382,28 @@ def test_bern_exp_int_one_word_against_the_table() -> None:
     assert out.tolist() == [True, True, True, True, False, False, False]
     assert src.continuations == 1 and src.words == 8
     assert V._bern_exp_int(np.array([], dtype=object), _Drawn([[]])).shape == (0,)  # type: ignore[arg-type]
+
+
+def test_discrete_gaussian_array_refuses_and_hands_huge_scales_to_the_exact_per_draw_sampler() -> None:
+    """A proposal scale t = floor(sigma) + 1 of 2^56 or more (beyond exact int64 arithmetic) draws each value with
+    the per-draw CKS20 sampler on an IntSource over the same words; below it the vectorised path runs."""
+    from dpflow.interpreter import vector_samplers as V
+
+    for bad in (Fraction(0), Fraction(-1)):
+        with pytest.raises(ValueError, match="^discrete_gaussian_array needs a positive variance$"):
+            V.discrete_gaussian_array(bad, 3, V.WordSource(seed=1))
+    calls: list[Fraction] = []
+
+    def per_draw(sigma2: Fraction, rng: IntSource) -> int:
+        calls.append(sigma2)
+        return rng.below(7)
+
+    src = V.WordSource(seed=2)
+    big = Fraction((V._MAX_INT - 1) ** 2)  # t = 2^56 exactly
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "discrete_gaussian", per_draw)
+        out = V.discrete_gaussian_array(big, 3, src)
+        assert out.dtype == object and len(out) == 3 and all(0 <= v < 7 for v in out)
+        assert calls == [big] * 3 and src.words == 3  # one whole word per draw below 7
+        small = V.discrete_gaussian_array(Fraction(4), 2, V.WordSource(seed=3))
+    assert len(calls) == 3 and small.dtype == np.int64
