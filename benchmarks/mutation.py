@@ -313,6 +313,8 @@ _NE_THEN_LT = "return prefix <= t vs prefix < t where prefix != t was just teste
 _TIE_OVERWRITTEN = ("the first-word test w <= threshold vs w < threshold: on a tie (w == threshold) the next loop "
                     "overwrites the entry with the exact word-by-word answer")
 _NONZERO_PAIR = "zip(strict=...) of np.nonzero's index arrays: they always have the same length"
+_ALL_SUCCESS = ("_first_failure's value for a row with no failure (BERN_COLUMNS + 2 vs + 1): only compared with "
+                "BERN_COLUMNS, then overwritten by the continued loop, which starts at BERN_COLUMNS + 1 itself")
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
@@ -932,6 +934,8 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.interpreter.vector_samplers.x__bern_exp_frac__mutmut_{n}": _NONZERO_PAIR for n in (35, 37)},
     "dpflow.interpreter.vector_samplers.xǁ_LazyUniformǁbelow__mutmut_6": _NE_THEN_LT,
     "dpflow.interpreter.vector_samplers.xǁ_LazyUniformǁbelow_exp__mutmut_8": _NE_THEN_LT,
+    "dpflow.interpreter.vector_samplers.x__first_failure__mutmut_20": _ALL_SUCCESS,
+    **{f"dpflow.interpreter.vector_samplers.x__bern_exp_ratio__mutmut_{n}": _INT_DEFAULT for n in (4, 7)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

@@ -407,3 +407,26 @@ def test_discrete_gaussian_array_refuses_and_hands_huge_scales_to_the_exact_per_
         assert calls == [big] * 3 and src.words == 3  # one whole word per draw below 7
         small = V.discrete_gaussian_array(Fraction(4), 2, V.WordSource(seed=3))
     assert len(calls) == 3 and small.dtype == np.int64
+
+
+@pytest.mark.parametrize("second", [80, 1])  # 80: the modulus is t kk = 90 (not 80); 1: not below u = 1
+def test_bern_exp_ratio_columns_and_their_continuation(second: int) -> None:
+    """Bernoulli(exp(-u/t)) for integers u < t: column k succeeds when a uniform below t k is below u (strictly);
+    K, the first failure, decides by its parity; a row of 16 successes continues with whole-word uniforms below
+    t kk, kk = 17, 18, ..."""
+    from dpflow.interpreter import vector_samplers as V
+
+    a = np.zeros((2, V.BERN_COLUMNS), dtype=np.int64)
+    a[0, :2] = [2, 9]  # row 0, u = 2: column 1 fails (2 is not below 2): K = 1, True
+    seen: list[np.ndarray] = []
+
+    def uniform_below(n: np.ndarray, s: Any) -> np.ndarray:
+        seen.append(n)
+        return a
+
+    src = _Words([0, second])  # row 1 (all 16 succeed, u = 1): 0 mod 85 < 1 succeeds, the second fails: K = 18
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "uniform_below", uniform_below)
+        out = V._bern_exp_ratio(np.array([2, 1]), 5, src)  # type: ignore[arg-type]
+    assert out.tolist() == [True, False] and src.words == 2 and src.continuations == 1
+    assert seen[0].tolist() == [[5 * k for k in range(1, V.BERN_COLUMNS + 1)]] * 2
