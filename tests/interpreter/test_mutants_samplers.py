@@ -357,10 +357,11 @@ def test_bern_exp_frac_continues_past_the_last_column_exactly(script: list[int],
 
     c = np.zeros((1, V.BERN_COLUMNS), dtype=np.int64)  # every Bernoulli(1/k) succeeds
     src = _Drawn([[0] * V.BERN_COLUMNS], script)  # and every R_k < 1/3
+    src.continuations = 5  # counted on from where they were
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(V, "uniform_below", lambda n, s: c)
         out = V._bern_exp_frac(np.array([1], dtype=object), 3, src)  # type: ignore[arg-type]
-    assert out.tolist() == [want] and src.words == words and src.continuations == continuations
+    assert out.tolist() == [want] and src.words == words and src.continuations == 5 + continuations
     c[0, -1] = 1  # column 16 fails: K = 16, no continuation
     src = _Drawn([[0] * V.BERN_COLUMNS])
     with pytest.MonkeyPatch.context() as mp:
@@ -424,9 +425,35 @@ def test_bern_exp_ratio_columns_and_their_continuation(second: int) -> None:
         seen.append(n)
         return a
 
+    a = np.vstack([a, np.zeros((1, V.BERN_COLUMNS), dtype=np.int64)])
+    a[2, -1] = 4  # row 2, u = 1: only column 16 fails: K = 16, even, no continuation
     src = _Words([0, second])  # row 1 (all 16 succeed, u = 1): 0 mod 85 < 1 succeeds, the second fails: K = 18
+    src.continuations = 5  # counted on from where they were
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(V, "uniform_below", uniform_below)
-        out = V._bern_exp_ratio(np.array([2, 1]), 5, src)  # type: ignore[arg-type]
-    assert out.tolist() == [True, False] and src.words == 2 and src.continuations == 1
-    assert seen[0].tolist() == [[5 * k for k in range(1, V.BERN_COLUMNS + 1)]] * 2
+        out = V._bern_exp_ratio(np.array([2, 1, 1]), 5, src)  # type: ignore[arg-type]
+    assert out.tolist() == [True, False, False] and src.words == 2 and src.continuations == 6
+    assert seen[0].tolist() == [[5 * k for k in range(1, V.BERN_COLUMNS + 1)]] * 3
+
+
+def test_uniform_below_rejects_exactly_the_top_2_64_mod_n_words() -> None:
+    """A word is accepted below the largest multiple of n under 2^64, i.e. below 2^64 - (2^64 mod n), and reduced
+    mod n; n = 3: 2^64 - 2 is accepted (value 2), 2^64 - 1 rejected and redrawn; a power of two rejects nothing."""
+    from dpflow.interpreter.vector_samplers import uniform_below
+
+    src = _Drawn([[2**64 - 2, 2**64 - 1, 2**64 - 1], [7]])
+    assert uniform_below(np.array([3, 3, 4]), src).tolist() == [2, 1, 3]  # type: ignore[arg-type]
+    assert src.words == 4
+
+
+def test_geometric_exp1_counts_the_table_entries_above_the_word() -> None:
+    """V = #{v >= 1 : R < exp(-v)}: one word against floor(exp(-v) 2^64) for v = 1..44; a tie, or a word below the
+    whole table, continues word by word (R < exp(-v) decided exactly)."""
+    from dpflow.interpreter import vector_samplers as V
+
+    table = [V.exp_neg_bits(v, 64) for v in range(1, V.GEOM_TABLE + 1)]
+    w = [2**64 - 1, table[0], table[0] - 1, table[3] - 1, table[3] + 1, table[3], table[3], 0]
+    src = _Drawn([w], [0, 0, 2**64 - 1, 2**64 - 1])  # next words of the ties (exp(-1), exp(-4) twice), the 0 word
+    v = V._geometric_exp1(len(w), src)  # type: ignore[arg-type]
+    assert v.tolist() == [0, 1, 1, 4, 3, 4, 3, V.GEOM_TABLE] and v.dtype == np.int64
+    assert src.words == len(w) + 4 and src.continuations == 4
