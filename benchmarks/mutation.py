@@ -315,6 +315,8 @@ _TIE_OVERWRITTEN = ("the first-word test w <= threshold vs w < threshold: on a t
 _NONZERO_PAIR = "zip(strict=...) of np.nonzero's index arrays: they always have the same length"
 _ALL_SUCCESS = ("_first_failure's value for a row with no failure (BERN_COLUMNS + 2 vs + 1): only compared with "
                 "BERN_COLUMNS, then overwritten by the continued loop, which starts at BERN_COLUMNS + 1 itself")
+_PARITY = ("_first_failure's index argmax - 1 vs + 1: the same parity (K odd decides), and a row with a failure "
+           "stays at or below BERN_COLUMNS either way (never continued)")
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
@@ -935,6 +937,8 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.interpreter.vector_samplers.xǁ_LazyUniformǁbelow__mutmut_6": _NE_THEN_LT,
     "dpflow.interpreter.vector_samplers.xǁ_LazyUniformǁbelow_exp__mutmut_8": _NE_THEN_LT,
     "dpflow.interpreter.vector_samplers.x__first_failure__mutmut_20": _ALL_SUCCESS,
+    "dpflow.interpreter.vector_samplers.x__first_failure__mutmut_4": _PARITY,
+    "dpflow.interpreter.vector_samplers.x__bern_exp_frac__mutmut_40": _NONZERO_PAIR,
     **{f"dpflow.interpreter.vector_samplers.x__bern_exp_ratio__mutmut_{n}": _INT_DEFAULT for n in (4, 7)},
 }
 
