@@ -7,6 +7,7 @@ raises on private values: non-finite entries are handled by a declared policy.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -441,10 +442,15 @@ def _affine(Z: np.ndarray, A: np.ndarray, c: np.ndarray | None) -> np.ndarray:
 def _pair_differences(Z: np.ndarray) -> np.ndarray:
     """Row-wise on the ``(m, 2d)`` pairs: ``(left half - right half) / sqrt(2)``."""
     d = Z.shape[1] // 2
-    with np.errstate(all="ignore"):  # inf - inf is NaN, handled by the next Clip; never a warning
+    with np.errstate(all="ignore"):  # inf - inf is NaN (into_domain or the next Clip): never a warning
         out: np.ndarray = np.subtract(Z[:, :d], Z[:, d:], dtype=float)
         np.divide(out, math.sqrt(2.0), out=out)  # in place: no second half-size temporary
     return out
+
+
+def _differences_in(box: tuple[float, float] | None, r: float | None, Z: np.ndarray) -> np.ndarray:
+    """:func:`_pair_differences` moved into the declared domain (:func:`into_domain`)."""
+    return into_domain(_pair_differences(Z), box, r)
 
 
 @attrs.frozen(kw_only=True)
@@ -464,25 +470,37 @@ class PairDifferences(Transform):
     reference: ClassVar[Reference] = Reference("KLSU 2019 / Karwa-Vadhan 2018: pairing for unknown means",
                                                "gaussian.md", "0.4")
 
-    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
-        public_n(rows, ctx, "PairDifferences (pairs by position)")
-        dom = rows.domain
+    @staticmethod
+    def _domain(dom: Vectors) -> Vectors:
+        """Differences of two rows of ``dom`` over sqrt(2): norm <= diameter / sqrt(2), each coordinate within
+        +-(box width) / sqrt(2); a box symmetric about 0 and a ball around 0, so :func:`into_domain` keeps both."""
         diam = dom.diameter_l2()
         box = None
         if dom.box is not None:
             w = (dom.box[1] - dom.box[0]) / math.sqrt(2.0)
             box = (-w, w)
-        out = Vectors(d=dom.d, l2_bound=None if diam is None else diam / math.sqrt(2.0), box=box)
+        return Vectors(d=dom.d, l2_bound=None if diam is None else diam / math.sqrt(2.0), box=box)
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        public_n(rows, ctx, "PairDifferences (pairs by position)")
+        out = self._domain(rows.domain)
         known = None if rows.size.known is None else rows.size.known // 2
         if known == 0:
             raise DomainError(ctx.node_id, "fewer than two rows to pair", "use a source with n >= 2")
         size = Size(public=True, known=known, ref=ctx.row_count())
         return Inferred(attrs.evolve(rows, domain=out, size=size),
-                        f"pairs of {dom.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
+                        f"pairs of {rows.domain.describe()}: norm <= diameter/sqrt(2) = {text_of(out.l2_bound)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        return ctx.backend.row_map(ctx.backend.pair_rows(ins[0]), _pair_differences)
+        rows = ctx.input_type(0)
+        assert isinstance(rows, RowsT)
+        # in exact arithmetic the differences lie in the declared domain; as computed, a norm can exceed the
+        # declared bound by an ulp (hi - lo in 29 coordinates: 5.297643745926349 > 5.297643745926348), so the
+        # domain is enforced as SubsampleAggregate does, and the sensitivities derived from it hold for these rows
+        dom = self._domain(rows.domain)
+        r = None if dom.l2_bound is None else capped(ctx.bound(dom.l2_bound))
+        return ctx.backend.row_map(ctx.backend.pair_rows(ins[0]), functools.partial(_differences_in, dom.box, r))
 
 
 @attrs.frozen(kw_only=True)

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 import pytest
-from conftest import ValueCtx
+from conftest import RowsCtx, ValueCtx
 
 import dpflow as dp
 from dpflow.domains import ReleasedScalar, RowCount, Sym
@@ -128,6 +128,35 @@ def test_pair_difference_values() -> None:
         out = _pair_differences(Z)
     assert out[0].tolist() == [-2.0 / math.sqrt(2.0), 4.0 / math.sqrt(2.0)] and np.isnan(out[1, 0])
     assert out[1, 1] == -2.0 / math.sqrt(2.0)
+
+
+def test_pair_differences_lie_in_their_declared_domain() -> None:
+    """Computed differences can exceed the declared l2 bound by an ulp; ``evaluate`` projects them back."""
+    lo, hi, d = -0.5728495751853906, 0.8183798304930238, 29
+    dom = dp.Vectors(d=d, box=(lo, hi))
+    Z = np.array([[hi] * d + [lo] * d, [lo] * d + [hi] * d])
+    r = (hi - lo) * math.sqrt(d) / math.sqrt(2.0)
+    assert np.linalg.norm(_pair_differences(Z), axis=1).max() > r  # the rounding the projection undoes
+    out = PairDifferences().evaluate([Z.reshape(4, d)], RowsCtx(dom))  # the rows hi, lo, lo, hi
+    assert out.shape == (2, d) and np.linalg.norm(out, axis=1).max() <= r
+    w = (hi - lo) / math.sqrt(2.0)
+    assert np.abs(out).max() <= w and np.linalg.norm(out, axis=1).min() >= r * (1 - 1e-15)
+    rng = np.random.default_rng(1)  # a ball around 0: the pair (x, -x) with |x| = R, searched by a fixed seed
+    for _ in range(2000):
+        x = rng.normal(size=35)
+        x *= 2.7466092117441523 / np.linalg.norm(x)
+        if np.linalg.norm(_pair_differences(np.concatenate([x, -x])[None])) > 2 * 2.7466092117441523 / math.sqrt(2):
+            break
+    ball = dp.Vectors(d=35, l2_bound=2.7466092117441523)
+    out = PairDifferences().evaluate([np.stack([x, -x])], RowsCtx(ball))
+    assert np.linalg.norm(out) <= 2 * 2.7466092117441523 / math.sqrt(2.0)
+    # non-finite rows follow the ball's declared policy (to 0); rows are put in the ball, then in the box
+    nan = np.array([[np.nan, 1.0], [0.0, 0.0]])
+    assert PairDifferences().evaluate([nan], RowsCtx(dp.Vectors(d=2, l2_bound=1.0))).tolist() == [[0.0, 0.0]]
+    far = np.array([[5.0, 0.0], [0.0, 0.0]])  # outside the box it declares: ball of radius 1, then box 1/sqrt 2
+    assert PairDifferences().evaluate([far], RowsCtx(dp.Vectors(d=2, box=(0.0, 1.0)))).tolist() == [
+        [1.0 / math.sqrt(2.0), 0.0]]
+    assert np.isnan(PairDifferences().evaluate([nan], RowsCtx(dp.Vectors(d=2)))[0, 0])
 
 
 def test_split_by_index_type_and_refusals() -> None:
