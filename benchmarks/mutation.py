@@ -317,6 +317,12 @@ _ALL_SUCCESS = ("_first_failure's value for a row with no failure (BERN_COLUMNS 
                 "BERN_COLUMNS, then overwritten by the continued loop, which starts at BERN_COLUMNS + 1 itself")
 _PARITY = ("_first_failure's index argmax - 1 vs + 1: the same parity (K odd decides), and a row with a failure "
            "stays at or below BERN_COLUMNS either way (never continued)")
+_BEYOND_TABLE = ("the clamp of n beyond the exp(-n) table (GEOM_TABLE + 2 vs + 1): every clamped value is above "
+                 "GEOM_TABLE and reads the threshold 0 alike")
+_OBJECT_SAME = ("the magnitude (V t + U) // s in Python integers for every V (not only V >= GEOM_TABLE): the same "
+                "integers, assigned to the int64 output below 2^62")
+_INT64_AT_44 = ("the int64 magnitude also at V = GEOM_TABLE: 44 t + U < 45 * 2^56 < 2^63 (t < 2^56), exact in int64 "
+                "like every smaller V")
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
@@ -940,6 +946,13 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.interpreter.vector_samplers.x__first_failure__mutmut_4": _PARITY,
     "dpflow.interpreter.vector_samplers.x__bern_exp_frac__mutmut_40": _NONZERO_PAIR,
     **{f"dpflow.interpreter.vector_samplers.x__bern_exp_ratio__mutmut_{n}": _INT_DEFAULT for n in (4, 7)},
+    # lead (round 11): interpreter/vector_samplers.py, the whole run
+    "dpflow.interpreter.vector_samplers.x__bern_exp_int__mutmut_15": _BEYOND_TABLE,
+    "dpflow.interpreter.vector_samplers.x__bern_exp_int__mutmut_34": _TIE_OVERWRITTEN,
+    "dpflow.interpreter.vector_samplers.x__geometric_exp1__mutmut_8": _TIE_OVERWRITTEN,
+    **{f"dpflow.interpreter.vector_samplers.x_discrete_laplace_array__mutmut_{n}": _INT_DEFAULT for n in (42, 45)},
+    "dpflow.interpreter.vector_samplers.x_discrete_laplace_array__mutmut_61": _OBJECT_SAME,
+    "dpflow.interpreter.vector_samplers.x_discrete_laplace_array__mutmut_62": _INT64_AT_44,
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

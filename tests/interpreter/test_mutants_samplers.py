@@ -457,3 +457,91 @@ def test_geometric_exp1_counts_the_table_entries_above_the_word() -> None:
     v = V._geometric_exp1(len(w), src)  # type: ignore[arg-type]
     assert v.tolist() == [0, 1, 1, 4, 3, 4, 3, V.GEOM_TABLE] and v.dtype == np.int64
     assert src.words == len(w) + 4 and src.continuations == 4
+
+
+def test_word_source_reads_the_os_csprng_unless_seeded() -> None:
+    """``WordSource()`` (every SecureNoise run) reads os.urandom, never a generator; a seed makes a PCG64."""
+    from dpflow.interpreter import vector_samplers as V
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V.os, "urandom", lambda k: bytes(range(1, k + 1)))
+        src = V.WordSource()
+        assert src.draw(2).tolist() == [int.from_bytes(bytes(range(1, 9)), "little"),
+                                        int.from_bytes(bytes(range(9, 17)), "little")]
+    assert V.WordSource()._gen is None and isinstance(V.WordSource(seed=1)._gen, np.random.PCG64)
+
+
+def test_uniform_below_rejects_the_top_words_on_every_redraw() -> None:
+    """A redrawn word is tested against the same limit 2^64 - (2^64 mod n): 2^64 - 1 rejected again for n = 3."""
+    from dpflow.interpreter.vector_samplers import uniform_below
+
+    src = _Drawn([[2**64 - 1], [2**64 - 1], [2**64 - 2]])
+    assert uniform_below(np.array([3]), src).tolist() == [2] and src.words == 3  # type: ignore[arg-type]
+
+
+def test_bern_exp_int_resolves_a_tie_at_n_one() -> None:
+    """A word equal to floor(exp(-1) 2^64) is decided by the next word, for n = 1 as for any n >= 1."""
+    from dpflow.interpreter import vector_samplers as V
+
+    t1 = V.exp_neg_bits(1, 64)
+    for nxt, want in ((0, True), (2**64 - 1, False)):
+        src = _Drawn([[t1]], [nxt])
+        assert V._bern_exp_int(np.array([1], dtype=object), src).tolist() == [want]  # type: ignore[arg-type]
+        assert src.continuations == 1 and src.words == 2
+
+
+def test_discrete_laplace_array_refuses_and_hands_huge_scales_to_the_exact_per_draw_sampler() -> None:
+    """A numerator or a denominator of 2^56 or more (scale = t/s) draws each value with the per-draw CKS20 sampler
+    (object output); below it the vectorised path runs."""
+    from dpflow.interpreter import vector_samplers as V
+
+    for bad in (Fraction(0), Fraction(-1)):
+        with pytest.raises(ValueError, match="^discrete_laplace_array needs a positive scale$"):
+            V.discrete_laplace_array(bad, 3, V.WordSource(seed=1))
+    calls: list[Fraction] = []
+
+    def per_draw(scale: Fraction, rng: IntSource) -> int:
+        calls.append(scale)
+        return rng.below(7)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "discrete_laplace", per_draw)
+        for scale in (Fraction(V._MAX_INT), Fraction(1, V._MAX_INT), Fraction(V._MAX_INT + 1, V._MAX_INT - 1)):
+            calls.clear()
+            src = V.WordSource(seed=2)
+            out = V.discrete_laplace_array(scale, 3, src)
+            assert out.dtype == object and len(out) == 3 and all(0 <= v < 7 for v in out)
+            assert calls == [scale] * 3 and src.words == 3
+        calls.clear()
+        small = V.discrete_laplace_array(Fraction(V._MAX_INT - 1, 3), 2, V.WordSource(seed=3))
+    assert calls == [] and small.dtype == np.int64
+
+
+def _laplace_scripted(scale: Fraction, u: list[int], v: list[int], signs: list[int]) -> np.ndarray:
+    """discrete_laplace_array with its steps scripted: U (accepted at once), V and the sign words."""
+    from dpflow.interpreter import vector_samplers as V
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(V, "uniform_below", lambda n, s: np.array(u, dtype=np.int64))
+        mp.setattr(V, "_bern_exp_ratio", lambda c, t, s: np.ones(c.size, dtype=bool))
+        mp.setattr(V, "_geometric_exp1", lambda m, s: np.array(v, dtype=np.int64))
+        return V.discrete_laplace_array(scale, len(u), _Drawn([signs]))  # type: ignore[arg-type]
+
+
+def test_discrete_laplace_magnitude_is_exact_in_integers_at_every_size() -> None:
+    """The magnitude (V t + U) // s in int64 (V below the table's end) and in Python integers beyond (V >= 44,
+    probability < 2^-63), the output turned to Python integers when a magnitude reaches 2^62; no float touches
+    them (U = 2^55 + 1 is not a float64)."""
+    from dpflow.interpreter import vector_samplers as V
+
+    t, s = 2**55 + 3, 3
+    u, v = [2**55 + 1, 5, 1], [2**10, V.GEOM_TABLE, V.GEOM_TABLE]
+    out = _laplace_scripted(Fraction(t, s), u, v, [0, 2**63, 0])
+    want = [(2**10 * t + 2**55 + 1) // 3, -((44 * t + 5) // 3), (44 * t + 1) // 3]
+    assert out.dtype == object and out.tolist() == want and all(type(x) is int for x in out)
+    out = _laplace_scripted(Fraction(2**55 + 3), [2**55 + 1], [0], [0])  # the int64 path: U itself
+    assert out.dtype == np.int64 and out.tolist() == [2**55 + 1]
+    out = _laplace_scripted(Fraction(2**55), [0], [128], [0])  # exactly 2^62: Python integers
+    assert out.dtype == object and out.tolist() == [2**62]
+    out = _laplace_scripted(Fraction(2**55), [2**55 - 1], [127], [2**63])  # 2^62 - 1 (V >= 44): int64 still
+    assert out.dtype == np.int64 and out.tolist() == [-(2**62 - 1)]
