@@ -12,6 +12,9 @@ from a generator freshly seeded with 256 bits of OS entropy per draw.
 ``SeededNoise`` is for tests and examples and stamps every report NOT FOR RELEASE;
 ``exact=True`` makes it use the same exact samplers from a seeded integer source.
 
+A scale of exactly 0 draws nothing (zeros, and a seeded source's stream is not advanced); a negative
+scale raises ``ValueError`` and a NaN scale gives NaN: never a silent release without noise.
+
 Both implement the one noise protocol, :class:`dpflow.noise_protocol.NoiseSource` (re-exported
 here); the Gumbel and uniform draws of the exponential mechanisms come from
 :class:`LaplaceDerivedDraws`, built on each source's continuous ``laplace``.
@@ -133,10 +136,10 @@ class SecureNoise(_ExactDraws):
         return np.random.Generator(np.random.PCG64DXSM(secrets.randbits(256)))
 
     def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        return self._gen().normal(0.0, sigma, shape) if sigma > 0 else np.zeros(shape)
+        return np.zeros(shape) if sigma == 0 else self._gen().normal(0.0, sigma, shape)
 
     def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        return self._gen().laplace(0.0, scale, shape) if scale > 0 else np.zeros(shape)
+        return np.zeros(shape) if scale == 0 else self._gen().laplace(0.0, scale, shape)
 
 
 class SeededNoise(_ExactDraws):
@@ -165,7 +168,7 @@ class SeededNoise(_ExactDraws):
         return self._exact
 
     def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        return self._rng.normal(0.0, sigma, shape) if sigma > 0 else np.zeros(shape)
+        return np.zeros(shape) if sigma == 0 else self._rng.normal(0.0, sigma, shape)
 
     def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        return self._rng.laplace(0.0, scale, shape) if scale > 0 else np.zeros(shape)
+        return np.zeros(shape) if scale == 0 else self._rng.laplace(0.0, scale, shape)

@@ -1,6 +1,6 @@
 """Mutation-testing pins of ``dpflow/interpreter/samplers.py`` (2026-11-29): the exact law of CKS20's Bernoulli steps
-(and, at the end, of the word-level helpers of ``vector_samplers.py``: rational bounds on e^n, lazily compared
-uniforms, whole-word integers).
+(and, after it, of the word-level steps of ``vector_samplers.py``: rational bounds on e^n, lazily compared
+uniforms, whole-word integers, scripted words; and at the end the noise sources of ``noise.py``).
 
 The samplers' only randomness is ``IntSource.below(n)``, and Bernoulli(num / den) is ``below(den) < num``.
 :func:`law` runs a sampler on every sequence of choices (a uniform draw, or a patched step branching on its outcomes
@@ -545,3 +545,70 @@ def test_discrete_laplace_magnitude_is_exact_in_integers_at_every_size() -> None
     assert out.dtype == object and out.tolist() == [2**62]
     out = _laplace_scripted(Fraction(2**55), [2**55 - 1], [127], [2**63])  # 2^62 - 1 (V >= 44): int64 still
     assert out.dtype == np.int64 and out.tolist() == [-(2**62 - 1)]
+
+
+# ----------------------------------------------------------------- dpflow/interpreter/noise.py (round 11)
+
+def test_secure_continuous_draws_come_from_256_fresh_os_bits_per_draw() -> None:
+    """SecureNoise's continuous draws: a PCG64DXSM generator seeded with ``secrets.randbits(256)`` for every call,
+    centred at 0 with the scale asked for; a scale of 0 draws nothing, a negative one is refused by numpy."""
+    from dpflow.interpreter import noise as N
+
+    asked: list[int] = []
+
+    def randbits(k: int) -> int:
+        asked.append(k)
+        return 12345
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(N.secrets, "randbits", randbits)
+        got = N.SecureNoise().normal(2.5, (2, 3))
+        lap = N.SecureNoise().laplace(0.5, (4,))
+        assert N.SecureNoise().normal(0.0, (2,)).tolist() == [0.0, 0.0] and asked == [256, 256]
+        assert N.SecureNoise().laplace(0.0, (1, 2)).tolist() == [[0.0, 0.0]] and asked == [256, 256]
+    ref = np.random.Generator(np.random.PCG64DXSM(12345))
+    assert got.shape == (2, 3) and np.array_equal(got, ref.normal(0.0, 2.5, (2, 3)))
+    assert np.array_equal(lap, np.random.Generator(np.random.PCG64DXSM(12345)).laplace(0.0, 0.5, (4,)))
+    for draw in (N.SecureNoise().normal, N.SecureNoise().laplace, N.SeededNoise(1).normal, N.SeededNoise(1).laplace):
+        with pytest.raises(ValueError):
+            draw(-1.0, (2,))
+        assert np.isnan(draw(float("nan"), (2,))).all()
+
+
+def test_seeded_draws_are_reproducible_and_zero_scales_do_not_advance_the_stream() -> None:
+    from dpflow.interpreter.noise import SeededNoise
+
+    s = SeededNoise(7)
+    assert s.normal(0.0, (3,)).shape == (3,) and s.laplace(0.0, (2, 2)).shape == (2, 2)
+    ref = np.random.default_rng(7)
+    assert np.array_equal(s.normal(1.5, (2,)), ref.normal(0.0, 1.5, (2,)))
+    assert np.array_equal(s.laplace(0.5, (2,)), ref.laplace(0.0, 0.5, (2,)))
+    assert s.seed == 7 and not s.exact and SeededNoise(7, exact=True).exact
+    assert s.description == "seeded (seed=7, continuous floating-point samplers): NOT FOR RELEASE"
+    assert SeededNoise(3, exact=True).description == "seeded (seed=3, exact discrete samplers): NOT FOR RELEASE"
+
+
+def test_exact_draws_keep_their_shape_and_uniform_int_draws_a_word_only_for_two_values_or_more() -> None:
+    from dpflow.interpreter.noise import SeededNoise, _size
+
+    s = SeededNoise(4, exact=True)
+    assert s.discrete_gaussian(Fraction(4), (2, 3)).shape == (2, 3)
+    assert s.discrete_laplace(Fraction(2), (3, 1)).shape == (3, 1)
+    assert _size(()) == 1 and _size((2, 0)) == 0 and _size((3, 4)) == 12
+    words = s.words.words
+    assert s.uniform_int(1) == 0 and s.uniform_int(0) == 0 and s.words.words == words
+    assert {s.uniform_int(2) for _ in range(64)} == {0, 1} and s.words.words == words + 64
+    assert s.uniform_words(3).dtype == np.uint64 and s.words.words == words + 67
+
+
+def test_derived_uniform_words_scale_a_uniform_by_2_64_below_its_top() -> None:
+    """Words from a uniform on (0, 1] (sources with no word stream): u 2^64, capped at the largest float below 2^64
+    (2^64 - 2048), as uint64."""
+    from dpflow.interpreter.noise import LaplaceDerivedDraws
+
+    class Fixed(LaplaceDerivedDraws):
+        def uniform(self, shape: tuple[int, ...]) -> np.ndarray:  # type: ignore[override]
+            return np.array([1.0, 0.5, 3 * 2.0**-64])[: shape[0]]
+
+    out = Fixed().uniform_words(3)
+    assert out.dtype == np.uint64 and out.tolist() == [2**64 - 2048, 2**63, 3]
