@@ -323,6 +323,9 @@ _OBJECT_SAME = ("the magnitude (V t + U) // s in Python integers for every V (no
                 "integers, assigned to the int64 output below 2^62")
 _INT64_AT_44 = ("the int64 magnitude also at V = GEOM_TABLE: 44 t + U < 45 * 2^56 < 2^63 (t < 2^56), exact in int64 "
                 "like every smaller V")
+_PROD_DEFAULT = ("np.prod of a shape tuple without dtype=np.int64: numpy's default integer is int64, and the empty "
+                 "shape's 1.0 is int() 1")
+_CAP_ROUNDS = "the cap 2^64 - 2049 is the float 2^64 - 2048 (the float64 grid below 2^64 has spacing 2048)"
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
 #: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
@@ -953,6 +956,10 @@ EQUIVALENT: dict[str, str] = {
     **{f"dpflow.interpreter.vector_samplers.x_discrete_laplace_array__mutmut_{n}": _INT_DEFAULT for n in (42, 45)},
     "dpflow.interpreter.vector_samplers.x_discrete_laplace_array__mutmut_61": _OBJECT_SAME,
     "dpflow.interpreter.vector_samplers.x_discrete_laplace_array__mutmut_62": _INT64_AT_44,
+    # lead (round 11): interpreter/noise.py (first run)
+    **{f"dpflow.interpreter.noise.x__size__mutmut_{n}": _PROD_DEFAULT for n in (3, 5)},
+    "dpflow.interpreter.noise.xǁLaplaceDerivedDrawsǁuniform_words__mutmut_22": _CAP_ROUNDS,
+    **{f"dpflow.interpreter.noise.xǁ_ExactDrawsǁuniform_int__mutmut_{n}": _INT_DEFAULT for n in (14, 16)},
 }
 
 #: Hand mutants of the ``@property`` accessors that privacy decisions read (mutmut never mutates a decorated

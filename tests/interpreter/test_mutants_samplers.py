@@ -612,3 +612,10 @@ def test_derived_uniform_words_scale_a_uniform_by_2_64_below_its_top() -> None:
 
     out = Fixed().uniform_words(3)
     assert out.dtype == np.uint64 and out.tolist() == [2**64 - 2048, 2**63, 3]
+
+    class Single(LaplaceDerivedDraws):  # float32 variates: scaled in float64 (in float32 the cap rounds to 2^64)
+        def uniform(self, shape: tuple[int, ...]) -> np.ndarray:  # type: ignore[override]
+            return np.ones(shape, dtype=np.float32)
+
+    with np.errstate(invalid="raise"):
+        assert Single().uniform_words(1).tolist() == [2**64 - 2048]
