@@ -148,6 +148,17 @@ MUTANTS = (
     Mutant("the discrete Gaussian's acceptance bias over sigma^2, not 2 sigma^2", "dpflow/interpreter/samplers.py",
            "bias = (abs(y) - sigma2 / t) ** 2 / (2 * sigma2)", "bias = (abs(y) - sigma2 / t) ** 2 / sigma2",
            ("tests/interpreter/test_mutants_samplers.py::test_discrete_gaussian_proposal_and_acceptance",)),
+    # round 11 (lead): the secure word source, a silent noiseless release, PairDifferences' declared domain
+    Mutant("the secure word source seeded by numpy, not reading os.urandom", "dpflow/interpreter/vector_samplers.py",
+           "self._gen = None if seed is None else np.random.PCG64(seed)", "self._gen = np.random.PCG64(seed)",
+           ("tests/interpreter/test_mutants_samplers.py::test_word_source_reads_the_os_csprng_unless_seeded",)),
+    Mutant("Gaussian noise of a negative or NaN scale released as zeros", "dpflow/interpreter/noise.py",
+           "return np.zeros(shape) if sigma == 0 else self._gen().normal(0.0, sigma, shape)",
+           "return self._gen().normal(0.0, sigma, shape) if sigma > 0 else np.zeros(shape)",
+           ("tests/interpreter/test_mutants_samplers.py::test_secure_continuous_draws_come_from_256_fresh_os_bits_per_draw",)),
+    Mutant("pair differences released without moving them into their declared domain", "dpflow/nodes/transforms.py",
+           "return into_domain(_pair_differences(Z), box, r)", "return _pair_differences(Z)",
+           ("tests/nodes/test_mutants_transforms.py::test_pair_differences_lie_in_their_declared_domain",)),
 )
 
 
