@@ -457,8 +457,9 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_31": _TOP_BUCKET,
     "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_32": _TOP_BUCKET,
     "dpflow.privacy.pld.x__gaussian_pld_lower__mutmut_36": _TOP_BUCKET,
-    "dpflow.privacy.pld.x__epsilon_of__mutmut_54": (
-        "the infinite-epsilon branch disabled: up(max(inf, 0) + 2 Gamma) is inf too"),
+    "dpflow.privacy.pld.x__epsilon_of__mutmut_58": (  # numbered 54 until round 11's rerun
+        "the infinite-epsilon branch disabled: up(max(inf, 0) + 2 Gamma) is inf too (dp_accounting's "
+        "get_epsilon_for_delta returns a finite value or +inf, never NaN)"),
     "dpflow.nodes.base.x_change_bound__mutmut_8": _SYM_MAX_NONE,
     "dpflow.nodes.base.x_change_bound__mutmut_9": _SYM_MAX_NONE,
     "dpflow.nodes.base.x_change_bound__mutmut_10": _SYM_MAX_NONE,
