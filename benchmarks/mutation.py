@@ -773,8 +773,9 @@ EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.transforms.xǁSourceǁchecked__mutmut_2": _KIND_CHARS,
     "dpflow.nodes.transforms.xǁSourceǁchecked__mutmut_36": _NEG_RESHAPE,
     "dpflow.nodes.transforms.xǁSourceǁinfer__mutmut_113": _PRIVATE_N,
-    **{f"dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_{n}": _ASTYPE for n in (7, 14)},
-    "dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_15": _COPY_NONE,
+    # 21 and 22 were 14 and 15 before Source.policy called into_domain (renumbered by round 11's rerun)
+    **{f"dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_{n}": _ASTYPE for n in (7, 21)},
+    "dpflow.nodes.transforms.xǁSourceǁpolicy__mutmut_22": _COPY_NONE,
     **{f"dpflow.nodes.pca.xǁTopEigenvectorsǁout_shape__mutmut_{n}": _SQUARE_CHECKED for n in (6, 11)},
     "dpflow.nodes.terrific.x__finite_rows__mutmut_8": _COPY_SAME,
     "dpflow.nodes.terrific.x__finite_rows__mutmut_10": _COPY_SAME,
