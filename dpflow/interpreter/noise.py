@@ -87,9 +87,22 @@ def _size(shape: tuple[int, ...]) -> int:
 
 class _ExactDraws(LaplaceDerivedDraws):
     """Exact discrete draws from a word source, whole arrays at once (:mod:`dpflow.interpreter.vector_samplers`),
-    and the draws derived from ``laplace``."""
+    the continuous draws from the generator ``_gen`` each source names, and the draws derived from ``laplace``."""
 
     words: WordSource
+
+    def _gen(self) -> np.random.Generator:
+        """The generator of a continuous draw (each source's own)."""
+        raise NotImplementedError
+
+    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
+        """Gaussian noise of standard deviation ``sigma``; none for 0, numpy's ``ValueError`` for a negative
+        ``sigma``, NaN for NaN (module docstring: never a silent release without noise)."""
+        return np.zeros(shape) if sigma == 0 else self._gen().normal(0.0, sigma, shape)
+
+    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+        """Laplace noise of scale ``scale``, with :meth:`normal`'s policy for 0, negative and NaN scales."""
+        return np.zeros(shape) if scale == 0 else self._gen().laplace(0.0, scale, shape)
 
     @property
     def exact(self) -> bool:
@@ -135,12 +148,6 @@ class SecureNoise(_ExactDraws):
     def _gen(self) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64DXSM(secrets.randbits(256)))
 
-    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape) if sigma == 0 else self._gen().normal(0.0, sigma, shape)
-
-    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape) if scale == 0 else self._gen().laplace(0.0, scale, shape)
-
 
 class SeededNoise(_ExactDraws):
     """Reproducible noise for tests and examples: NOT FOR RELEASE.
@@ -167,8 +174,5 @@ class SeededNoise(_ExactDraws):
     def exact(self) -> bool:
         return self._exact
 
-    def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape) if sigma == 0 else self._rng.normal(0.0, sigma, shape)
-
-    def laplace(self, scale: float, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape) if scale == 0 else self._rng.laplace(0.0, scale, shape)
+    def _gen(self) -> np.random.Generator:
+        return self._rng
