@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import time
 from collections.abc import Callable
 
 from dp_accounting import dp_event, privacy_accountant
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
 from dp_accounting.rdp import rdp_privacy_accountant
+from stamp import stamp
 
 import dpflow as dp
 from dpflow import estimators
@@ -237,7 +237,7 @@ def main() -> None:
     acc.compose(dp_event.GaussianDpEvent(1.0))
     assert abs(acc.get_epsilon(DELTA) - 5.2215) < 1e-3
     lines = [
-        f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
+        stamp(),
         "",
         f"epsilon at delta = {DELTA:g} of each plan's per-record cost (first source); nan = rule not applicable",
         "",

@@ -10,14 +10,13 @@ a shared machine and are quoted as ratios measured in that run.
 from __future__ import annotations
 
 import argparse
-import platform
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from scipy.special import ndtr
+from stamp import stamp
 
 import dpflow as dp
 from dpflow.estimators.discrete import k_piece_histogram, l1_distance, merr
@@ -210,8 +209,7 @@ def main() -> None:
     ap.add_argument("--only", choices=("dhs", "scale", "ppde"), default=None)
     args = ap.parse_args()
     out = [f"## dpflow discrete benchmarks ({'quick' if args.quick else 'full'})", "",
-           f"Machine: {platform.platform()}, {platform.processor() or 'cpu'}, python {sys.version.split()[0]}, "
-           f"numpy {np.__version__}; command: `python benchmarks/discrete.py{' --quick' if args.quick else ''}`.",
+           stamp(),
            ""]
     if args.only in (None, "dhs"):
         out += bench_dhs(args.quick) + [""]

@@ -10,9 +10,6 @@ matplotlib is importable, a PNG plot next to it.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -21,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import trim_mean
+from stamp import stamp
 
 import dpflow as dp
 from dpflow.estimators import gaussian as G
@@ -198,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     parts = [
         "## dpflow Gaussian estimators\n",
-        f"Machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"numpy {np.__version__}.  Command: `python benchmarks/gaussian.py {' '.join(argv or sys.argv[1:])}`.  "
+        stamp(None if argv is None else ["benchmarks/gaussian.py", *argv]),
         "Timings are noisy (2 shared cores); ratios are measured within one run.\n",
     ]
     text, mean_curves = bench_mean(args.trials)

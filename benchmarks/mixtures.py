@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from stamp import stamp
 
 import dpflow as dp
 from dpflow.estimators.mixtures import GaussianMixture
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# Gaussian mixtures: dpflow vs scikit-learn (non-private) vs diffprivlib KMeans, "
              f"epsilon = {EPS:g}, delta = {DELTA:g}",
              "",
-             f"python {platform.python_version()}, {platform.machine()}; {args.trials} trial(s) per cell; "
+             f"{stamp()}\n\n{args.trials} trial(s) per cell; "
              "equal weights, unit covariances, mean distance `sep`, mixture offset 100 from the origin; dpflow "
              "is told only ||mu|| <= 1e4 and sigma in (0.5, 2); diffprivlib gets the true data bounds.",
              "",

@@ -25,13 +25,13 @@ Prints, from one run:
 from __future__ import annotations
 
 import argparse
-import platform
 import random
 import time
 from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
+from stamp import stamp
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -188,8 +188,7 @@ def main() -> None:
         ("vectorised discrete Gaussian sigma=2^40, OS CSPRNG", per_draw(
             lambda c: discrete_gaussian_array(Fraction(2**80), c, os_words), big // 2)),
     ]
-    print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    print(stamp())
     print("| sampler | time per draw (us) | ratio to numpy laplace |")
     print("|---|---|---|")
     for name, t in rows:

@@ -19,6 +19,8 @@ import statistics
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 
+from stamp import stamp
+
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.estimators.mixtures import gaussian_mixture_plan
@@ -70,6 +72,7 @@ def shares(plan: dp.Plan) -> tuple[str, dict[str, tuple[str, Fraction]]]:
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    print(stamp() + "\n")
     print("| plan | mode before -> after | mechanisms | share after / before (min, median, max) | "
           "noise std after / before (median; Gaussian min) |")
     print("|---|---|---|---|---|")

@@ -12,8 +12,9 @@ mechanism), and a *wide mixed* plan (Gaussian and Laplace releases) under an
 from __future__ import annotations
 
 import argparse
-import platform
 import time
+
+from stamp import stamp
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -97,7 +98,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}")
+    print(stamp())
     print(f"| shape | nodes | mechanisms | certify, continuous noise (s, best of {args.repeat}) "
           "| certify, SecureNoise (the default run) |")
     print("|---|---|---|---|---|")

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_breast_cancer, load_diabetes
 from sklearn.linear_model import LinearRegression as OLS
+from stamp import stamp
 
 import dpflow as dp
 from dpflow.estimators import LinearRegression
@@ -170,7 +171,7 @@ def main() -> None:
     t0 = time.perf_counter()
     parts: list[Callable[[], list[str]]] = [lambda: diabetes(args.seeds, 126), lambda: diabetes(args.seeds, 1),
                                             lambda: breast_cancer(args.seeds)]
-    lines = ["# Real data at raw scale: dpflow vs diffprivlib vs non-private", "",
+    lines = ["# Real data at raw scale: dpflow vs diffprivlib vs non-private", "", stamp(), "",
              f"{args.seeds} seeds; dpflow budgets ApproxDP(epsilon, {DELTA:g}) (replace neighbours), diffprivlib "
              "pure epsilon (add/remove); see the notes in benchmarks/real_data.py."]
     for part in parts:

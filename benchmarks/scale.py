@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import resource
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from stamp import stamp
 
 import dpflow as dp
 from dpflow import nodes as N
@@ -341,9 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     t0 = time.perf_counter()
-    lines = [f"## dpflow scale benchmarks (issue 15)\n\n{platform.platform()}, Python {sys.version.split()[0]}, "
-             f"numpy {np.__version__}, {os.cpu_count()} cores (shared; load average at start "
-             f"{os.getloadavg()[0]:.1f}: timings on a busy machine vary by up to 2x)\n"]
+    head = stamp(None if argv is None else ["benchmarks/scale.py", *argv])
+    lines = [f"## dpflow scale benchmarks (issue 15)\n\n{head}\n\nLoad average at start "
+             f"{os.getloadavg()[0]:.1f} on the shared cores: timings on a busy machine vary by up to 2x.\n"]
     if "gauss" not in skip:
         lines += bench_gaussian_memory(args.gauss_n)
         lines += bench_gaussian_passes(args.gauss_n)

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from stamp import stamp
 
 import dpflow as dp
 from dpflow.estimators.regression import niht, noisy_gd, sufficient_statistics
@@ -334,9 +333,7 @@ def main() -> None:
     plots: dict[str, object] = {}
     parts = [
         "# CWZ estimators: sparse mean, truncated mean, NIHT, noisy GD, SSP\n",
-        f"Machine: {platform.machine()}, {platform.processor() or 'unknown cpu'}, Python {sys.version.split()[0]}, "
-        f"numpy {np.__version__}, dpflow {dp.__version__}.  Command: `python benchmarks/sparse_regression.py"
-        f"{'' if args.reps_scale == 1.0 else f' --reps-scale {args.reps_scale}'}`.\n",
+        stamp() + "\n",
         bench_sparse_mean(reps(20), plots),
         bench_mean(reps(50)),
         bench_niht(reps(10), plots),

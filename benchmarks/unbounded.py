@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from stamp import stamp
 
 import dpflow as dp
 from dpflow.estimators import gaussian as G
@@ -256,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     parts = [
         "## dpflow: unbounded Gaussians and heavy tails\n",
-        f"Machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"numpy {np.__version__}.  Command: `python benchmarks/unbounded.py {' '.join(argv or sys.argv[1:])}`.\n",
+        stamp(None if argv is None else ["benchmarks/unbounded.py", *argv]) + "\n",
     ]
     if args.pure:
         parts.append(bench_pure([int(x) for x in args.pure_d.split(",")], [int(x) for x in args.pure_ns.split(",")],
