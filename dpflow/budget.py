@@ -626,7 +626,7 @@ class BudgetStore:
         audit = _audit(con, dataset, self._key)
         if audit is None or self._key is not None:
             return audit
-        return attrs.evolve(audit, problems=(_UNKEYED + " (" + _UPGRADE_FIX + ")", *audit.problems))
+        return attrs.evolve(audit, problems=(f"{_UNKEYED}; {_UPGRADE_FIX}", *audit.problems))
 
     def _verified(self, con: sqlite3.Connection, dataset: str) -> _Audit:
         """The dataset's audit, for admitting a run: refuses an unknown dataset or one failing verification."""
