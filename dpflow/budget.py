@@ -40,16 +40,17 @@ Threat model.  The key protects against anyone who can write the database file b
 without it they cannot forge a row, zero or shrink a spent amount, raise the limit, or recompute the
 chain after an edit, and ``verify`` detects every edit, insertion and deletion before the newest row.  It
 does not protect against anyone holding the key or the privileges of the process that runs dpflow
-(they can write valid rows), against removing the newest rows together with the head or restoring an
-older copy of the whole file (detected only against a head hash kept elsewhere: ``show`` prints it), or
-against deleting the file.  A key file beside the store protects only if the writers of the store cannot
-read it (e.g. the store is group-writable, the key readable by one account only); keep the key in
-another directory or account, or pass it through ``$DPFLOW_BUDGET_KEY``, for more.
+(they can write valid rows), against removing the newest rows together with the head, restoring an
+older copy of the whole file or copying in a dataset's chain from another store under the same key (all
+detected only against a head hash kept elsewhere: ``show`` prints it), or against deleting the file.  A
+key file beside the store protects only if the writers of the store cannot read it (e.g. the store is
+group-writable, the key readable by one account only); keep the key in another directory or account, or
+pass it through ``$DPFLOW_BUDGET_KEY``, for more.
 
 A store written before the chain was keyed admits no run and fails ``verify`` until it is keyed once with
 :meth:`BudgetStore.upgrade` (``dpflow budget upgrade``), which checks its unkeyed chain first and trusts
 what that chain says: anyone who could write the file could have rewritten it.  A keyed store never turns
-unkeyed by itself; one that reads as unkeyed was tampered with and is restored from a backup.
+unkeyed by itself; one that was keyed and reads as unkeyed was tampered with: restore it from a backup.
 
 >>> import tempfile, os, numpy as np, dpflow as dp
 >>> from dpflow import nodes as N
