@@ -23,12 +23,34 @@ same runs in that order):
 A PLD or f-DP filter is deliberately not offered: it is invalid under full adaptivity (Tran,
 Koskela, Raisa & Honkela 2026).  All amounts are exact fractions stored as text, never floats.
 
-Every row commits to the previous row of its dataset (a sha256 hash chain), so editing or deleting
-a row is detected by :meth:`BudgetStore.verify`.  Truncating the newest rows is only detected
-against a head hash kept elsewhere (``show`` prints it).  Admission rests on the same check: a
-reservation re-verifies the dataset's chain inside its transaction and takes what was spent from
-the rows, never from a stored running total; a dataset that fails verification admits no run
-(:class:`BudgetStoreError`), and so does a file that is not a readable store.
+Every row commits to the previous row of its dataset with HMAC-SHA256 under a secret key kept
+outside the database (a keyed hash chain), so editing, inserting or deleting a row is detected by
+:meth:`BudgetStore.verify`.  Admission rests on the same check: a reservation re-verifies the dataset's
+chain inside its transaction and takes what was spent from the rows, never from a stored running total;
+a dataset that fails verification admits no run (:class:`BudgetStoreError`), and so does a file that is
+not a readable store.
+
+The key.  ``BudgetStore(path, key_file=K)`` reads it from the file ``K``; without ``key_file`` from
+``$DPFLOW_BUDGET_KEY`` (hexadecimal) if that is set, else from ``PATH.key`` beside the store.  A new store
+creates a missing key file (32 random bytes in hexadecimal, mode 0600, linked into place whole).  The store
+records that it is keyed and the key's id (an HMAC of a fixed label under the key, never the key), so a
+missing or wrong key is refused as such, and a keyed store is never verified without its key.
+
+Threat model.  The key protects against anyone who can write the database file but cannot read the key:
+without it they cannot forge a row, zero or shrink a spent amount, raise the limit, or recompute the
+chain after an edit, and ``verify`` detects every edit, insertion and deletion before the newest row.  It
+does not protect against anyone holding the key or the privileges of the process that runs dpflow
+(they can write valid rows), against removing the newest rows together with the head, restoring an
+older copy of the whole file or copying in a dataset's chain from another store under the same key (all
+detected only against a head hash kept elsewhere: ``show`` prints it), or against deleting the file.  A
+key file beside the store protects only if the writers of the store cannot read it (e.g. the store is
+group-writable, the key readable by one account only); keep the key in another directory or account, or
+pass it through ``$DPFLOW_BUDGET_KEY``, for more.
+
+A store written before the chain was keyed admits no run and fails ``verify`` until it is keyed once with
+:meth:`BudgetStore.upgrade` (``dpflow budget upgrade``), which checks its unkeyed chain first and trusts
+what that chain says: anyone who could write the file could have rewritten it.  A keyed store never turns
+unkeyed by itself; one that was keyed and reads as unkeyed was tampered with: restore it from a backup.
 
 >>> import tempfile, os, numpy as np, dpflow as dp
 >>> from dpflow import nodes as N
@@ -47,7 +69,9 @@ True
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
+import secrets
 import sqlite3
 import sys
 import tempfile
@@ -64,6 +88,8 @@ from dpflow.planner.ledger import Ledger
 from dpflow.privacy import ZCDP, Measure, PureDP
 
 GENESIS = "0" * 64
+KEY_ENV = "DPFLOW_BUDGET_KEY"
+_MIN_KEY_BYTES = 16
 FILTER_REFERENCES = {
     "zcdp": "zCDP filter: Feldman-Zrnic 2021 (Renyi filter, every order); fully adaptive zCDP composition",
     "pure": "basic epsilon filter: Rogers-Roth-Ullman-Vadhan 2016 (valid under full adaptivity)",
@@ -89,6 +115,10 @@ CREATE TABLE IF NOT EXISTS entries (
     hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_by_dataset ON entries (dataset, seq);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
 
 
@@ -187,12 +217,30 @@ class Status:
 
 @attrs.frozen
 class Verification:
-    """The result of :meth:`BudgetStore.verify`: ``ok`` and the problems found."""
+    """The result of :meth:`BudgetStore.verify`: ``ok``, the problems found, and the id of the key the chain
+    was checked under (None: the store is not keyed, and then ``ok`` is False)."""
 
     dataset: str
     ok: bool
     problems: tuple[str, ...]
     rows: int
+    key_id: str | None
+
+    @property
+    def proves(self) -> str:
+        """Exactly what this verification established.
+
+        >>> print(Verification("d", True, (), 3, "0123456789abcdef").proves)
+        3 rows verified under the HMAC-SHA256 key 0123456789abcdef: nobody without that key edited, inserted or \
+removed a row before the head, and the spent total is the rows' own; not excluded: the newest rows removed \
+with the head, or an older copy of the whole file (compare the head with a copy kept elsewhere)
+        """
+        if not self.ok:
+            return f"{self.rows} rows, VERIFICATION FAILED: " + "; ".join(self.problems)
+        return (f"{self.rows} rows verified under the HMAC-SHA256 key {self.key_id}: nobody without that key edited, "
+                "inserted or removed a row before the head, and the spent total is the rows' own; not excluded: the "
+                "newest rows removed with the head, or an older copy of the whole file (compare the head with a copy "
+                "kept elsewhere)")
 
 
 @attrs.frozen
@@ -204,10 +252,17 @@ class Reservation:
     plan_hash: str
 
 
-def _row_hash(prev: str, dataset: str, kind: str, ref: int | None, amount: str, plan_hash: str,
+def _row_hash(key: bytes | None, prev: str, dataset: str, kind: str, ref: int | None, amount: str, plan_hash: str,
               created: str) -> str:
-    text = "\x1f".join([prev, dataset, kind, "" if ref is None else str(ref), amount, plan_hash, created])
-    return hashlib.sha256(text.encode()).hexdigest()
+    """HMAC-SHA256 under ``key`` of the fields joined by the unit separator; plain sha256 without a key (the
+    format of stores written before the chain was keyed, read only to verify and upgrade them)."""
+    text = "\x1f".join([prev, dataset, kind, "" if ref is None else str(ref), amount, plan_hash, created]).encode()
+    return hashlib.sha256(text).hexdigest() if key is None else hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def _key_id(key: bytes) -> str:
+    """What the store records to recognise its key: an HMAC of a fixed label under the key (not the key)."""
+    return hmac.new(key, b"dpflow budget store key id", hashlib.sha256).hexdigest()[:16]
 
 
 def lifetime_limit(budget: Measure) -> tuple[str, Fraction]:
@@ -289,6 +344,22 @@ class _Audit:
     rows: int
 
 
+_KEY_FIX = (f"give the store's key: key_file= in Python, --key-file PATH on the command line, or ${KEY_ENV} "
+            "(hexadecimal); without it no run is admitted and nothing is verified")
+_UNKEYED = ("the store is not keyed: its hash chain has no secret, so anyone who could write the file could have "
+            "rewritten it")
+_UPGRADE_FIX = ("if an older dpflow wrote it, key it once with `dpflow budget upgrade` (BudgetStore.upgrade()); a "
+                "store that was keyed never becomes unkeyed by itself: then restore it from a backup")
+
+
+def _recorded_key_id(con: sqlite3.Connection) -> str | None:
+    """The key id the store records; None for a store without one (written before the chain was keyed)."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        return None
+    row = con.execute("SELECT value FROM meta WHERE name = 'key_id'").fetchone()
+    return None if row is None else str(row[0])
+
+
 def _entry(r: tuple[object, ...]) -> Entry:
     seq, dataset, kind, ref, amount, plan_hash, created, prev, h = r
     return Entry(int(str(seq)), str(dataset), str(kind), ref if ref is None or isinstance(ref, int) else -1,
@@ -302,9 +373,10 @@ def _fraction(text: str) -> Fraction | None:
         return None
 
 
-def _audit(con: sqlite3.Connection, dataset: str) -> _Audit | None:
-    """Check ``dataset``'s hash chain, declared limit, reservation outcomes and running total, and
-    recompute what was spent (reserved and not released) from its rows; None for an unknown dataset."""
+def _audit(con: sqlite3.Connection, dataset: str, key: bytes | None) -> _Audit | None:
+    """Check ``dataset``'s hash chain (under ``key``; plain sha256 without one), declared limit, reservation
+    outcomes and running total, and recompute what was spent (reserved and not released) from its rows; None
+    for an unknown dataset."""
     row = con.execute("SELECT filter, limit_value, charged, head FROM datasets WHERE dataset = ?",
                       (dataset,)).fetchone()
     if row is None:
@@ -323,7 +395,7 @@ def _audit(con: sqlite3.Connection, dataset: str) -> _Audit | None:
     for i, e in enumerate(entries):
         if e.prev != prev:
             problems.append(f"row {e.seq}: does not follow the previous row (a row was removed or edited)")
-        if _row_hash(e.prev, e.dataset, e.kind, e.ref, e.amount, e.plan_hash, e.created) != e.hash:
+        if _row_hash(key, e.prev, e.dataset, e.kind, e.ref, e.amount, e.plan_hash, e.created) != e.hash:
             problems.append(f"row {e.seq}: its content does not match its hash (the row was edited)")
         prev = e.hash
         amount = _fraction(e.amount)
@@ -362,11 +434,20 @@ class BudgetStore:
     (an empty store) unless ``create=False``; an existing file must hold a store (an empty file is
     refused too: it may be an emptied store), else :class:`BudgetStoreError` says what is wrong and
     how to recover.
+
+    The chain's key comes from ``key_file``, else ``$DPFLOW_BUDGET_KEY`` (hexadecimal), else ``PATH.key``;
+    a new store creates a missing key file (mode 0600).  A keyed store whose key is missing or wrong is
+    refused here; ``key_id`` is the id of the store's key (None for a store written before the chain was
+    keyed: see :meth:`upgrade`).
     """
 
-    def __init__(self, path: str | Path, timeout: float = 120.0, create: bool = True) -> None:
+    def __init__(self, path: str | Path, timeout: float = 120.0, create: bool = True,
+                 key_file: str | Path | None = None) -> None:
         self.path = str(path)
         self.timeout = timeout
+        self.key_file: str | None = (str(key_file) if key_file is not None else
+                                     None if KEY_ENV in os.environ else self.path + ".key")
+        self._key: bytes | None = None
         p = Path(self.path)
         if p.is_dir():
             raise BudgetStoreError(self.path, "this is a directory, not a store file",
@@ -379,10 +460,61 @@ class BudgetStore:
             self._create(p)
         with self._read() as con:
             tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"datasets", "entries"} <= tables:
-            raise BudgetStoreError(self.path, "the file holds no budget store (no datasets/entries tables): it is "
-                                   "empty, truncated, or another kind of file",
-                                   "restore the store from a backup, or give the path of the store file")
+            if not {"datasets", "entries"} <= tables:
+                raise BudgetStoreError(self.path, "the file holds no budget store (no datasets/entries tables): it "
+                                       "is empty, truncated, or another kind of file",
+                                       "restore the store from a backup, or give the path of the store file")
+            self.key_id = _recorded_key_id(con)
+        if self.key_id is not None:
+            key = self._load_key(create=False)
+            if key is None:
+                raise BudgetStoreError(self.path, f"the store is keyed (key id {self.key_id}) but its key file "
+                                       f"{self.key_file} does not exist", _KEY_FIX)
+            if _key_id(key) != self.key_id:
+                raise BudgetStoreError(self.path, f"the key from {self._key_source} (key id {_key_id(key)}) is not "
+                                       f"the store's key (key id {self.key_id}), or the store's key record was "
+                                       "edited", _KEY_FIX)
+            self._key = key
+
+    @property
+    def _key_source(self) -> str:
+        return "$" + KEY_ENV if self.key_file is None else self.key_file
+
+    def _load_key(self, create: bool) -> bytes | None:
+        """The key from its source; None if the key file does not exist and ``create`` is False, else a
+        missing key file is created (32 random bytes, hexadecimal, mode 0600, linked into place whole, so a
+        concurrent reader sees the whole key or none; if another process linked one first, its key is used)."""
+        try:
+            if self.key_file is None:
+                text = os.environ[KEY_ENV]
+            else:
+                kf = Path(self.key_file)
+                if not kf.exists():
+                    if not create:
+                        return None
+                    fd, tmp = tempfile.mkstemp(dir=kf.parent, prefix=f".{kf.name}.", suffix=".new")
+                    try:
+                        with os.fdopen(fd, "w") as f:
+                            f.write(secrets.token_hex(32) + "\n")
+                            f.flush()
+                            os.fsync(f.fileno())
+                        os.link(tmp, kf)
+                    except FileExistsError:
+                        pass
+                    finally:
+                        os.unlink(tmp)
+                text = kf.read_text()
+        except OSError as e:
+            raise BudgetStoreError(self.path, f"the key file {self.key_file} cannot be read or created "
+                                   f"({e.strerror})", _KEY_FIX) from e
+        try:
+            key = bytes.fromhex(text.strip())
+        except ValueError:
+            key = b""
+        if len(key) < _MIN_KEY_BYTES:
+            raise BudgetStoreError(self.path, f"the key from {self._key_source} is not a key: {_MIN_KEY_BYTES} or "
+                                   "more bytes in hexadecimal are needed", _KEY_FIX)
+        return key
 
     def _create(self, p: Path) -> None:
         """Build an empty store beside ``p`` and link it into place: the path never shows a half-made
@@ -399,6 +531,9 @@ class BudgetStore:
             try:
                 con.executescript(_SCHEMA)
                 con.execute("PRAGMA journal_mode=WAL")
+                key = self._load_key(create=True)
+                assert key is not None
+                con.execute("INSERT INTO meta (name, value) VALUES ('key_id', ?)", (_key_id(key),))
             finally:
                 con.close()
             os.link(tmp, p)
@@ -442,13 +577,15 @@ class BudgetStore:
     def _append(self, con: sqlite3.Connection, dataset: str, kind: str, ref: int | None, amount: Fraction,
                 plan_hash: str) -> int:
         """Append one row to ``dataset``'s chain and move its head (inside the caller's transaction)."""
+        if self._key is None:
+            raise BudgetStoreError(self.path, _UNKEYED, _UPGRADE_FIX)
         row = con.execute("SELECT head FROM datasets WHERE dataset = ?", (dataset,)).fetchone()
         if row is None:  # its datasets row was deleted by hand after the reservation: write no row outside a chain
             raise BudgetStoreError(self.path, f"dataset {dataset!r} has no row in the datasets table (it was removed)",
                                    "restore the store from a backup whose chain verifies")
         prev = str(row[0])
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        h = _row_hash(prev, dataset, kind, ref, str(amount), plan_hash, created)
+        h = _row_hash(self._key, prev, dataset, kind, ref, str(amount), plan_hash, created)
         cur = con.execute(
             "INSERT INTO entries (dataset, kind, ref, amount, plan_hash, created, prev, hash) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (dataset, kind, ref, str(amount), plan_hash, created, prev, h))
@@ -485,9 +622,16 @@ class BudgetStore:
                         (dataset, filt, str(limit), GENESIS))
             self._append(con, dataset, "open", None, limit, filt)
 
+    def _check(self, con: sqlite3.Connection, dataset: str) -> _Audit | None:
+        """The dataset's audit under the store's key; an unkeyed store fails it (whatever its chain says)."""
+        audit = _audit(con, dataset, self._key)
+        if audit is None or self._key is not None:
+            return audit
+        return attrs.evolve(audit, problems=(f"{_UNKEYED}; {_UPGRADE_FIX}", *audit.problems))
+
     def _verified(self, con: sqlite3.Connection, dataset: str) -> _Audit:
         """The dataset's audit, for admitting a run: refuses an unknown dataset or one failing verification."""
-        audit = _audit(con, dataset)
+        audit = self._check(con, dataset)
         if audit is None:
             raise BudgetExhaustedError(dataset, "the budget store has no lifetime budget for this dataset",
                                        _declare_fix(dataset, self.path))
@@ -611,13 +755,62 @@ class BudgetStore:
         return Status(dataset, filt, limit, committed, pending, pending_ids, runs, head)
 
     def verify(self, dataset: str) -> Verification:
-        """Check the hash chain, the declared limit, the reservation outcomes and the running total
-        (the same check that admits a run)."""
+        """Check the keyed hash chain, the declared limit, the reservation outcomes and the running total
+        (the same check that admits a run); :attr:`Verification.proves` says what was established.  A store
+        that is not keyed fails."""
         with self._read() as con:
-            audit = _audit(con, dataset)
+            audit = self._check(con, dataset)
         if audit is None:
-            return Verification(dataset, False, (f"unknown dataset {dataset!r}",), 0)
-        return Verification(dataset, not audit.problems, audit.problems, audit.rows)
+            return Verification(dataset, False, (f"unknown dataset {dataset!r}",), 0, self.key_id)
+        return Verification(dataset, not audit.problems, audit.problems, audit.rows, self.key_id)
+
+    def upgrade(self) -> str:
+        """Key a store written before the chain was keyed; returns the new key id.
+
+        Every dataset's unkeyed chain must verify first (else :class:`BudgetStoreError` and nothing is
+        changed); then, in one transaction, every row is re-hashed under the key and the key id recorded.
+        The key is a new key file (refused if the file already exists: a store that was keyed and now reads
+        as unkeyed was tampered with), or ``$DPFLOW_BUDGET_KEY`` when that is the key's source.  What the
+        unkeyed chain said is trusted: anyone who could write the file could have rewritten it, so compare
+        its heads with copies kept elsewhere before upgrading.
+        """
+        if self.key_id is not None:
+            raise ValueError(f"budget store {self.path} is already keyed (key id {self.key_id})")
+        with self._transaction() as con:
+            if _recorded_key_id(con) is not None:
+                raise BudgetStoreError(self.path, "another process keyed the store meanwhile", "open it again")
+            datasets = [str(r[0]) for r in con.execute("SELECT dataset FROM datasets ORDER BY dataset")]
+            for ds in datasets:
+                audit = _audit(con, ds, None)
+                if audit is not None and audit.problems:
+                    raise BudgetStoreError(self.path, f"dataset {ds!r} fails verification, so the store is not "
+                                           f"keyed: {'; '.join(audit.problems)}",
+                                           "restore the store from a backup whose chain verifies, then upgrade it")
+            if self.key_file is not None and os.path.lexists(self.key_file):
+                raise BudgetStoreError(self.path, f"the key file {self.key_file} already exists, but the store is not "
+                                       "keyed: a keyed store never becomes unkeyed by itself",
+                                       "if the store was keyed with that key, it was tampered with: restore it from a "
+                                       "backup; if the key belongs to nothing, move it away and upgrade again")
+            key = self._load_key(create=True)
+            assert key is not None
+            try:
+                con.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                for ds in datasets:
+                    prev = GENESIS
+                    for e in [_entry(r) for r in con.execute(
+                            "SELECT seq, dataset, kind, ref, amount, plan_hash, created, prev, hash FROM entries "
+                            "WHERE dataset = ? ORDER BY seq", (ds,))]:
+                        h = _row_hash(key, prev, e.dataset, e.kind, e.ref, e.amount, e.plan_hash, e.created)
+                        con.execute("UPDATE entries SET prev = ?, hash = ? WHERE seq = ?", (prev, h, e.seq))
+                        prev = h
+                    con.execute("UPDATE datasets SET head = ? WHERE dataset = ?", (prev, ds))
+                con.execute("INSERT INTO meta (name, value) VALUES ('key_id', ?)", (_key_id(key),))
+            except BaseException:
+                if self.key_file is not None:  # the key this call created keys nothing: remove it
+                    os.unlink(self.key_file)
+                raise
+        self._key, self.key_id = key, _key_id(key)
+        return self.key_id
 
 
 @attrs.define

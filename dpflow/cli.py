@@ -10,7 +10,8 @@ variable ``DPFLOW_DEBUG=1`` the engine's exception and traceback are printed too
     dpflow run PLAN.py --data NAME=path.npy|.csv|.parquet [--data ...] --report DIR [--seed N]
                [--backend numpy|dask [--scheduler ADDRESS]]   (dask: also NAME=path.parquet#col1,col2)
     dpflow privacy convert --rho R --delta D [--all]
-    dpflow budget open|show|verify DATASET [--store PATH] [--rho R | --epsilon E]
+    dpflow budget open|show|verify DATASET [--store PATH] [--key-file K] [--rho R | --epsilon E]
+    dpflow budget upgrade [--store PATH] [--key-file K]
 """
 
 from __future__ import annotations
@@ -121,8 +122,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(path: str | None, create: bool) -> BudgetStore:
-    return BudgetStore(path or os.environ.get("DPFLOW_BUDGET_STORE", "dpflow-budget.sqlite"), create=create)
+def _store(path: str | None, create: bool, key_file: str | None = None) -> BudgetStore:
+    return BudgetStore(path or os.environ.get("DPFLOW_BUDGET_STORE", "dpflow-budget.sqlite"), create=create,
+                       key_file=key_file)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -229,11 +231,16 @@ def _cmd_budget(args: argparse.Namespace) -> int:
             raise ValueError("budget open needs exactly one of --rho (zCDP filter) or --epsilon (pure filter)")
         budget = ZCDP(args.rho) if args.rho is not None else PureDP(args.epsilon)
         lifetime_limit(budget)  # refuse a bad limit before any file is written
-        store = _store(args.store, create=True)
+        store = _store(args.store, create=True, key_file=args.key_file)
         store.open(args.dataset, budget)
         print(describe_status(store.status(args.dataset)))
         return 0
-    store = _store(args.store, create=False)
+    store = _store(args.store, create=False, key_file=args.key_file)
+    if args.budget_command == "upgrade":
+        key_id = store.upgrade()
+        print(f"{store.path}: chain keyed with HMAC-SHA256, key id {key_id}, key from "
+              f"{store.key_file or '$DPFLOW_BUDGET_KEY'} (keep it where the store's writers cannot read it)")
+        return 0
     if args.budget_command == "show":
         print(describe_status(store.status(args.dataset)))
         for e in store.entries(args.dataset):
@@ -247,7 +254,7 @@ def _cmd_budget(args: argparse.Namespace) -> int:
             print(f"dpflow: budget store: dataset {args.dataset} FAILS VERIFICATION: no run is admitted on it",
                   file=sys.stderr)
         return 0 if check.ok else 1
-    print(f"{args.dataset}: {check.rows} rows, " + ("chain verified" if check.ok else "VERIFICATION FAILED"))
+    print(f"{args.dataset}: {check.proves}")
     return 0 if check.ok else 1
 
 
@@ -294,11 +301,15 @@ def parser() -> argparse.ArgumentParser:
     bud = sub.add_parser("budget", help="the persistent privacy budget store")
     bsub = bud.add_subparsers(dest="budget_command", required=True)
     for name, text in (("open", "declare a dataset's lifetime budget"), ("show", "budget, spending and rows"),
-                       ("verify", "check the hash chain and the totals (exit 1 if tampered)")):
+                       ("verify", "check the keyed hash chain and the totals (exit 1 if tampered)"),
+                       ("upgrade", "key the hash chain of a store written before dpflow keyed it")):
         bp = bsub.add_parser(name, help=text)
-        bp.add_argument("dataset")
+        if name != "upgrade":
+            bp.add_argument("dataset")
         bp.add_argument("--store", default=None, help="SQLite file (default $DPFLOW_BUDGET_STORE or "
                         "dpflow-budget.sqlite)")
+        bp.add_argument("--key-file", default=None, help="the chain's HMAC key (default $DPFLOW_BUDGET_KEY, hex, "
+                        "else STORE.key; created with mode 0600 by `open` on a new store)")
         if name == "open":
             bp.add_argument("--rho", type=str, default=None, help="lifetime rho (zCDP filter), exact: 1/2 or 0.5")
             bp.add_argument("--epsilon", type=str, default=None, help="lifetime epsilon (basic epsilon filter)")

@@ -420,6 +420,58 @@ def test_a_killed_run_keeps_its_reservation_and_the_store_stays_consistent(store
         Fraction(len(st.pending_ids) - 1, 10**6))
 
 
+def _admit_until_exhausted(path: str, out: Any) -> None:
+    """Run plans of rho = 1/50 on dataset 'd' until the store refuses one, then report how many ran (a process to
+    be killed gets no queue: killed while writing to it, it could leave the queue's lock held)."""
+    store = BudgetStore(path)
+    plan = small_plan(Fraction(1, 50))
+    ran = 0
+    while True:
+        try:
+            plan.run(DATA, budget_store=store, dataset="d")
+        except BudgetExhaustedError:
+            if out is not None:
+                out.put(ran)
+            return
+        ran += 1
+
+
+@pytest.mark.slow
+def test_processes_admitting_at_once_with_one_killed_mid_run(store: BudgetStore, tmp_path: Path) -> None:
+    """Issue 28: five processes admit runs of 1/50 on one dataset at once while a sixth, which reserved 1/4 and
+    read its data, is killed with SIGKILL, and so is one of the five at an arbitrary point of its runs (maybe inside
+    a transaction).  The killed run's reservation stays pending and counts as spent; the survivors stop only when
+    the next run would not fit, so the budget is used up to less than one run and never beyond it; every
+    admitted run is in the rows; the keyed chain verifies afterwards."""
+    store.open("d", dp.ZCDP(1))
+    ctx = mp.get_context("fork")
+    flag = str(tmp_path / "flag")
+    victim = ctx.Process(target=_hanging_run, args=(store.path, flag))  # reserves 1/4, reads, hangs
+    victim.start()
+    _wait_for(lambda: os.path.exists(flag))
+    out = ctx.Queue()
+    workers = [ctx.Process(target=_admit_until_exhausted, args=(store.path, out if i else None)) for i in range(5)]
+    for p in workers:
+        p.start()
+    _wait_for(lambda: store.status("d").runs >= 5)
+    for p in (victim, workers[0]):
+        assert p.pid is not None
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(timeout=30)
+    ran = [out.get(timeout=60) for _ in workers[1:]]
+    for p in workers[1:]:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    check = store.verify("d")
+    assert check.ok and check.key_id == store.key_id, check.problems
+    st = store.status("d")
+    victim_seq = store.entries("d")[1].seq
+    assert store.entries("d")[1].amount == "1/4" and victim_seq in st.pending_ids
+    assert st.pending in (Fraction(1, 4), Fraction(1, 4) + Fraction(1, 50))  # + the killed worker's run in flight
+    assert st.committed == Fraction(st.runs, 50) and sum(ran) <= st.runs
+    assert 1 - Fraction(1, 50) < st.spent <= 1  # used up, never exceeded
+
+
 def test_budgets_typed_as_decimals_mean_the_decimal(store: BudgetStore) -> None:
     """ZCDP(0.05) is exactly 1/20 (issue 12): a lifetime budget of 1.0 admits exactly 20 runs of 0.05, where
     the binary float just above 1/20 admitted only 19."""

@@ -89,7 +89,7 @@ def test_unknown_datasets(store: BudgetStore) -> None:
         store.reserve(two_sources(dp.ZCDP(1)).check(), "nope")
     assert err.value.node == "nope"
     assert err.value.problem == "the budget store has no lifetime budget for this dataset"
-    assert store.verify("nope") == Verification("nope", False, ("unknown dataset 'nope'",), 0)
+    assert store.verify("nope") == Verification("nope", False, ("unknown dataset 'nope'",), 0, store.key_id)
     with pytest.raises(BudgetStoreError, match=re.escape("no dataset 'nope' (the store holds: none)")) as serr:
         store.status("nope")
     assert serr.value.path == str(store.path)
@@ -98,7 +98,8 @@ def test_unknown_datasets(store: BudgetStore) -> None:
     with pytest.raises(BudgetStoreError, match=re.escape("no dataset 'nope' (the store holds: a, b)")):
         store.status("nope")
     v = store.verify("a")
-    assert (v.dataset, v.ok, v.problems, v.rows) == ("a", True, (), 1)
+    assert (v.dataset, v.ok, v.problems, v.rows, v.key_id) == ("a", True, (), 1, store.key_id)
+    assert store.key_id is not None and len(store.key_id) == 16
 
 
 def test_a_dataset_failing_verification_is_named_with_every_problem(store: BudgetStore) -> None:
@@ -186,16 +187,21 @@ def test_describe_status_of_a_zcdp_dataset() -> None:
 
 
 def test_row_hash_format() -> None:
-    """sha256 of the fields joined by the unit separator, an absent ref as the empty string (the chain's format:
-    a store written today verifies tomorrow)."""
+    """HMAC-SHA256 under the key (plain sha256 without one: the unkeyed format of stores written before issue 28,
+    read to verify and upgrade them) of the fields joined by the unit separator, an absent ref as the empty string
+    (the chain's format: a store written today verifies tomorrow)."""
     import hashlib
+    import hmac
 
     from dpflow.budget import GENESIS, _row_hash
 
+    key = bytes(range(32))
     for ref, ref_text in ((None, ""), (5, "5")):
-        text = "\x1f".join([GENESIS, "d", "commit", ref_text, "1/3", "h", "2026-11-23T17:00:00Z"])
-        assert _row_hash(GENESIS, "d", "commit", ref, "1/3", "h", "2026-11-23T17:00:00Z") == \
-            hashlib.sha256(text.encode()).hexdigest()
+        text = "\x1f".join([GENESIS, "d", "commit", ref_text, "1/3", "h", "2026-11-23T17:00:00Z"]).encode()
+        assert _row_hash(key, GENESIS, "d", "commit", ref, "1/3", "h", "2026-11-23T17:00:00Z") == \
+            hmac.new(key, text, hashlib.sha256).hexdigest()
+        assert _row_hash(None, GENESIS, "d", "commit", ref, "1/3", "h", "2026-11-23T17:00:00Z") == \
+            hashlib.sha256(text).hexdigest()
 
 
 def _forge(store: BudgetStore, dataset: str, kind: str, ref: int | None, amount: Fraction,
@@ -268,7 +274,8 @@ def test_a_store_is_built_beside_its_path_in_wal_mode_and_linked_into_place(
     """The store is made in a hidden temporary file beside the path and hard-linked into place, so the path never
     shows a half-made store and a crash leaves at most a '.NAME.*.new' file; it needs only the store's directory to
     be writable (not $TMPDIR); the temporary file is gone afterwards; the store is in WAL mode; the default lock
-    wait is 120 s."""
+    wait is 120 s.  Since issue 28 the store's key file 'b.sqlite.key' is made the same way (first, mode 0600) and
+    the store records its key id in a 'meta' table."""
     import os
     import tempfile
 
@@ -283,14 +290,16 @@ def test_a_store_is_built_beside_its_path_in_wal_mode_and_linked_into_place(
     monkeypatch.setattr(os, "link", spy)
     path = tmp_path / "b.sqlite"
     store = BudgetStore(path)
-    (src,) = linked
+    key_src, src = linked
+    assert Path(key_src).parent == tmp_path and Path(key_src).name.startswith(".b.sqlite.key.")
     assert Path(src).parent == tmp_path and Path(src).name.startswith(".b.sqlite.") and src.endswith(".new")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite", "b.sqlite.key"]
+    assert (tmp_path / "b.sqlite.key").stat().st_mode & 0o777 == 0o600
     assert store.timeout == 120.0 and store.path == str(path)
     with sqlite3.connect(path) as con:
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {
-            "datasets", "entries", "sqlite_sequence"}
+            "datasets", "entries", "meta", "sqlite_sequence"}
 
 
 def test_a_failed_creation_names_the_store_and_leaves_nothing_beside_it(
