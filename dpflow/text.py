@@ -32,11 +32,12 @@ inside a word, so ``gaussian_mech_3`` stays as it is)."""
 
 _MD_BLOCK_START = re.compile(r"^(?:>|[-+](?=[\s-]|$)|\d{1,9}(?=[.)](?:\s|$))| )")
 """What could start a block where the text begins a line's content (e.g. after ``- ``): a quote, a bullet
-list or thematic break, an ordered list marker, indented code (a leading space, kept as ``&#32;``)."""
+list or thematic break, an ordered list marker, indented code (a leading space, kept as ``&#32;``, as is
+a trailing one)."""
 
 _MD_ENTITIES = {"<": "&lt;", "&": "&amp;"}
 
-OVERVIEW_WIDTH = 100
+OVERVIEW_WIDTH = 110
 """The widest line of an overview (:func:`overview_text`): a ``repr`` stays short whatever the names."""
 
 
@@ -63,8 +64,9 @@ def markdown(text: Any) -> str:
     \- 1. x 12\) x
     """
     s = _MD_INLINE.sub(lambda m: _MD_ENTITIES.get(m[0], "\\" + m[0]), visible(text))
-    return _MD_BLOCK_START.sub(lambda m: "&#32;" if m[0] == " " else f"{m[0]}\\" if m[0][0].isdigit()
-                               else "\\" + m[0], s, count=1)
+    s = _MD_BLOCK_START.sub(lambda m: "&#32;" if m[0] == " " else f"{m[0]}\\" if m[0][0].isdigit()
+                            else "\\" + m[0], s, count=1)
+    return s[:-1] + "&#32;" if s.endswith(" ") else s  # a table cell would drop it
 
 
 def html(text: Any) -> str:

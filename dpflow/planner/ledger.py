@@ -458,7 +458,7 @@ class Ledger:
                              "values: the document was edited; use the ledger as the planner wrote it")
         return ledger
 
-    MAX_SOURCES = 3
+    MAX_SOURCES = 2
     """Sources an overview lists (then how many more)."""
 
     def overview(self) -> list[tuple[str, str]]:
