@@ -223,3 +223,14 @@ def test_markdown_escape_renders_as_the_visible_text(s: str) -> None:
     assert "<" not in md and md.isprintable() and "\n" not in md
     assert _bare(md, "`[]~$*#|\\") == ""
     assert not _BLOCK_START.match(md)                                         # may begin a list item
+
+
+def test_a_name_that_cannot_be_encoded_still_gets_its_report(tmp_path: Path) -> None:
+    # a lone surrogate (a str Python allows, UTF-8 does not) used to fail report.md after the run
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5), name="p\ud800")
+    X = b.source("X\udfff", dp.Vectors(d=2), n=10)
+    res = b.build(**{"o\ud800": N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))}).run(
+        {"X\udfff": np.zeros((10, 2))}, noise=dp.SeededNoise(0))
+    paths = res.report.write(tmp_path / "r")
+    assert json.loads(paths[0].read_text(encoding="utf-8"))["ledger"]["plan_name"] == "p\ud800"
+    assert "p\\\\ud800" in paths[1].read_text(encoding="utf-8") and "p\\ud800" in paths[2].read_text(encoding="utf-8")
