@@ -476,7 +476,7 @@ class Ledger:
           source X: rho=0.5 zCDP (100% of the budget); (4.88676, 1e-06)-DP by PLD (dp_accounting, pessimistic)>
         """
         mechanisms = len(self.events())
-        rows = [("plan", f"{shorten(self.plan_name, 40)} ({self.plan_hash[:18]})"),
+        rows = [("plan", f"{shorten(self.plan_name, 40)} ({self.plan_hash[:19]})"),
                 ("budget", f"{self.budget}, {self.neighbors} neighbours, {mechanisms} mechanism"
                            + ("" if mechanisms == 1 else "s"))]
         shown = self.totals if len(self.totals) <= self.MAX_SOURCES else self.totals[:self.MAX_SOURCES - 1]
