@@ -20,16 +20,24 @@ from dpflow.plan.graph import Plan, register_entry
 from dpflow.planner.certify import certified
 from dpflow.planner.ledger import Ledger
 from dpflow.report.report import Report
+from dpflow.text import overview_html, overview_text
 
 __all__ = ["Result", "check", "run"]
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, repr=False)
 class Result:
-    """Released values and the report of one run."""
+    """Released values and the report of one run.  Its ``repr`` is the report's short overview
+    (:meth:`dpflow.Report.overview`)."""
 
     released: dict[str, Any]
     report: Report
+
+    def __repr__(self) -> str:
+        return overview_text("Result", self.report.overview())
+
+    def _repr_html_(self) -> str:
+        return overview_html("Result", self.report.overview())
 
 
 def run(

@@ -35,6 +35,7 @@ from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
 from dpflow.plan import Plan
 from dpflow.privacy import ZCDP, Cost, PureDP, exact, zcdp_to_approx_dp
 from dpflow.report import NOT_FOR_RELEASE, prepare_report_dir
+from dpflow.text import visible
 
 
 def load_plan(path: str) -> Plan:
@@ -146,11 +147,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if report.execution.seeded:
         print(NOT_FOR_RELEASE)
     for name, value in sorted(result.released.items()):
-        print(f"{name} = {np.array2string(np.asarray(value), precision=5)}")
+        print(f"{visible(name)} = {np.array2string(np.asarray(value), precision=5)}")
     if report.budget is not None:
         for c in report.budget["charges"]:
-            print(f"charged {c['amount']} to dataset {c['dataset']} (reservation {c['reservation']}) in the budget "
-                  f"store {report.budget['store']}")
+            print(visible(f"charged {c['amount']} to dataset {c['dataset']} (reservation {c['reservation']}) in the "
+                          f"budget store {report.budget['store']}"))
     try:
         paths = report.write(out)
     except OSError as e:
@@ -324,13 +325,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: Any = args.fn(args)
         return int(code)
     except PlanError as e:
-        print(f"dpflow: plan refused: {e}", file=sys.stderr)
+        print(f"dpflow: plan refused: {visible(e)}", file=sys.stderr)
         _print_notes(e)
         return 2
     except (DpflowError, OSError, ValueError) as e:
         if e.__cause__ is not None and debug_requested():  # an engine failure's cause is kept only then
             traceback.print_exception(e.__cause__, file=sys.stderr)
-        print(f"dpflow: error: {e}", file=sys.stderr)
+        print(f"dpflow: error: {visible(e)}", file=sys.stderr)
         _print_notes(e)
         return 1
     except KeyboardInterrupt as e:

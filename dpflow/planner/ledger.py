@@ -26,6 +26,7 @@ from dpflow.nodes.types import Mode, Relation, SplitRule
 from dpflow.plan.serialize import canonical
 from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, accuracy_rows
 from dpflow.privacy import Conversion, Cost
+from dpflow.text import overview_html, overview_text, shorten, visible
 
 LEDGER_SCHEMA = "dpflow.ledger"
 LEDGER_SCHEMA_VERSION = 4
@@ -387,9 +388,10 @@ class SourceTotal:
                            None if comp is None else composition_from_data(comp))
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Ledger:
-    """The certificate of a plan.
+    """The certificate of a plan.  Its ``repr`` is a short overview (:meth:`overview`); :meth:`summary`
+    lists every mechanism, :meth:`to_json` holds everything.
 
     >>> import dpflow as dp
     >>> from dpflow import nodes as N
@@ -456,8 +458,47 @@ class Ledger:
                              "values: the document was edited; use the ledger as the planner wrote it")
         return ledger
 
+    MAX_SOURCES = 2
+    """Sources an overview lists (then how many more)."""
+
+    def overview(self) -> list[tuple[str, str]]:
+        """The key facts as (label, value) rows: the plan, the budget, each source's total (at most
+        :attr:`MAX_SOURCES` of them) and the warnings; names shortened, as :func:`dpflow.text.visible` shows them.
+
+        >>> import dpflow as dp
+        >>> from dpflow import nodes as N
+        >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5), name="demo")
+        >>> X = b.source("X", dp.Vectors(d=2), n=100)
+        >>> print(repr(b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).check()))  # doctest: +ELLIPSIS
+        <Ledger
+          plan: demo (sha256:...)
+          budget: rho=0.5 zCDP, replace neighbours, 1 mechanism
+          source X: rho=0.5 zCDP (100% of the budget); (4.88676, 1e-06)-DP by PLD (dp_accounting, pessimistic)>
+        """
+        mechanisms = len(self.events())
+        rows = [("plan", f"{shorten(self.plan_name, 40)} ({self.plan_hash[:19]})"),
+                ("budget", f"{self.budget}, {self.neighbors} neighbours, {mechanisms} mechanism"
+                           + ("" if mechanisms == 1 else "s"))]
+        shown = self.totals if len(self.totals) <= self.MAX_SOURCES else self.totals[:self.MAX_SOURCES - 1]
+        for t in shown:
+            best = t.tightest()
+            rows.append((f"source {shorten(t.source, 30)}", f"{t.measure} ({t.budget_used} of the budget); "
+                                                           f"({best.epsilon:.6g}, {best.delta:.3g})-DP by {best.rule}"))
+        if len(shown) < len(self.totals):
+            rows.append(("more sources", f"{len(self.totals) - len(shown)} (summary() lists every source)"))
+        if self.warnings:
+            rows.append((f"warnings ({len(self.warnings)})", self.warnings[0]))
+        return rows
+
+    def __repr__(self) -> str:
+        return overview_text("Ledger", self.overview())
+
+    def _repr_html_(self) -> str:
+        return overview_html("Ledger", self.overview())
+
     def summary(self) -> str:
-        """A short readable summary: mechanisms, their costs, and the totals."""
+        """A short readable summary: mechanisms, their costs, and the totals (every name as
+        :func:`dpflow.text.visible`: one line each, shown as it is stored)."""
         lines = [f"plan {self.plan_name} ({self.plan_hash[:19]}), neighbours: {self.neighbors}",
                  f"budget: {self.budget}; {self.allocation}"]
         for e in self.entries:
@@ -470,7 +511,7 @@ class Ledger:
                 f"({best.epsilon:.6g}, {best.delta:.3g})-DP by {best.rule}"
             )
         lines.extend(f"warning: {w}" for w in self.warnings)
-        return "\n".join(lines)
+        return "\n".join(visible(line) for line in lines)
 
     def accuracy(self, alpha: float = 0.05) -> tuple[Accuracy, ...]:
         """For every mechanism invocation, the half-width of a (1 - alpha) interval of its noise, per
@@ -488,4 +529,4 @@ class Ledger:
 
     def accuracy_summary(self, alpha: float = 0.05) -> str:
         """:meth:`accuracy` as readable lines (what ``dpflow check`` prints after :meth:`summary`)."""
-        return "\n".join(accuracy_lines(self.noise_calibrations, alpha))
+        return "\n".join(visible(line) for line in accuracy_lines(self.noise_calibrations, alpha))

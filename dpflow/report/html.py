@@ -7,13 +7,14 @@ totals and composition rules, the accuracy known before data, and every node's d
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
 import numpy as np
 
 from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows, realised_rows
+from dpflow.report.markdown import charges
+from dpflow.text import html as _e
 
 MAX_POINTS = 40
 """Coordinates drawn per released value (the table lists the rest)."""
@@ -33,10 +34,6 @@ th{background:#f1f4f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .card h3{margin:0 0 6px;font-size:15px}.small{font-size:12px;color:#55606b}
 svg text{font:11px system-ui,sans-serif;fill:#1d2329}
 """
-
-
-def _e(x: Any) -> str:
-    return html.escape(str(x))
 
 
 def _num(v: float) -> str:
@@ -234,8 +231,7 @@ def render_html(report: dict[str, Any]) -> str:
         body.append('<p class="banner">NOT FOR RELEASE: this run used seeded noise; its values are reproducible '
                     "from the seed, not private.</p>")
     if "budget" in report:
-        charges = ", ".join(f'{c["dataset"]} #{c["reservation"]}: {c["amount"]}' for c in report["budget"]["charges"])
-        body.append(f'<p class="meta">charged to the budget store: {_e(charges)}</p>')
+        body.append(f'<p class="meta">charged to the budget store: {_e(charges(report["budget"]))}</p>')
     body += _released(report) + _budget(ledger) + _totals(ledger) + _accuracy(ledger) + _derivations(ledger)
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

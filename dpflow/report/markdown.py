@@ -1,4 +1,9 @@
-"""Markdown rendering of a report (or of a ledger alone)."""
+"""Markdown rendering of a report (or of a ledger alone).
+
+Every text the report data carries (names, derivations, rules, warnings, settings) goes through
+:func:`dpflow.text.markdown`: a plan, source, output or column name, a category label or a dataset id
+renders as itself and can add no heading, line, table cell, link, image or HTML.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,12 @@ from typing import Any
 import numpy as np
 
 from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows, realised_rows
+from dpflow.text import markdown as _md
 
 
-def _cell(x: Any) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
+def charges(budget: dict[str, Any]) -> str:
+    """What a run charged to the budget store, as plain text (each dataset, reservation and amount)."""
+    return ", ".join(f"{c['dataset']} #{c['reservation']}: {c['amount']}" for c in budget["charges"])
 
 
 def _short(value: Any) -> str:
@@ -25,10 +32,11 @@ def _short(value: Any) -> str:
 def render_ledger(ledger: dict[str, Any]) -> list[str]:
     """Markdown lines for a ledger's JSON data."""
     out = [
-        f"- plan: `{ledger['plan_name']}` `{ledger['plan_hash']}` (dpflow {ledger['dpflow_version']}, "
-        f"ledger schema {ledger['schema']} version {ledger['schema_version']})",
-        f"- neighbouring relation: **{ledger['neighbors']}**",
-        f"- budget: **{ledger['budget']}**; {ledger['allocation']}",
+        f"- plan: {_md(ledger['plan_name'])}, {_md(ledger['plan_hash'])} (dpflow "
+        f"{_md(ledger['dpflow_version'])}, ledger schema {_md(ledger['schema'])} version "
+        f"{_md(ledger['schema_version'])})",
+        f"- neighbouring relation: **{_md(ledger['neighbors'])}**",
+        f"- budget: **{_md(ledger['budget'])}**; {_md(ledger['allocation'])}",
         "",
         "### Totals per source",
         "",
@@ -38,18 +46,19 @@ def render_ledger(ledger: dict[str, Any]) -> list[str]:
     for t in ledger["totals"]:
         for c in t["conversions"]:
             mark = " **(used)**" if c["tightest"] else ""
-            out.append(f"| {t['source']} | {t['measure']} | {t['budget_used']} | "
-                       f"({c['epsilon']:.6g}, {c['delta']:.3g}){mark} | {c['rule']} | {_cell(c['reference'])} |")
+            out.append(f"| {_md(t['source'])} | {_md(t['measure'])} | {_md(t['budget_used'])} | "
+                       f"({c['epsilon']:.6g}, {c['delta']:.3g}){mark} | {_md(c['rule'])} | "
+                       f"{_md(c['reference'])} |")
     out += ["", "### Nodes", "", "| node | kind | sensitivity | derivation | noise | cost | composition | reference |",
             "|---|---|---|---|---|---|---|---|"]
     for e in ledger["entries"]:
-        out.append("| " + " | ".join(_cell(e[k]) for k in
+        out.append("| " + " | ".join(_md(e[k]) for k in
                                       ("node", "kind", "sensitivity", "derivation", "noise", "cost", "rule",
                                        "reference")) + " |")
-    out += ["", "### Composition", ""] + [f"- {c}" for c in ledger["composition"]]
+    out += ["", "### Composition", ""] + [f"- {_md(c)}" for c in ledger["composition"]]
     out += render_accuracy(ledger)
     if ledger["warnings"]:
-        out += ["", "### Warnings", ""] + [f"- {w}" for w in ledger["warnings"]]
+        out += ["", "### Warnings", ""] + [f"- {_md(w)}" for w in ledger["warnings"]]
     return out
 
 
@@ -66,12 +75,13 @@ def render_accuracy(ledger: dict[str, Any], alpha: float = 0.05) -> list[str]:
            "2^-k lattice. The noise only: clipping bias is not included.", "",
            "| node | rounds | noise | half-width | exact sources | note |", "|---|---|---|---|---|---|"]
     for r in rows:
-        unit = f" x ({r.sensitivity})" if r.per_unit else ""
+        unit = f" x ({_md(r.sensitivity)})" if r.per_unit else ""
         cont = "-" if r.half_width is None else f"{r.half_width:.6g}{unit}"
         ex = "-" if r.exact_half_width is None else f"{r.exact_half_width:.6g}{unit}"
         note = r.note + ("; " if r.note and r.per_unit else "") + (
             f"depends on {r.sensitivity}: known after data" if r.per_unit else "")
-        out.append("| " + " | ".join(_cell(x) for x in (r.node, r.rounds or "-", r.noise, cont, ex, note)) + " |")
+        rounds = _md(r.rounds) if r.rounds else "-"
+        out.append(f"| {_md(r.node)} | {rounds} | {_md(r.noise)} | {cont} | {ex} | {_md(note)} |")
     return out
 
 
@@ -82,15 +92,18 @@ def render_markdown(report: dict[str, Any]) -> str:
     if run["seeded"]:
         out += ["> **NOT FOR RELEASE**: this run used seeded noise.", ""]
     out += ["## Released values", "", "| name | value |", "|---|---|"]
-    out += [f"| {k} | {_cell(_short(v))} |" for k, v in sorted(report["released"].items())]
+    out += [f"| {_md(k)} | {_md(_short(v))} |" for k, v in sorted(report["released"].items())]
     out += ["", "## Guarantee", ""] + render_ledger(report["ledger"])
-    out += ["", "## Run", "", f"- noise: {run['noise']}", f"- backend: {run['backend']}"
-            + "".join(f", {k}: {v}" for k, v in run.get("backend_settings", {}).items() if k != "backend"),
-            f"- status: {run['release_status']}"]
+    out += ["", "## Run", "", f"- noise: {_md(run['noise'])}", f"- backend: {_md(run['backend'])}"
+            + "".join(f", {_md(k)}: {_md(v)}" for k, v in run.get("backend_settings", {}).items()
+                      if k != "backend"),
+            f"- status: {_md(run['release_status'])}"]
+    if "budget" in report:
+        out += [f"- charged to the budget store: {_md(charges(report['budget']))}"]
     calibrations = [NoiseCalibration.from_data(c) for c in report["ledger"]["noise_calibrations"]]
     realised = realised_rows(calibrations, run["noise_scales"])
     if realised:
         out += ["", "Realised noise intervals (95%, per coordinate, at the scales this run recorded):", ""]
-        out += [f"- {r.node}: {r.noise}, +/- {r.half_width:.6g} ({r.note})" for r in realised]
+        out += [f"- {_md(r.node)}: {_md(r.noise)}, +/- {r.half_width:.6g} ({_md(r.note)})" for r in realised]
     out += [""]
     return "\n".join(out) + "\n"

@@ -14,7 +14,8 @@ import numpy as np
 from dpflow.interpreter.run import Execution
 from dpflow.planner.ledger import Ledger
 from dpflow.report.html import render_html
-from dpflow.report.markdown import render_markdown
+from dpflow.report.markdown import charges, render_markdown
+from dpflow.text import overview_html, overview_text, shorten
 
 REPORT_SCHEMA = "dpflow.report"
 REPORT_SCHEMA_VERSION = 4
@@ -71,9 +72,10 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, repr=False)
 class Report:
-    """What was released, under which guarantee, and why it holds.  Holds no private data.
+    """What was released, under which guarantee, and why it holds.  Holds no private data.  Its ``repr``
+    is a short overview (:meth:`overview`); :meth:`to_json` and :meth:`write` hold everything.
 
     >>> import numpy as np, dpflow as dp
     >>> from dpflow import nodes as N
@@ -108,6 +110,30 @@ class Report:
                 "outputs": dict(ex.outputs),
             },
         }
+
+    def overview(self) -> list[tuple[str, str]]:
+        """The key facts as (label, value) rows: the ledger's (:meth:`dpflow.planner.Ledger.overview`), the
+        released outputs with their shapes, the noise source and what the budget store was charged.
+
+        >>> import numpy as np, dpflow as dp
+        >>> from dpflow import nodes as N
+        >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+        >>> X = b.source("X", dp.Vectors(d=2), n=100)
+        >>> res = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).run(
+        ...     {"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0))
+        >>> dict(res.report.overview())["released (1)"]
+        'm shape (2,)'
+        """
+        ex = self.execution
+        released = ", ".join(f"{shorten(name, 40)} shape {np.shape(v)}" for name, v in sorted(ex.released.items()))
+        rows = self.ledger.overview() + [(f"released ({len(ex.released)})", released), ("noise", ex.noise)]
+        return rows + ([] if self.budget is None else [("charged", charges(self.budget))])
+
+    def __repr__(self) -> str:
+        return overview_text("Report", self.overview())
+
+    def _repr_html_(self) -> str:
+        return overview_html("Report", self.overview())
 
     def summary(self) -> str:
         """The ledger's summary (costs, totals and accuracy warnings) and the run's noise source.
