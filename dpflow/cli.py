@@ -10,7 +10,10 @@ variable ``DPFLOW_DEBUG=1`` the engine's exception and traceback are printed too
     dpflow run PLAN.py --data NAME=path.npy|.csv|.parquet [--data ...] --report DIR [--seed N]
                [--backend numpy|dask [--scheduler ADDRESS]]   (dask: also NAME=path.parquet#col1,col2)
     dpflow privacy convert --rho R --delta D [--all]
-    dpflow budget open|show|verify DATASET [--store PATH] [--rho R | --epsilon E]
+    dpflow budget open|show|verify DATASET [--budget-store PATH] [--rho R | --epsilon E]
+
+Ctrl-C stops a run with exit status 130 (and says what the budget store charged); once the run is
+complete, it no longer does: the outputs are printed, the report is written and the status is 0.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ import argparse
 import math
 import os
 import runpy
+import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpflow.api import run
+from dpflow.api import Result, run
 from dpflow.budget import BudgetStore, describe_status, lifetime_limit
 from dpflow.errors import DpflowError, PlanError, debug_requested
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
@@ -125,11 +130,29 @@ def _store(path: str | None, create: bool) -> BudgetStore:
     return BudgetStore(path or os.environ.get("DPFLOW_BUDGET_STORE", "dpflow-budget.sqlite"), create=create)
 
 
+@contextmanager
+def _complete() -> Iterator[None]:
+    """A completed run is finished, not stopped, by Ctrl-C: its outputs are printed and its report written
+    (the run may have been charged), and the exit status is 0."""
+    def finish(signum: int, frame: Any) -> None:
+        print("dpflow: the run is complete: writing its report before exiting", file=sys.stderr)
+
+    try:
+        before = signal.signal(signal.SIGINT, finish)
+    except ValueError:  # not the main thread: Ctrl-C does not arrive here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
-    plan.check()  # a refused plan writes nothing: certify before the report directory is made
+    plan.check()  # a refused plan writes nothing
     store = _store(args.budget_store, create=False) if args.dataset else None
-    out = prepare_report_dir(args.report)  # before any budget is reserved
+    out = prepare_report_dir(args.report)  # checked before any budget is reserved, made when the report is written
     data = load_data(args.data, args.backend)
     backend: Any = args.backend
     if args.scheduler is not None:
@@ -139,6 +162,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         backend = DaskBackend.connect(args.scheduler)
     result = run(plan, data, noise=_noise(args.seed), backend=backend, budget_store=store, dataset=args.dataset)
+    with _complete():
+        return _finish(result, out)
+
+
+def _finish(result: Result, out: Path) -> int:
+    """Print a completed run's outputs and write its report."""
     report = result.report
     print(report.ledger.summary())
     if report.execution.seeded:
@@ -224,16 +253,20 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_budget(args: argparse.Namespace) -> int:
+    if args.store is not None:  # the deprecated name of --budget-store, accepted silently
+        if args.budget_store not in (None, args.store):
+            raise ValueError("--store and --budget-store name different stores: pass --budget-store only")
+        args.budget_store = args.store
     if args.budget_command == "open":
         if (args.rho is None) == (args.epsilon is None):
             raise ValueError("budget open needs exactly one of --rho (zCDP filter) or --epsilon (pure filter)")
         budget = ZCDP(args.rho) if args.rho is not None else PureDP(args.epsilon)
         lifetime_limit(budget)  # refuse a bad limit before any file is written
-        store = _store(args.store, create=True)
+        store = _store(args.budget_store, create=True)
         store.open(args.dataset, budget)
         print(describe_status(store.status(args.dataset)))
         return 0
-    store = _store(args.store, create=False)
+    store = _store(args.budget_store, create=False)
     if args.budget_command == "show":
         print(describe_status(store.status(args.dataset)))
         for e in store.entries(args.dataset):
@@ -297,8 +330,9 @@ def parser() -> argparse.ArgumentParser:
                        ("verify", "check the hash chain and the totals (exit 1 if tampered)")):
         bp = bsub.add_parser(name, help=text)
         bp.add_argument("dataset")
-        bp.add_argument("--store", default=None, help="SQLite file (default $DPFLOW_BUDGET_STORE or "
-                        "dpflow-budget.sqlite)")
+        bp.add_argument("--budget-store", default=None, help="SQLite budget store (default "
+                        "$DPFLOW_BUDGET_STORE or dpflow-budget.sqlite)")
+        bp.add_argument("--store", default=None, help=argparse.SUPPRESS)  # deprecated: --budget-store
         if name == "open":
             bp.add_argument("--rho", type=str, default=None, help="lifetime rho (zCDP filter), exact: 1/2 or 0.5")
             bp.add_argument("--epsilon", type=str, default=None, help="lifetime epsilon (basic epsilon filter)")
@@ -316,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dpflow: plan refused: {e}", file=sys.stderr)
         _print_notes(e)
         return 2
-    except (DpflowError, OSError, ValueError) as e:
+    except (DpflowError, OSError, ValueError, ImportError) as e:  # an ImportError: a missing extra
         if e.__cause__ is not None and debug_requested():  # an engine failure's cause is kept only then
             traceback.print_exception(e.__cause__, file=sys.stderr)
         print(f"dpflow: error: {e}", file=sys.stderr)
