@@ -298,3 +298,24 @@ def test_arrays_with_declared_columns_are_encoded_on_dask(tmp_path: Any) -> None
     for src in (A[:, :1], da.from_array(np.zeros((300, 3)), chunks=(70, 3))):
         with pytest.raises(dp.DataError, match=r"declares 2 columns \['x', 'g'\], got an array of shape \(300, "):
             plan.run({"X": src}, noise=dp.SeededNoise(1), backend="dask")
+
+
+def test_a_table_that_fails_to_parse_is_charged_as_read(tmp_path: Any) -> None:
+    """A text value in a later block of a numeric CSV column makes dask's parser fail while the row counts are
+    read (whether it fails depends on the values): an engine failure after data was read, so the reservation
+    stays counted, as any engine failure's does (no free probe of the values)."""
+    from fractions import Fraction
+
+    from dpflow.budget import BudgetStore
+
+    dd = pytest.importorskip("dask.dataframe")
+    lines = ["age,bmi,bp"] + [f"{i % 9},{20 + i % 7},{120 + i % 11}" for i in range(400)]
+    lines[-3] = "abc,21,121"
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    store = BudgetStore(tmp_path / "budget.sqlite")
+    store.open("d", dp.ZCDP(2))
+    plan = _columns_plan(400, ["age", "bmi", "bp"])
+    with pytest.raises(ExecutionError, match="dask computation failed"):
+        dp.run(plan, {"X": dd.read_csv(tmp_path / "t.csv", blocksize=1000)}, backend="dask", budget_store=store,
+               dataset="d")
+    assert store.status("d").spent == Fraction(1)
