@@ -80,7 +80,7 @@ def load_data(specs: Sequence[str], backend: str = "numpy") -> dict[str, Any]:
     so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame).  With
     ``backend="dask"`` nothing is read here: ``.npy`` files are memory-mapped and read block by block, and
     ``NAME=path.parquet#a,b`` or ``NAME=path.csv#a,b`` read the named columns through dask.dataframe on the
-    workers."""
+    workers (a source's declared columns are then selected from them by name, as from a whole file on numpy)."""
     out: dict[str, Any] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
