@@ -145,7 +145,7 @@ class BudgetStoreError(DpflowError):
 
 def _declare_fix(dataset: str, path: str) -> str:
     """How to give ``dataset`` a lifetime budget, on the command line and in Python."""
-    return (f"declare one first: `dpflow budget open {dataset} --rho R --store {path}` (or --epsilon E); "
+    return (f"declare one first: `dpflow budget open {dataset} --rho R --budget-store {path}` (or --epsilon E); "
             f"in Python, BudgetStore({path!r}).open({dataset!r}, ZCDP(rho) or PureDP(epsilon))")
 
 
@@ -157,10 +157,10 @@ def _sqlite_error(path: str, e: sqlite3.Error, timeout: float) -> BudgetStoreErr
                                 f"(SQLite: {text})", "retry when the other run has finished")
     if "unable to open" in text:
         return BudgetStoreError(path, f"the file cannot be opened (SQLite: {text})",
-                                "check that --store names a store file in an existing, writable directory")
+                                "check that --budget-store names a store file in an existing, writable directory")
     if "no such table" in text or "no such column" in text:
         return BudgetStoreError(path, f"this SQLite file is not a dpflow budget store (SQLite: {text})",
-                                "point --store at the budget store file")
+                                "point --budget-store at the budget store file")
     return BudgetStoreError(path, f"the file is not a readable budget store: it is corrupted, truncated or not "
                             f"a store (SQLite: {text})",
                             "restore the store from a backup and check it with `dpflow budget verify DATASET`; "
@@ -455,8 +455,8 @@ class BudgetStore:
         if not p.exists():
             if not create:
                 raise BudgetStoreError(self.path, "no such store file",
-                                       "check the path (--store, --budget-store or $DPFLOW_BUDGET_STORE); a new "
-                                       "store is created by `dpflow budget open DATASET --rho R --store PATH`")
+                                       "check the path (--budget-store or $DPFLOW_BUDGET_STORE); a new "
+                                       "store is created by `dpflow budget open DATASET --rho R --budget-store PATH`")
             self._create(p)
         with self._read() as con:
             tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -638,7 +638,7 @@ class BudgetStore:
         if audit.problems:
             raise BudgetStoreError(self.path, f"dataset {dataset!r} fails verification, so no run is admitted on "
                                    f"it: {'; '.join(audit.problems)}",
-                                   f"see `dpflow budget verify {dataset} --store {self.path}`; restore the store "
+                                   f"see `dpflow budget verify {dataset} --budget-store {self.path}`; restore the store "
                                    "from a backup whose chain verifies")
         return audit
 

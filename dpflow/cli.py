@@ -10,8 +10,11 @@ variable ``DPFLOW_DEBUG=1`` the engine's exception and traceback are printed too
     dpflow run PLAN.py --data NAME=path.npy|.csv|.parquet [--data ...] --report DIR [--seed N]
                [--backend numpy|dask [--scheduler ADDRESS]]   (dask: also NAME=path.parquet#col1,col2)
     dpflow privacy convert --rho R --delta D [--all]
-    dpflow budget open|show|verify DATASET [--store PATH] [--key-file K] [--rho R | --epsilon E]
-    dpflow budget upgrade [--store PATH] [--key-file K]
+    dpflow budget open|show|verify DATASET [--budget-store PATH] [--key-file K] [--rho R | --epsilon E]
+    dpflow budget upgrade [--budget-store PATH] [--key-file K]
+
+Ctrl-C stops a run with exit status 130 (and says what the budget store charged); once the run is
+complete, it no longer does: the outputs are printed, the report is written and the status is 0.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ import argparse
 import math
 import os
 import runpy
+import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpflow.api import run
+from dpflow.api import Result, run
 from dpflow.budget import BudgetStore, describe_status, lifetime_limit
 from dpflow.errors import DpflowError, PlanError, debug_requested
 from dpflow.interpreter.noise import NoiseSource, SecureNoise, SeededNoise
@@ -77,7 +82,7 @@ def load_data(specs: Sequence[str], backend: str = "numpy") -> dict[str, Any]:
     so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame).  With
     ``backend="dask"`` nothing is read here: ``.npy`` files are memory-mapped and read block by block, and
     ``NAME=path.parquet#a,b`` or ``NAME=path.csv#a,b`` read the named columns through dask.dataframe on the
-    workers."""
+    workers (a source's declared columns are then selected from them by name, as from a whole file on numpy)."""
     out: dict[str, Any] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -128,11 +133,29 @@ def _store(path: str | None, create: bool, key_file: str | None = None) -> Budge
                        key_file=key_file)
 
 
+@contextmanager
+def _complete() -> Iterator[None]:
+    """A completed run is finished, not stopped, by Ctrl-C: its outputs are printed and its report written
+    (the run may have been charged), and the exit status is 0."""
+    def finish(signum: int, frame: Any) -> None:
+        print("dpflow: the run is complete: writing its report before exiting", file=sys.stderr)
+
+    try:
+        before = signal.signal(signal.SIGINT, finish)
+    except ValueError:  # not the main thread: Ctrl-C does not arrive here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
-    plan.check()  # a refused plan writes nothing: certify before the report directory is made
-    store = _store(args.budget_store, create=False) if args.dataset else None
-    out = prepare_report_dir(args.report)  # before any budget is reserved
+    plan.check()  # a refused plan writes nothing
+    store = _store(args.budget_store, create=False, key_file=args.key_file) if args.dataset else None
+    out = prepare_report_dir(args.report)  # checked before any budget is reserved, made when the report is written
     data = load_data(args.data, args.backend)
     backend: Any = args.backend
     if args.scheduler is not None:
@@ -142,6 +165,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         backend = DaskBackend.connect(args.scheduler)
     result = run(plan, data, noise=_noise(args.seed), backend=backend, budget_store=store, dataset=args.dataset)
+    with _complete():
+        return _finish(result, out)
+
+
+def _finish(result: Result, out: Path) -> int:
+    """Print a completed run's outputs and write its report."""
     report = result.report
     print(report.ledger.summary())
     if report.execution.seeded:
@@ -227,16 +256,20 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_budget(args: argparse.Namespace) -> int:
+    if args.store is not None:  # the deprecated name of --budget-store, accepted silently
+        if args.budget_store not in (None, args.store):
+            raise ValueError("--store and --budget-store name different stores: pass --budget-store only")
+        args.budget_store = args.store
     if args.budget_command == "open":
         if (args.rho is None) == (args.epsilon is None):
             raise ValueError("budget open needs exactly one of --rho (zCDP filter) or --epsilon (pure filter)")
         budget = ZCDP(args.rho) if args.rho is not None else PureDP(args.epsilon)
         lifetime_limit(budget)  # refuse a bad limit before any file is written
-        store = _store(args.store, create=True, key_file=args.key_file)
+        store = _store(args.budget_store, create=True, key_file=args.key_file)
         store.open(args.dataset, budget)
         print(describe_status(store.status(args.dataset)))
         return 0
-    store = _store(args.store, create=False, key_file=args.key_file)
+    store = _store(args.budget_store, create=False, key_file=args.key_file)
     if args.budget_command == "upgrade":
         key_id = store.upgrade()
         print(f"{store.path}: chain keyed with HMAC-SHA256, key id {key_id}, key from "
@@ -289,6 +322,8 @@ def parser() -> argparse.ArgumentParser:
     runp.add_argument("--dataset", default=None, help="charge the run to this dataset in the budget store")
     runp.add_argument("--budget-store", default=None, help="SQLite budget store (default $DPFLOW_BUDGET_STORE "
                       "or dpflow-budget.sqlite)")
+    runp.add_argument("--key-file", default=None, help="the budget store's HMAC key (default $DPFLOW_BUDGET_KEY, "
+                      "else STORE.key)")
     runp.set_defaults(fn=_cmd_run)
 
     priv = sub.add_parser("privacy", help="privacy calculus")
@@ -307,8 +342,9 @@ def parser() -> argparse.ArgumentParser:
         bp = bsub.add_parser(name, help=text)
         if name != "upgrade":
             bp.add_argument("dataset")
-        bp.add_argument("--store", default=None, help="SQLite file (default $DPFLOW_BUDGET_STORE or "
-                        "dpflow-budget.sqlite)")
+        bp.add_argument("--budget-store", default=None, help="SQLite budget store (default "
+                        "$DPFLOW_BUDGET_STORE or dpflow-budget.sqlite)")
+        bp.add_argument("--store", default=None, help=argparse.SUPPRESS)  # deprecated: --budget-store
         bp.add_argument("--key-file", default=None, help="the chain's HMAC key (default $DPFLOW_BUDGET_KEY, hex, "
                         "else STORE.key; created with mode 0600 by `open` on a new store)")
         if name == "open":
@@ -328,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dpflow: plan refused: {visible(e)}", file=sys.stderr)
         _print_notes(e)
         return 2
-    except (DpflowError, OSError, ValueError) as e:
+    except (DpflowError, OSError, ValueError, ImportError) as e:  # an ImportError: a missing extra
         if e.__cause__ is not None and debug_requested():  # an engine failure's cause is kept only then
             traceback.print_exception(e.__cause__, file=sys.stderr)
         print(f"dpflow: error: {visible(e)}", file=sys.stderr)

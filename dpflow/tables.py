@@ -210,6 +210,21 @@ def _numeric(col: Any, where: str, what: str) -> np.ndarray:
                     "columns, or convert it to numbers")
 
 
+def check_array_columns(shape: tuple[int, ...], columns: Sequence[Column], where: str) -> None:
+    """An array (of this ``shape``, 1-D as one column) with declared columns has one raw column per declared
+    column: a public schema check, which reads no value.
+
+    >>> check_array_columns((10, 1), ["x", "y"], "X")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    dpflow.errors.DataError: X: the source declares 2 columns ['x', 'y'], got an array of shape (10, 1)...
+    """
+    names = [c.name if isinstance(c, Category) else c for c in columns]
+    shape = (shape[0], 1) if len(shape) == 1 else shape
+    if len(shape) != 2 or shape[1] != len(names):
+        raise DataError(where, f"the source declares {len(names)} columns {names}, got an array of shape "
+                        f"{shape}", f"pass an (n, {len(names)}) array or a DataFrame with those columns")
+
+
 def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
     """What ``raw`` holds as rows for a source, before the source's own checks.
 
@@ -245,9 +260,7 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
     else:
         arr = np.asarray(raw)
         arr = arr.reshape(-1, 1) if arr.ndim == 1 else arr
-        if arr.ndim != 2 or arr.shape[1] != len(names):
-            raise DataError(where, f"the source declares {len(names)} columns {names}, got an array of shape "
-                            f"{arr.shape}", f"pass an (n, {len(names)}) array or a DataFrame with those columns")
+        check_array_columns(arr.shape, columns, where)
         parts = [arr[:, j] for j in range(arr.shape[1])]
     out = []
     for spec, col in zip(columns, parts, strict=True):

@@ -3,8 +3,11 @@
 the workers, so the driver receives one statistic; noise is added once, on the driver, by the mechanisms.
 
 Needs the ``dask`` extra (``pip install 'dpflow[dask]'``).  Sources may be dask arrays, numpy arrays or
-``.npy`` memory maps (read block by block), dask or pandas DataFrames (pass the columns you mean), or
-Parquet / CSV files read through ``dask.dataframe`` by column name (:func:`read_table`).
+``.npy`` memory maps (read block by block), dask or pandas DataFrames, or Parquet / CSV files read through
+``dask.dataframe`` by column name (:func:`read_table`).  A source's declared ``columns`` are read as on numpy
+(:func:`dpflow.tables.to_rows`: by name from a DataFrame, by position from an array, categories encoded),
+with the same refusals from public facts (a DataFrame's column names and dtypes, an array's shape) before
+any value is read.
 
 Sums over rows are the same as numpy's up to the order of floating-point additions; counts, histograms
 and order statistics (``sorted_values``: each block sorted on its worker, the sorted runs merged on the
@@ -42,6 +45,7 @@ from dpflow.interpreter.numpy_backend import (
     merge_counts,
     unique_counts,
 )
+from dpflow.tables import Category, Column, check_array_columns, encoded_names, is_frame, to_rows
 
 try:
     import dask
@@ -147,25 +151,47 @@ class DaskBackend:
 
     # ------------------------------------------------------------------ sources
 
-    def _array(self, raw: Any, node_id: str) -> Any:
+    def _rows(self, raw: Any, columns: Sequence[Column] | None, node_id: str) -> Any:
+        """``raw`` as a dask array of rows, the source's declared ``columns`` read and encoded as on numpy
+        (:func:`dpflow.tables.to_rows`, block by block on the workers); a schema error (a missing column, a
+        text column declared numeric, a wrong width) is raised from public facts (names, dtypes, shapes)."""
         if isinstance(raw, (str, os.PathLike)) and os.fspath(raw).endswith(".npy"):
             raw = np.load(os.fspath(raw), mmap_mode="r")
-        if hasattr(raw, "to_dask_array"):  # a dask DataFrame or Series: block lengths are the public n
-            try:  # computed: the engine reads the table (a parser's error may quote it)
-                raw = raw.to_dask_array(lengths=True)
-            except Exception as e:
-                raise _failure(e, node_id) from e
-        elif hasattr(raw, "to_numpy") and not isinstance(raw, np.ndarray):  # pandas
-            raw = raw.to_numpy()
+        if hasattr(raw, "to_dask_array"):  # a dask DataFrame or Series
+            return self._frame_rows(raw, columns, node_id)
+        if not isinstance(raw, (da.Array, np.memmap)):  # in memory (pandas, arrays, lists): exactly as numpy
+            raw, columns = to_rows(raw, columns, node_id), None
         if isinstance(raw, da.Array):
-            return raw
-        arr = raw if isinstance(raw, np.ndarray) else np.asarray(raw)  # a memmap stays a memmap
-        width = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * max(arr.itemsize, 1))
-        rows = self.chunk_rows or max(2, CHUNK_BYTES // width)
-        return da.from_array(arr, chunks=(rows, *arr.shape[1:]) if arr.ndim else -1)
+            X = raw
+        else:
+            arr = raw if isinstance(raw, np.ndarray) else np.asarray(raw)  # a memmap stays a memmap
+            width = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * max(arr.itemsize, 1))
+            rows = self.chunk_rows or max(2, CHUNK_BYTES // width)
+            X = da.from_array(arr, chunks=(rows, *arr.shape[1:]) if arr.ndim else -1)
+        if columns is None:
+            return X
+        check_array_columns(X.shape, columns, node_id)
+        X = (X.reshape(-1, 1) if X.ndim == 1 else X).rechunk({1: -1})
+        return X.map_blocks(to_rows, columns, node_id, dtype=float,
+                            chunks=(X.chunks[0], (len(encoded_names(columns)),)))
+
+    def _frame_rows(self, frame: Any, columns: Sequence[Column] | None, node_id: str) -> Any:
+        """A dask DataFrame's (or Series') rows: the schema checked on its public ``_meta`` (an empty pandas
+        frame with the columns' dtypes) as numpy checks a pandas frame, then each partition through
+        :func:`dpflow.tables.to_rows` on its worker."""
+        meta = frame._meta
+        width = to_rows(meta, columns, node_id).shape[1]  # the public schema: names and dtypes
+        if columns is not None and is_frame(meta):  # read only the declared columns
+            labels = {str(c): c for c in meta.columns}
+            frame = frame[[labels[c.name if isinstance(c, Category) else c] for c in columns]]
+        parts = frame.to_delayed()
+        lengths = self.compute([dask.delayed(len)(p) for p in parts], node_id)  # the engine reads the table
+        blocks = [da.from_delayed(dask.delayed(to_rows)(p, columns, node_id), shape=(int(k), width), dtype=float)
+                  for p, k in zip(parts, lengths, strict=True)]
+        return da.concatenate(blocks) if blocks else da.zeros((0, width))
 
     def source(self, node: Any, raw: Any, node_id: str, relation: Any) -> Any:
-        X = self._array(raw, node_id)
+        X = self._rows(raw, node.columns, node_id)
         if X.ndim and any(np.isnan(c) for c in X.chunks[0]):
             raise DataError(node_id, "the source's number of rows is unknown to dask",
                             "pass a dask DataFrame (its lengths are computed) or an array with known chunks")
@@ -257,9 +283,9 @@ class DaskBackend:
         except Exception as e:
             raise _failure(e) from e
 
-    def compute(self, x: Any) -> Any:
+    def compute(self, x: Any, node: str = "dask") -> Any:
         """Compute a dask collection (or a list of delayed values); an engine failure becomes an
-        :class:`dpflow.errors.ExecutionError` (nothing is released)."""
+        :class:`dpflow.errors.ExecutionError` (naming ``node``; nothing is released)."""
         try:
             if self.client is not None:
                 return self.client.gather(self.client.compute(x))
@@ -267,7 +293,7 @@ class DaskBackend:
         except DpflowError:
             raise
         except Exception as e:
-            raise _failure(e) from e
+            raise _failure(e, node) from e
 
 
 def _failure(e: Exception, node: str = "dask") -> ExecutionError:

@@ -254,7 +254,9 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     """Run a certified plan on ``data`` (source name -> rows).
 
     The data is checked against the public schema first (:func:`prepare_data`); then ``reading()`` is called
-    (a budget store's charge: data is about to be read).  An engine failure raises
+    (a budget store's charge: data is about to be read).  An engine failure while the sources are prepared
+    (the dask backend reads a table's row counts there) calls ``reading()`` too: whether it fails can depend
+    on the values.  An engine failure raises
     :class:`dpflow.errors.ExecutionError` naming the node, by its declared policy (the engine's exception is
     kept only with ``debug``, or :data:`dpflow.errors.DEBUG_ENV` when ``debug`` is ``None``).
 
@@ -272,7 +274,12 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     run: _Run | None = None
     failure: ExecutionError | None = None
     try:
-        prepared = prepare_data(cert, data, backend)
+        try:
+            prepared = prepare_data(cert, data, backend)
+        except ExecutionError:  # the engine failed reading a source (a dask table's row counts): data was read
+            if reading is not None:
+                reading()
+            raise
         if reading is not None:
             reading()
         run = _Run(cert, prepared, noise, backend)

@@ -27,36 +27,42 @@ NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are 
                    "not private")
 
 
-def prepare_report_dir(directory: str | Path) -> Path:
-    """Create ``directory`` (and its parents) and check that a report can be written there: it is a
-    writable directory holding no earlier report.  Call it before any budget is reserved.
+def prepare_report_dir(directory: str | Path, create: bool = False) -> Path:
+    """Check that a report can be written into ``directory``: it is, or can be made, a writable directory
+    holding no earlier report.  Call it before any budget is reserved.  ``create``: make it (and its
+    parents); :meth:`Report.write` does, so that a run that fails leaves no empty directory behind.
 
     Raises an ``OSError`` whose message names the problem and the fix.
 
     >>> import tempfile, pathlib
     >>> d = prepare_report_dir(pathlib.Path(tempfile.mkdtemp()) / "r")
-    >>> d.is_dir()
-    True
+    >>> d.exists(), prepare_report_dir(d, create=True).is_dir()
+    (False, True)
     """
     d = Path(directory)
     if d.exists() and not d.is_dir():
         raise NotADirectoryError(f"report directory {d} is a file, not a directory: choose another path")
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise type(e)(f"report directory {d} cannot be created ({e.strerror}): choose a writable path") from e
+    if create:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise type(e)(f"report directory {d} cannot be created ({e.strerror}): choose a writable path") from e
     earlier = [name for name in REPORT_FILES if os.path.lexists(d / name)]
     if earlier:
         names = earlier[0] if len(earlier) == 1 else f"{', '.join(earlier[:-1])} and {earlier[-1]}"
         raise FileExistsError(f"report directory {d} already holds {names} from an earlier run, "
                               "which is never overwritten: choose a new directory, or move the earlier report "
                               "away")
+    home = d.absolute()
+    while not home.exists() and home != home.parent:  # the directory the missing ones would be made in
+        home = home.parent
+    what = "is not writable" if home == d.absolute() else "cannot be created"
+    if not home.is_dir():
+        raise NotADirectoryError(f"report directory {d} cannot be created ({home} is a file): choose another path")
     try:
-        fd, probe = tempfile.mkstemp(dir=d, prefix=".dpflow-probe-")
-        os.close(fd)
-        os.unlink(probe)
+        os.rmdir(tempfile.mkdtemp(dir=home, prefix=".dpflow-probe-"))
     except OSError as e:
-        raise type(e)(f"report directory {d} is not writable ({e.strerror}): choose a writable directory") from e
+        raise type(e)(f"report directory {d} {what} ({e.strerror}): choose a writable path") from e
     return d
 
 
@@ -168,7 +174,7 @@ class Report:
         Each file appears complete or not at all (written to a temporary file, synced, then linked
         into place); an earlier report is never overwritten (``FileExistsError``, nothing written).
         """
-        d = prepare_report_dir(directory)
+        d = prepare_report_dir(directory, create=True)
         texts = (self.to_json() + "\n", self.to_markdown(), self.to_html())
         temps: list[str] = []
         try:

@@ -161,7 +161,7 @@ def test_tampering_is_reported(store: BudgetStore, sql: str, capsys: pytest.Capt
     _tamper(store.path, sql)
     check = store.verify("d")
     assert not check.ok and check.problems
-    assert main(["budget", "verify", "d", "--store", store.path]) == 1
+    assert main(["budget", "verify", "d", "--budget-store", store.path]) == 1
     assert "VERIFICATION FAILED" in capsys.readouterr().out
 
 
@@ -173,16 +173,16 @@ def test_cli_open_run_show_verify(tmp_path: Path, capsys: pytest.CaptureFixture[
         "b = dp.PlanBuilder(budget=dp.ZCDP(0.25))\nX = b.source('X', dp.Vectors(d=2), n=20)\n"
         "plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))\n")
     np.save(tmp_path / "x.npy", np.zeros((20, 2)))
-    assert main(["budget", "open", "ds", "--rho", "1/2", "--store", path]) == 0
+    assert main(["budget", "open", "ds", "--rho", "1/2", "--budget-store", path]) == 0
     args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--dataset", "ds", "--budget-store", path]
     assert main(args + ["--report", str(tmp_path / "r1")]) == 0 and main(args + ["--report", str(tmp_path / "r2")]) == 0
     assert main(args + ["--report", str(tmp_path / "r3")]) == 2  # the third run would exceed the lifetime budget
     capsys.readouterr()
-    assert main(["budget", "show", "ds", "--store", path]) == 0
+    assert main(["budget", "show", "ds", "--budget-store", path]) == 0
     out = capsys.readouterr().out
     assert "committed 1/2 in 2 runs" in out and "remaining 0" in out
-    assert main(["budget", "verify", "ds", "--store", path]) == 0
-    assert main(["budget", "open", "x", "--store", path]) == 1  # neither --rho nor --epsilon
+    assert main(["budget", "verify", "ds", "--budget-store", path]) == 0
+    assert main(["budget", "open", "x", "--budget-store", path]) == 1  # neither --rho nor --epsilon
 
 
 @pytest.mark.parametrize("sql", TAMPERS)
@@ -212,7 +212,7 @@ def test_cli_run_rests_on_the_verified_chain(tmp_path: Path, capsys: pytest.Capt
     # issue 14 item 11: an edited `charged` column let two more runs through, beyond the lifetime limit
     path = str(tmp_path / "s.sqlite")
     plan_file = _plan_file(tmp_path, "1/2")
-    assert main(["budget", "open", "ds", "--rho", "1", "--store", path]) == 0
+    assert main(["budget", "open", "ds", "--rho", "1", "--budget-store", path]) == 0
     args = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--dataset", "ds", "--budget-store", path]
     assert main(args + ["--report", str(tmp_path / "r1")]) == 0 and main(args + ["--report", str(tmp_path / "r2")]) == 0
     _tamper(path, "UPDATE datasets SET charged = '0'")
@@ -222,7 +222,7 @@ def test_cli_run_rests_on_the_verified_chain(tmp_path: Path, capsys: pytest.Capt
         err = capsys.readouterr().err
         assert "fails verification" in err and "running total 0 differs from the rows' total 1" in err
     assert BudgetStore(path).status("ds").spent == 1 and len(BudgetStore(path).entries("ds")) == 5
-    assert main(["budget", "show", "ds", "--store", path]) == 1
+    assert main(["budget", "show", "ds", "--budget-store", path]) == 1
     assert "FAILS VERIFICATION" in capsys.readouterr().err
 
 
@@ -231,7 +231,7 @@ def test_cli_run_rests_on_the_verified_chain(tmp_path: Path, capsys: pytest.Capt
 def test_budget_open_validates_the_limit_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         flag: str, value: str) -> None:
     path = tmp_path / "s.sqlite"
-    assert main(["budget", "open", "d", flag, value, "--store", str(path)]) == 1
+    assert main(["budget", "open", "d", flag, value, "--budget-store", str(path)]) == 1
     assert "dpflow: error:" in capsys.readouterr().err
     assert not path.exists()  # nothing written, not even an empty store
 
@@ -277,8 +277,8 @@ def test_a_corrupted_store_file_is_named_with_a_recovery(tmp_path: Path, capsys:
     path = _corrupt(tmp_path, kind)
     before = {p.name for p in tmp_path.iterdir()}
     plan_file = _plan_file(tmp_path, "1/100")
-    commands = [["budget", "show", "d", "--store", str(path)], ["budget", "verify", "d", "--store", str(path)],
-                ["budget", "open", "e", "--rho", "1", "--store", str(path)],
+    commands = [["budget", "show", "d", "--budget-store", str(path)], ["budget", "verify", "d", "--budget-store", str(path)],
+                ["budget", "open", "e", "--rho", "1", "--budget-store", str(path)],
                 ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
                  "--dataset", "d", "--budget-store", str(path)]]
     for argv in commands:
@@ -296,7 +296,7 @@ def test_show_of_an_unknown_dataset_creates_nothing_and_names_the_cli_fix(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "s.sqlite"
     for command in ("show", "verify"):
-        assert main(["budget", command, "zz", "--store", str(path)]) == 1
+        assert main(["budget", command, "zz", "--budget-store", str(path)]) == 1
         err = capsys.readouterr().err
         assert "no such store file" in err and "dpflow budget open" in err and "plan refused" not in err
     assert not path.exists()
@@ -305,15 +305,15 @@ def test_show_of_an_unknown_dataset_creates_nothing_and_names_the_cli_fix(
                 "--dataset", "zz", "--budget-store", str(path)]
     assert main(run_args) == 1 and not path.exists()
     capsys.readouterr()
-    assert main(["budget", "open", "a", "--rho", "1", "--store", str(path)]) == 0
+    assert main(["budget", "open", "a", "--rho", "1", "--budget-store", str(path)]) == 0
     capsys.readouterr()
-    assert main(["budget", "show", "zz", "--store", str(path)]) == 1
+    assert main(["budget", "show", "zz", "--budget-store", str(path)]) == 1
     err = capsys.readouterr().err
-    assert "no dataset 'zz' (the store holds: a)" in err and f"dpflow budget open zz --rho R --store {path}" in err
+    assert "no dataset 'zz' (the store holds: a)" in err and f"dpflow budget open zz --rho R --budget-store {path}" in err
     assert "plan refused" not in err
     assert BudgetStore(path).datasets() == ["a"]
     assert main(run_args) == 2  # the run names the CLI fix too
-    assert f"`dpflow budget open zz --rho R --store {path}`" in capsys.readouterr().err
+    assert f"`dpflow budget open zz --rho R --budget-store {path}`" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ concurrency and crashes

@@ -223,19 +223,19 @@ def test_cli_key_file_verify_and_upgrade(tmp_path: Path, capsys: pytest.CaptureF
 
     path, key = str(tmp_path / "s.sqlite"), str(tmp_path / "k" / "budget.key")
     (tmp_path / "k").mkdir()
-    assert main(["budget", "open", "ds", "--rho", "1", "--store", path, "--key-file", key]) == 0
+    assert main(["budget", "open", "ds", "--rho", "1", "--budget-store", path, "--key-file", key]) == 0
     assert Path(key).stat().st_mode & 0o777 == 0o600 and not Path(path + ".key").exists()
     capsys.readouterr()
-    assert main(["budget", "verify", "ds", "--store", path, "--key-file", key]) == 0
+    assert main(["budget", "verify", "ds", "--budget-store", path, "--key-file", key]) == 0
     key_id = BudgetStore(path, key_file=key).key_id
     assert f"ds: 1 rows verified under the HMAC-SHA256 key {key_id}" in capsys.readouterr().out
-    assert main(["budget", "verify", "ds", "--store", path]) == 1
+    assert main(["budget", "verify", "ds", "--budget-store", path]) == 1
     assert "s.sqlite.key does not exist" in capsys.readouterr().err
 
     old = _unkeyed(tmp_path / "k")
     Path(old + ".key").unlink()
-    assert main(["budget", "verify", "d", "--store", old]) == 1
+    assert main(["budget", "verify", "d", "--budget-store", old]) == 1
     assert "the store is not keyed" in capsys.readouterr().err
-    assert main(["budget", "upgrade", "--store", old]) == 0
+    assert main(["budget", "upgrade", "--budget-store", old]) == 0
     assert "chain keyed with HMAC-SHA256" in capsys.readouterr().out
-    assert main(["budget", "verify", "d", "--store", old]) == 0
+    assert main(["budget", "verify", "d", "--budget-store", old]) == 0

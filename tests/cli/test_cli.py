@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -127,3 +128,35 @@ def test_privacy_convert_accepts_deltas_just_inside_the_interval(capsys: pytest.
     assert main(["privacy", "convert", "--rho", "0.5", "--delta", "5e-324"]) == 0
     out = capsys.readouterr().out.split()
     assert float(out[0]) == 0.0 and float(out[1]) > 30
+
+
+def test_a_missing_dask_extra_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dask", None)  # import dask fails as without the extra
+    monkeypatch.delitem(sys.modules, "dpflow.interpreter.dask_backend", raising=False)
+    np.save(tmp_path / "x.npy", np.zeros((20, 5)))
+    assert main(["run", str(ROOT / "examples" / "clipped_mean_plan.py"), "--data", f"X={tmp_path / 'x.npy'}",
+                 "--backend", "dask", "--report", str(tmp_path / "r")]) == 1
+    assert capsys.readouterr().err == ("dpflow: error: the dask backend needs the dask extra: "
+                                       "pip install 'dpflow[dask]'\n")
+
+
+def test_ctrl_c_while_dpflow_is_imported_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console script imports dpflow (seconds on a busy machine) after its own Ctrl-C handling is in place."""
+    import builtins
+
+    import dpflow_cli
+
+    real = builtins.__import__
+
+    def interrupted(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "dpflow.cli":
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    assert dpflow_cli.main() == 130
+    assert capsys.readouterr().err == "dpflow: interrupted\n"

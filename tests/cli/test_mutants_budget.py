@@ -113,7 +113,7 @@ def test_a_dataset_failing_verification_is_named_with_every_problem(store: Budge
         store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
     assert err.value.path == str(store.path)
     assert err.value.problem == f"dataset 'd' fails verification, so no run is admitted on it: {'; '.join(problems)}"
-    assert err.value.fix == (f"see `dpflow budget verify d --store {store.path}`; restore the store from a backup "
+    assert err.value.fix == (f"see `dpflow budget verify d --budget-store {store.path}`; restore the store from a backup "
                              "whose chain verifies")
 
 
@@ -162,11 +162,11 @@ def test_describe_status_with_pending_reservations() -> None:
     ("database is busy", "another process held the store locked for more than 2.5 s (SQLite: database is busy)",
      "retry when the other run has finished"),
     ("unable to open database file", "the file cannot be opened (SQLite: unable to open database file)",
-     "check that --store names a store file in an existing, writable directory"),
+     "check that --budget-store names a store file in an existing, writable directory"),
     ("no such table: entries", "this SQLite file is not a dpflow budget store (SQLite: no such table: entries)",
-     "point --store at the budget store file"),
+     "point --budget-store at the budget store file"),
     ("no such column: head", "this SQLite file is not a dpflow budget store (SQLite: no such column: head)",
-     "point --store at the budget store file"),
+     "point --budget-store at the budget store file"),
     ("file is not a database", "the file is not a readable budget store: it is corrupted, truncated or not a store "
      "(SQLite: file is not a database)",
      "restore the store from a backup and check it with `dpflow budget verify DATASET`; do not delete it or start "
@@ -343,8 +343,8 @@ def test_what_is_not_a_store_is_named_with_its_fix(tmp_path: Path) -> None:
                                  "give the path of the store file, e.g. DIR/dpflow-budget.sqlite")
     missing = tmp_path / "s.sqlite"
     assert refusal(missing, create=False) == (
-        str(missing), "no such store file", "check the path (--store, --budget-store or $DPFLOW_BUDGET_STORE); a "
-        "new store is created by `dpflow budget open DATASET --rho R --store PATH`")
+        str(missing), "no such store file", "check the path (--budget-store or $DPFLOW_BUDGET_STORE); a "
+        "new store is created by `dpflow budget open DATASET --rho R --budget-store PATH`")
     assert not missing.exists()
     other = tmp_path / "other.sqlite"
     with sqlite3.connect(other) as con:

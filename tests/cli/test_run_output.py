@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def setup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
         "plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X))))\n")
     np.save(tmp_path / "x.npy", np.zeros((20, 2)))
     store = str(tmp_path / "s.sqlite")
-    assert main(["budget", "open", "ds", "--rho", "1", "--store", store]) == 0
+    assert main(["budget", "open", "ds", "--rho", "1", "--budget-store", store]) == 0
     capsys.readouterr()
     base = ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}"]
     return {"base": base, "charged": base + ["--dataset", "ds", "--budget-store", store],
@@ -124,7 +125,7 @@ def test_a_failed_write_leaves_no_partial_report(tmp_path: Path, monkeypatch: py
 
 def test_a_report_arriving_meanwhile_is_not_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     res = dp.run(_plan(), {"X": np.zeros((20, 2))})
-    monkeypatch.setattr("dpflow.report.report.prepare_report_dir", lambda d: Path(d))  # another run wins the race
+    monkeypatch.setattr("dpflow.report.report.prepare_report_dir", lambda d, create: Path(d))  # another run wins
     (tmp_path / "report.json").write_text("the other run's report")
     with pytest.raises(FileExistsError, match="got a report from another run meanwhile"):
         res.report.write(tmp_path)
@@ -132,8 +133,9 @@ def test_a_report_arriving_meanwhile_is_not_overwritten(tmp_path: Path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 
-def test_prepare_report_dir_creates_parents(tmp_path: Path) -> None:
-    assert prepare_report_dir(tmp_path / "a" / "b").is_dir()
+def test_prepare_report_dir_checks_and_creates_parents_only_when_asked(tmp_path: Path) -> None:
+    assert not prepare_report_dir(tmp_path / "a" / "b").exists()
+    assert prepare_report_dir(tmp_path / "a" / "b", create=True).is_dir()
 
 
 def test_a_report_that_cannot_be_written_after_the_charge_is_not_lost(
@@ -217,3 +219,70 @@ def test_seeded_noise_is_never_charged_to_a_budget_store(setup: dict[str, Any],
         _plan().run({"X": np.zeros((20, 2))}, noise=dp.SeededNoise(0, exact=True), budget_store=setup["store"],
                     dataset="ds")
     assert _kinds(setup["store"]) == ["open"]
+
+
+@pytest.mark.parametrize("failure", ["data", "budget"])
+def test_a_failed_run_leaves_no_report_directory(setup: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                                                 failure: str) -> None:
+    """The report directory is checked before the run but made only when there is a report to write."""
+    tmp: Path = setup["tmp"]
+    if failure == "data":
+        np.save(tmp / "x.npy", np.zeros((20, 3)))  # the plan declares d=2
+    else:
+        setup["store"].open("small", dp.ZCDP("1/8"))  # the plan costs 1/4
+    args = setup["base"] + ["--dataset", "small" if failure == "budget" else "ds", "--budget-store",
+                            str(setup["store"].path)]
+    assert main(args + ["--report", str(tmp / "a" / "r")]) == (1 if failure == "data" else 2)
+    assert ("dpflow: error: " if failure == "data" else "dpflow: plan refused: ") in capsys.readouterr().err
+    assert not (tmp / "a").exists()
+    assert main(setup["base"] + ["--report", str(tmp / "a" / "r"), "--seed", "1"]) == (1 if failure == "data" else 0)
+    assert (tmp / "a" / "r").is_dir() == (failure == "budget")
+
+
+def test_ctrl_c_after_the_charged_run_completed_writes_the_report_and_exits_0(
+        setup: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    write = Report.write
+
+    def interrupted(self: Report, directory: Any) -> list[Path]:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the report is written
+        return write(self, directory)
+
+    monkeypatch.setattr(Report, "write", interrupted)
+    assert main(setup["charged"] + ["--report", str(setup["tmp"] / "r")]) == 0
+    captured = capsys.readouterr()
+    assert "the run is complete" in captured.err and "Traceback" not in captured.err
+    assert sorted(p.name for p in (setup["tmp"] / "r").iterdir()) == ["report.html", "report.json", "report.md"]
+    assert _kinds(setup["store"]) == ["open", "reserve", "commit"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_one_name_for_the_budget_store(setup: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--budget-store`` on every command; ``budget ... --store`` still works, deprecated and not shown."""
+    path = str(setup["store"].path)
+    assert main(["budget", "open", "other", "--rho", "1", "--budget-store", path]) == 0
+    assert main(["budget", "show", "other", "--budget-store", path]) == 0
+    assert main(["budget", "verify", "other", "--store", path]) == 0
+    assert main(["budget", "verify", "other", "--store", path, "--budget-store", path + "-2"]) == 1
+    assert "--store and --budget-store name different stores" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["budget", "show", "--help"])
+    out = capsys.readouterr().out
+    assert "--budget-store" in out and "--store" not in out.replace("--budget-store", "")
+
+
+def test_run_reads_the_key_file_the_store_was_opened_with(setup: dict[str, Any],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A store keyed from ``--key-file`` elsewhere than ``STORE.key`` is charged by ``run --key-file``; without
+    the key the run is refused before anything is reserved."""
+    tmp: Path = setup["tmp"]
+    store, key = str(tmp / "k.sqlite"), str(tmp / "elsewhere.key")
+    assert main(["budget", "open", "ds", "--rho", "1", "--budget-store", store, "--key-file", key]) == 0
+    charged = setup["base"] + ["--dataset", "ds", "--budget-store", store]
+    assert main(charged + ["--report", str(tmp / "r1")]) == 1  # no key: refused, nothing written
+    assert not (tmp / "r1").exists()
+    assert main(charged + ["--key-file", key, "--report", str(tmp / "r2")]) == 0
+    capsys.readouterr()
+    status = BudgetStore(store, key_file=key).status("ds")
+    assert (status.committed, status.pending) == (Fraction(1, 4), 0)
