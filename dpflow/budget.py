@@ -638,8 +638,8 @@ class BudgetStore:
         if audit.problems:
             raise BudgetStoreError(self.path, f"dataset {dataset!r} fails verification, so no run is admitted on "
                                    f"it: {'; '.join(audit.problems)}",
-                                   f"see `dpflow budget verify {dataset} --budget-store {self.path}`; restore the store "
-                                   "from a backup whose chain verifies")
+                                   f"see `dpflow budget verify {dataset} --budget-store {self.path}`; restore the "
+                                   "store from a backup whose chain verifies")
         return audit
 
     def reserve(self, ledger: Ledger, dataset: str | Mapping[str, str]) -> Reservation:

@@ -277,7 +277,8 @@ def test_a_corrupted_store_file_is_named_with_a_recovery(tmp_path: Path, capsys:
     path = _corrupt(tmp_path, kind)
     before = {p.name for p in tmp_path.iterdir()}
     plan_file = _plan_file(tmp_path, "1/100")
-    commands = [["budget", "show", "d", "--budget-store", str(path)], ["budget", "verify", "d", "--budget-store", str(path)],
+    commands = [["budget", "show", "d", "--budget-store", str(path)],
+                ["budget", "verify", "d", "--budget-store", str(path)],
                 ["budget", "open", "e", "--rho", "1", "--budget-store", str(path)],
                 ["run", str(plan_file), "--data", f"X={tmp_path / 'x.npy'}", "--report", str(tmp_path / "r"),
                  "--dataset", "d", "--budget-store", str(path)]]
@@ -309,7 +310,8 @@ def test_show_of_an_unknown_dataset_creates_nothing_and_names_the_cli_fix(
     capsys.readouterr()
     assert main(["budget", "show", "zz", "--budget-store", str(path)]) == 1
     err = capsys.readouterr().err
-    assert "no dataset 'zz' (the store holds: a)" in err and f"dpflow budget open zz --rho R --budget-store {path}" in err
+    assert "no dataset 'zz' (the store holds: a)" in err
+    assert f"dpflow budget open zz --rho R --budget-store {path}" in err
     assert "plan refused" not in err
     assert BudgetStore(path).datasets() == ["a"]
     assert main(run_args) == 2  # the run names the CLI fix too

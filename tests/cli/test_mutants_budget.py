@@ -113,8 +113,8 @@ def test_a_dataset_failing_verification_is_named_with_every_problem(store: Budge
         store.reserve(two_sources(dp.ZCDP("1/10")).check(), "d")
     assert err.value.path == str(store.path)
     assert err.value.problem == f"dataset 'd' fails verification, so no run is admitted on it: {'; '.join(problems)}"
-    assert err.value.fix == (f"see `dpflow budget verify d --budget-store {store.path}`; restore the store from a backup "
-                             "whose chain verifies")
+    assert err.value.fix == (f"see `dpflow budget verify d --budget-store {store.path}`; restore the store from a "
+                             "backup whose chain verifies")
 
 
 def test_a_reservation_closes_once(store: BudgetStore) -> None:
