@@ -15,7 +15,19 @@ from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
 from dpflow.nodes.ordinal import AddKnots, IntervalCounts, OrdinalCounts
 from dpflow.nodes.pca import Gram, Project, TopEigenvectors, private_pca
-from dpflow.nodes.postprocess import Apply, Eigh, Get, NoiseScale, Pack, PSDProject, Public, noise_scale, param
+from dpflow.nodes.postprocess import (
+    Apply,
+    Eigh,
+    Get,
+    NoiseScale,
+    Pack,
+    PredictedError,
+    PSDProject,
+    Public,
+    noise_scale,
+    param,
+    predicted_error,
+)
 from dpflow.nodes.product import TruncatedBinaryMean
 from dpflow.nodes.quantile import Magnitudes, ModeBinUpper, OrderStatistics, Quantile, ScaleShift
 from dpflow.nodes.queries import Count, Histogram, Mean, SecondMoment, Sum
@@ -62,8 +74,9 @@ __all__ = [
     "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
     "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "NoiseScale", "PSDProject", "Pack",
     "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
-    "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source", "SplitByIndex",
-    "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "project_ball", "recurse", "split",
+    "PredictedError", "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source",
+    "SplitByIndex", "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "predicted_error",
+    "project_ball", "recurse", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "SubsampleAggregate", "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
     "Gram", "Project", "TopEigenvectors", "private_pca",

@@ -155,6 +155,66 @@ def warning_text(node: Node) -> str | None:
     return node.why if isinstance(node, Public) and node.name == WARNING else None
 
 
+def _confidence(v: Any) -> float:
+    c = float(v)
+    if not 0.0 < c < 1.0:
+        raise ValueError(f"a predicted error's confidence is a probability in (0, 1), got {v!r}")
+    return c
+
+
+def _error_value(v: Any) -> float:
+    x = float(v)
+    if not x >= 0.0:  # NaN and negative refused; +inf is a valid prediction ("no useful bound")
+        raise ValueError(f"a predicted error is a non-negative number or inf, got {v!r}")
+    return x
+
+
+@attrs.frozen(kw_only=True)
+class PredictedError(Node):
+    """An estimator's statement, from public facts only (n, d, the budget, the relation, the bounds given or
+    the guarantee of a private scale step), of the error of one output: with probability at least
+    ``confidence`` the output is within ``value`` of the truth in ``metric``, by ``derivation``.  ``route``
+    names the estimator's route this prediction is for (the one chosen, by the smallest prediction).  No
+    input, no cost: the planner lists it in :attr:`dpflow.planner.Ledger.predictions`, and the reports and
+    ``repr`` show it.  Made by :func:`predicted_error`.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> _ = predicted_error(b, "mean", "absolute", 0.25, 0.9, "clipped mean: 2 sigma of the noise")
+    >>> b.build(w=b.public(0.0)).check().predictions[0].describe()
+    'mean: absolute error <= 0.25 with probability >= 0.9 (clipped mean: 2 sigma of the noise)'
+    """
+
+    kind: ClassVar[str] = "PredictedError"
+    reference: ClassVar[str] = "accuracy predicted from public quantities (no data read, no privacy cost)"
+    output: str
+    metric: str
+    value: float = attrs.field(converter=_error_value)
+    confidence: float = attrs.field(converter=_confidence)
+    derivation: str
+    route: str = ""
+
+    def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
+        if ins:
+            raise PlanTypeError(ctx.node_id, "a predicted error has no inputs", "remove the inputs")
+        return Inferred(ReleasedT(()), f"predicted error of {self.output}: {self.metric} <= {self.value:.6g} "
+                                       f"with probability >= {self.confidence:g} ({self.derivation})")
+
+    def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
+        return self.value
+
+
+def predicted_error(builder: Any, output: str, metric: str, value: float, confidence: float, derivation: str,
+                    route: str = "") -> Any:
+    """Record on ``builder`` the error predicted for ``output`` before any data is read
+    (:class:`PredictedError`); returns its released handle (the predicted value, public)."""
+    from dpflow.handles import Released
+
+    node = PredictedError(output=output, metric=metric, value=value, confidence=confidence, derivation=derivation,
+                          route=route)
+    return Released(builder.add(node, ()), builder)
+
+
 @attrs.frozen(kw_only=True)
 class Apply(PostProcess):
     """Apply a user function to released values.

@@ -24,12 +24,12 @@ import attrs
 
 from dpflow.nodes.types import Mode, Relation, SplitRule
 from dpflow.plan.serialize import canonical
-from dpflow.planner.accuracy import Accuracy, NoiseCalibration, accuracy_lines, accuracy_rows
+from dpflow.planner.accuracy import Accuracy, NoiseCalibration, Prediction, accuracy_lines, accuracy_rows
 from dpflow.privacy import Conversion, Cost
 from dpflow.text import overview_html, overview_text, shorten, visible
 
 LEDGER_SCHEMA = "dpflow.ledger"
-LEDGER_SCHEMA_VERSION = 4
+LEDGER_SCHEMA_VERSION = 5
 """Version 4: a composition tree's charge may carry its one-sided cost (``Charge.one``: a value piece under
 replace-one, :mod:`dpflow.privacy.ratio`).  Version 3: the noise calibration of every mechanism invocation
 (``noise_calibrations``, for :meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and
@@ -416,6 +416,8 @@ class Ledger:
     composition: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     noise_calibrations: tuple[NoiseCalibration, ...] = ()
+    predictions: tuple[Prediction, ...] = ()
+    """The errors the plan's estimator predicted before data (:class:`dpflow.nodes.PredictedError` nodes)."""
     schema: str = LEDGER_SCHEMA
     schema_version: int = LEDGER_SCHEMA_VERSION
 
@@ -428,7 +430,8 @@ class Ledger:
         data = {f.name: getattr(self, f.name) for f in attrs.fields(Ledger)}
         return data | {"entries": [e.to_data() for e in self.entries], "totals": [t.to_data() for t in self.totals],
                        "composition": list(self.composition), "warnings": list(self.warnings),
-                       "noise_calibrations": [c.to_data() for c in self.noise_calibrations]}
+                       "noise_calibrations": [c.to_data() for c in self.noise_calibrations],
+                       "predictions": [p.to_data() for p in self.predictions]}
 
     def to_json(self, indent: int | None = None) -> str:
         """Canonical JSON (or indented, for reading)."""
@@ -445,14 +448,15 @@ class Ledger:
             found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
             raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
                              "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text, a version 2 "
-                             "ledger has no noise calibrations and a version 3 ledger no one-sided charges, so none "
-                             "can be read: certify the plan again "
+                             "ledger has no noise calibrations, a version 3 ledger no one-sided charges and a "
+                             "version 4 ledger no predicted errors, so none can be read: certify the plan again "
                              "(Plan.from_json(...).check()) to get a current ledger")
         ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
                            "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),
                            "composition": tuple(d["composition"]), "warnings": tuple(d["warnings"]),
                            "noise_calibrations": tuple(NoiseCalibration.from_data(c)
-                                                       for c in d["noise_calibrations"])})
+                                                       for c in d["noise_calibrations"]),
+                           "predictions": tuple(Prediction.from_data(p) for p in d["predictions"])})
         if ledger.to_data() != d:
             raise ValueError("the ledger's rendered text (cost, measure, budget_used) disagrees with its typed "
                              "values: the document was edited; use the ledger as the planner wrote it")
@@ -486,6 +490,8 @@ class Ledger:
                                                            f"({best.epsilon:.6g}, {best.delta:.3g})-DP by {best.rule}"))
         if len(shown) < len(self.totals):
             rows.append(("more sources", f"{len(self.totals) - len(shown)} (summary() lists every source)"))
+        if self.predictions:
+            rows.append((f"predicted error ({len(self.predictions)})", self.predictions[0].describe()))
         if self.warnings:
             rows.append((f"warnings ({len(self.warnings)})", self.warnings[0]))
         return rows
@@ -510,6 +516,7 @@ class Ledger:
                 f"source {t.source}: {t.measure} ({t.budget_used} of the budget); "
                 f"({best.epsilon:.6g}, {best.delta:.3g})-DP by {best.rule}"
             )
+        lines.extend(f"predicted: {p.describe()}" for p in self.predictions)
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(visible(line) for line in lines)
 

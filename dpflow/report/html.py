@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows, realised_rows
+from dpflow.planner.accuracy import NoiseCalibration, Prediction, accuracy_rows, realised_rows
 from dpflow.report.markdown import charges
 from dpflow.text import html as _e
 
@@ -175,6 +175,9 @@ def _totals(ledger: dict[str, Any]) -> list[str]:
                        f'<td>({_num(c["epsilon"])}, {c["delta"]:.3g}){used}</td><td>{_e(c["rule"])}</td>'
                        f'<td>{_e(c["reference"])}</td></tr>')
     out.append("</table><ul>" + "".join(f"<li>{_e(c)}</li>" for c in ledger["composition"]) + "</ul>")
+    if ledger["predictions"]:
+        out.append("<h3>Predicted error (before data)</h3><ul>" + "".join(
+            f"<li>{_e(Prediction.from_data(p).describe())}</li>" for p in ledger["predictions"]) + "</ul>")
     if ledger["warnings"]:
         out.append("<h3>Warnings</h3><ul>" + "".join(f"<li>{_e(w)}</li>" for w in ledger["warnings"]) + "</ul>")
     return out

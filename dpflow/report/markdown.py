@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dpflow.planner.accuracy import NoiseCalibration, accuracy_rows, realised_rows
+from dpflow.planner.accuracy import NoiseCalibration, Prediction, accuracy_rows, realised_rows
 from dpflow.text import markdown as _md
 
 
@@ -57,6 +57,9 @@ def render_ledger(ledger: dict[str, Any]) -> list[str]:
                                        "reference")) + " |")
     out += ["", "### Composition", ""] + [f"- {_md(c)}" for c in ledger["composition"]]
     out += render_accuracy(ledger)
+    if ledger["predictions"]:
+        out += ["", "### Predicted error (before data)", ""]
+        out += [f"- {_md(Prediction.from_data(p).describe())}" for p in ledger["predictions"]]
     if ledger["warnings"]:
         out += ["", "### Warnings", ""] + [f"- {_md(w)}" for w in ledger["warnings"]]
     return out

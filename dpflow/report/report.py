@@ -18,10 +18,10 @@ from dpflow.report.markdown import charges, render_markdown
 from dpflow.text import overview_html, overview_text, shorten
 
 REPORT_SCHEMA = "dpflow.report"
-REPORT_SCHEMA_VERSION = 4
-"""Version 4 embeds a version 4 ledger (one-sided charges of value pieces); version 3 embedded a version 3
-ledger (noise calibrations for the accuracy section); version 2 embedded a version 2 ledger (typed cost events
-and exact totals; docs/report_schema.md)."""
+REPORT_SCHEMA_VERSION = 5
+"""Version 5 embeds a version 5 ledger (the errors predicted before data); version 4 embedded a version 4
+ledger (one-sided charges of value pieces); version 3 a version 3 ledger (noise calibrations for the accuracy
+section); version 2 a version 2 ledger (typed cost events and exact totals; docs/report_schema.md)."""
 REPORT_FILES = ("report.json", "report.md", "report.html")
 NOT_FOR_RELEASE = ("NOT FOR RELEASE: this run used seeded noise; its values are reproducible from the seed, "
                    "not private")

@@ -337,6 +337,12 @@ def _public(b: dp.PlanBuilder, X: Any) -> Fragment:
     return Fragment({"m": N.GaussianMech()(N.Mean()(N.Clip(radius=r)(X))), "r": r}, r.id)
 
 
+@example("PredictedError")
+def _predicted_error(b: dp.PlanBuilder, X: Any) -> Fragment:
+    p = N.predicted_error(b, "m", "l2", 0.1, 0.9, "a public statement")
+    return Fragment({"m": _released_mean(b, X), "p": p}, p.id)
+
+
 @example("Apply")
 def _apply(b: dp.PlanBuilder, X: Any) -> Fragment:
     a = N.Apply(fn=np.abs)(_released_mean(b, X))

@@ -555,7 +555,7 @@ def test_node_kinds_register_themselves_and_cannot_be_shadowed() -> None:
     (a test's mutant) does not replace the real kind, and a second dpflow class of the same kind is refused."""
     from dpflow.nodes.base import NODE_KINDS, Node
 
-    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 67
+    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 68
 
     class Mutant(N.Mean):
         kind: ClassVar[str] = "Mean"

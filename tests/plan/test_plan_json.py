@@ -46,6 +46,7 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     packed = N.Pack()(ab, w, N.param(b, "gamma", 2.5, "a named public parameter"))
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
     rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
+    N.predicted_error(b, "s", "l2", 0.5, 0.9, "a public statement", "the only route")
     return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
                    **_discrete_kinds(b, X, Y), **_mixture_kinds(X), **_tuple_kinds(X), unit_b=N.noise_scale(pk))
 

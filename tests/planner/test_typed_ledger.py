@@ -193,7 +193,7 @@ def test_ledger_json_round_trip_keeps_the_typed_fields(make: object) -> None:
     ledger = make()  # type: ignore[operator]
     text = ledger.to_json()
     data = json.loads(text)
-    assert (data["schema"], data["schema_version"]) == ("dpflow.ledger", LEDGER_SCHEMA_VERSION) == ("dpflow.ledger", 4)
+    assert (data["schema"], data["schema_version"]) == ("dpflow.ledger", LEDGER_SCHEMA_VERSION) == ("dpflow.ledger", 5)
     total = data["totals"][0]
     assert total["cost"]["rho"] == str(ledger.totals[0].rho) and total["used"] == str(ledger.totals[0].used)
     assert total["measure"] == ledger.totals[0].measure  # the rendered text is in the JSON for readers
@@ -211,8 +211,11 @@ def test_old_or_edited_ledger_json_is_refused_clearly() -> None:
     old = {k: v for k, v in data.items() if k != "schema_version"} | {"schema": "dpflow.ledger/1"}
     with pytest.raises(ValueError, match=r"version 1 ledger .* certify the plan again"):
         Ledger.from_json(json.dumps(old))
-    with pytest.raises(ValueError, match="version 4 document"):
-        Ledger.from_json(json.dumps(data | {"schema_version": 5}))
+    with pytest.raises(ValueError, match="version 5 document"):
+        Ledger.from_json(json.dumps(data | {"schema_version": 6}))
+    v4 = {k: v for k, v in data.items() if k != "predictions"} | {"schema_version": 4}
+    with pytest.raises(ValueError, match=r"version 4 ledger no predicted errors.* certify the plan again"):
+        Ledger.from_json(json.dumps(v4))
     with pytest.raises(ValueError, match=r"version 3 ledger no one-sided charges.* certify the plan again"):
         Ledger.from_json(json.dumps(data | {"schema_version": 3}))
     v2 = {k: v for k, v in data.items() if k != "noise_calibrations"} | {"schema_version": 2}
@@ -234,10 +237,10 @@ def test_report_json_has_a_schema_version() -> None:
     res = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))).run(
         {"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0))
     data = json.loads(res.report.to_json())
-    assert (data["schema"], data["schema_version"]) == ("dpflow.report", REPORT_SCHEMA_VERSION) == ("dpflow.report", 4)
-    assert data["ledger"]["schema_version"] == 4
+    assert (data["schema"], data["schema_version"]) == ("dpflow.report", REPORT_SCHEMA_VERSION) == ("dpflow.report", 5)
+    assert data["ledger"]["schema_version"] == 5
     assert Ledger.from_json(json.dumps(data["ledger"])) == res.report.ledger
-    assert "ledger schema dpflow.ledger version 4" in res.report.to_markdown()
+    assert "ledger schema dpflow.ledger version 5" in res.report.to_markdown()
 
 
 # --------------------------------------------------------------------------- composition trees
