@@ -11,6 +11,8 @@ on the small example plan of ``tests/contract/examples.py`` (a new kind must add
   of the non-private statistic on random and adversarial neighbours, replace-one and add/remove; and
   every evaluated dataset lies in the domain (box, l2 ball) its static type declares.
 * A full run never raises (nor warns) on rows holding NaN, +-inf or +-1e300.
+* A kind whose bound divides by a run-time value or scales with a released one runs with that value at 0, NaN,
+  5e-324 and 1e308 without raising, every bound at least its exact value (0 as a divisor is unbounded).
 * Mechanisms and every node that carries a sensitivity rule cite a reference.
 """
 
