@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Mapping
+from fractions import Fraction
 
 import attrs
 
-from dpflow.privacy.rounding import up
+from dpflow.privacy.rounding import to_float_up, up
+
+_MIN_NORMAL = sys.float_info.min
+_MAX_FLOAT = sys.float_info.max
 
 
 def _fmt(x: float) -> str:
@@ -184,24 +189,46 @@ class Sym:
         return tuple(ref for ref, _ in self.factors)
 
     def value(self, env: Mapping[SymRef, float] | None = None) -> float:
-        """Evaluate, rounding up so that a sensitivity is never under-stated.
+        """Evaluate, rounding up so that a sensitivity is never under-stated; no value raises.
 
-        A released factor that is not finite makes the bound infinite (the
-        mechanism then releases noise of infinite scale, which is private);
-        a negative one counts as zero.
+        A run-time factor that is NaN or +inf makes the bound infinite (the mechanism then
+        releases noise of infinite scale, which is private); a negative one (-inf included)
+        counts as zero, and zero to a negative power (a bound that divides by it) is infinite
+        too.  The product is computed in floats and rounded up (:func:`up`) while every partial
+        product is a normal float; otherwise (one would overflow, or underflow into the
+        subnormals, where floats lose relative precision) exactly, rounded up to a float
+        (inf above the float range, never 0 for a positive product).
+
+        >>> n = RowCount("X")
+        >>> Sym.ref(n, -1).value({n: 0.0}), Sym.ref(n, -1).value({n: 5e-324}), Sym.ref(n, -2).value({n: 1e308})
+        (inf, inf, 5e-324)
         """
-        out = self.coef
+        vals: list[tuple[float, int]] = []
         for ref, p in self.factors:
             if env is None or ref not in env:
                 raise KeyError(f"bound {self.text()} needs the run-time value {ref.text()!r}")
             v = float(env[ref])
-            if math.isnan(v):
+            if math.isnan(v) or v == math.inf:
                 return math.inf
             v = max(v, 0.0)
             if v == 0.0 and p < 0:
                 return math.inf
-            out *= v**p
-        return up(out) if math.isfinite(out) and out > 0 else out
+            vals.append((v, p))
+        out = self.coef
+        if out == 0.0 or any(v == 0.0 for v, _ in vals):
+            return 0.0
+        try:
+            for v, p in vals:
+                term = v**p
+                out *= term
+                if not (_MIN_NORMAL <= term and _MIN_NORMAL <= out <= _MAX_FLOAT):
+                    raise OverflowError
+        except OverflowError:  # raised by ** above the float range, or by the check
+            exact = Fraction(self.coef)
+            for v, p in vals:
+                exact *= Fraction(v) ** p
+            return to_float_up(exact)
+        return up(out)
 
     def text(self) -> str:
         """A readable formula such as ``2*radius/n:X``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -95,6 +96,22 @@ def bound_value(bound: Sym, env: Mapping[str, float] | None = None) -> float:
     """A declared sensitivity as a number; ``env`` holds, by node id, the run-time values its typed refs name
     (a dataset node's row count, a released scalar, a released vector's norm)."""
     return bound.coef if bound.is_const else bound.value({r: (env or {})[r.node] for r in bound.refs()})
+
+
+def exact_bound(bound: Sym, env: Mapping[Any, float]) -> Fraction | float:
+    """A bound's value at the run-time values ``env`` (by ref) in exact arithmetic, by its declared policy
+    (``Sym.value``): a NaN or +inf value makes it unbounded (inf), a negative one (-inf included) counts as 0, and
+    0 to a negative power (a bound that divides by it) is unbounded."""
+    q = Fraction(bound.coef)
+    for ref, p in bound.factors:
+        v = float(env[ref])
+        if math.isnan(v) or v == math.inf:
+            return math.inf
+        v = max(v, 0.0)
+        if v == 0.0 and p < 0:
+            return math.inf
+        q *= Fraction(v) ** p
+    return q
 
 
 class EvalCtx:

@@ -16,7 +16,7 @@ import numpy as np
 from dpflow.errors import AccuracyWarning, PlanTypeError, SerializationError
 from dpflow.handles import Ref
 from dpflow.handles import param as handle_param
-from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess, released_type
+from dpflow.nodes.base import EvalContext, InferContext, Node, PostProcess, finite_or_zero, released_type
 from dpflow.nodes.types import Inferred, ReleasedT, VType
 
 
@@ -238,6 +238,15 @@ class Apply(PostProcess):
         return self.fn(*ins)
 
 
+def _eigh(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The eigendecomposition of the symmetric part of a released matrix, its non-finite entries as 0
+    (:func:`~dpflow.nodes.base.finite_or_zero`: a release with infinite noise is NaN, on which ``eigh`` raises),
+    halved before the sum so that entries near the float range do not overflow."""
+    S = finite_or_zero(x)
+    w, V = np.linalg.eigh(S / 2.0 + S.T / 2.0)
+    return w, V
+
+
 @attrs.frozen(kw_only=True)
 class PSDProject(PostProcess):
     """Project a symmetric matrix onto the PSD cone (eigenvalues clipped at ``floor``).
@@ -256,8 +265,7 @@ class PSDProject(PostProcess):
         return ins[0].shape
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        S = np.asarray(ins[0], dtype=float)
-        w, V = np.linalg.eigh((S + S.T) / 2.0)
+        w, V = _eigh(ins[0])
         return (V * np.maximum(w, self.floor)) @ V.T
 
 
@@ -273,9 +281,7 @@ class Eigh(PostProcess):
     kind: ClassVar[str] = "Eigh"
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
-        S = np.asarray(ins[0], dtype=float)
-        w, V = np.linalg.eigh((S + S.T) / 2.0)
-        return (w, V)
+        return _eigh(ins[0])
 
 
 class Parts(tuple[Any, ...]):

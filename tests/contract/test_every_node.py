@@ -11,6 +11,8 @@ on the small example plan of ``tests/contract/examples.py`` (a new kind must add
   of the non-private statistic on random and adversarial neighbours, replace-one and add/remove; and
   every evaluated dataset lies in the domain (box, l2 ball) its static type declares.
 * A full run never raises (nor warns) on rows holding NaN, +-inf or +-1e300.
+* A kind whose bound divides by a run-time value or scales with a released one runs with that value at 0, NaN,
+  5e-324 and 1e308 without raising, every bound at least its exact value (0 as a divisor is unbounded).
 * Mechanisms and every node that carries a sensitivity rule cite a reference.
 """
 
@@ -25,7 +27,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pytest
-from conftest import ExactZeroNoise, ZeroNoise
+from conftest import ExactZeroNoise, ZeroNoise, exact_bound
 
 import dpflow as dp
 from contract.examples import EXAMPLES, N_ROWS, Example
@@ -525,6 +527,125 @@ def test_full_run_never_raises_on_non_finite_rows(kind, exact):
                     warnings.simplefilter("error")
                     res = plan.run({"X": data}, noise=dp.SeededNoise(5, exact=exact))
                 assert set(res.released) == {name for name, _ in plan.outputs}
+
+
+# --------------------------------------------------------------------------- run-time values at the edge
+
+
+EDGE_VALUES = (0.0, math.nan, 5e-324, 1e308)
+"""Run-time values a bound may meet: a released value is any float (a noisy release, or one with infinite noise)."""
+
+DIVIDING_KINDS = ("AddKnots", "Apply", "Eigh", "GateBall", "GaussianMech", "Get", "GradientStep", "Mean", "NoiseScale",
+                  "PSDProject", "Pack", "Peel", "ProjectCoef", "Public", "RidgeSolve", "SecondMoment", "ShellRadii",
+                  "SplitByIndex", "SubsampleAggregate", "TopEigenvectors", "TruncatedBinaryMean", "TruncatedMean")
+"""The kinds whose example (with its public n left to run time) holds a bound that divides by a run-time value."""
+
+RELEASED_KINDS = ("BallMean", "Clip", "GradientStep", "OrderStatistics", "Public", "TerrificDecision",
+                  "TruncatedBinaryMean", "TruncatedMean")
+"""The kinds whose example holds a bound that scales with a released value."""
+
+
+def _syms(x: Any, out: list[dp.Sym]) -> None:
+    if isinstance(x, dp.Sym):
+        out.append(x)
+    elif attrs.has(type(x)):
+        for f in attrs.fields(type(x)):
+            _syms(getattr(x, f.name), out)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            _syms(y, out)
+
+
+def _runtime_factors(cert: Certified) -> set[tuple[type, bool]]:
+    """(ref type, negative power) of every run-time factor of every bound in every static type of the plan."""
+    out: set[tuple[type, bool]] = set()
+    spaces = [cert.space]
+    while spaces:
+        space = spaces.pop()
+        spaces += space.bodies.values()
+        for t in space.types.values():
+            syms: list[dp.Sym] = []
+            _syms(t, syms)
+            out |= {(type(r), p < 0) for s in syms for r, p in s.factors}
+    return out
+
+
+def _unknown_n_plan(e: Example, monkeypatch: pytest.MonkeyPatch) -> dp.Plan:
+    """The example's replace-one plan with its public n known only at run time (its bounds then divide by it)."""
+    import contract.examples
+
+    with monkeypatch.context() as m:
+        m.setattr(contract.examples, "N_ROWS", None)
+        return e.plan("replace")[0]
+
+
+def test_the_edge_value_kinds_are_every_kind_with_such_a_bound(monkeypatch):
+    dividing = [k for k in EXAMPLED if (dp.RowCount, True) in _runtime_factors(certify(_unknown_n_plan(ex(k),
+                                                                                                        monkeypatch)))]
+    released = [k for k in EXAMPLED if any(t is not dp.RowCount for t, _ in _runtime_factors(certify(ex(k).plan()[0])))]
+    assert (tuple(dividing), tuple(released)) == (DIVIDING_KINDS, RELEASED_KINDS)
+
+
+_Seen = list[tuple[dp.Sym, dict[Any, float], float]]
+
+
+def _run_at_edge(cert: Certified, D: np.ndarray, exact: bool, what: str, v: float,
+                 monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], _Seen]:
+    """Run with zero noise, every released scalar constant (``what="released"``) or every run-time row count a
+    bound reads (``what="divisor"``) replaced by ``v``; every top-level value, the facts and the bounds evaluated."""
+    from dpflow.nodes.postprocess import Public
+
+    seen: _Seen = []
+    values, bound, public = _Ctx.public_values, _Ctx.bound, Public.evaluate
+
+    def public_values(self: _Ctx, refs: Any) -> dict[Any, float]:
+        out = values(self, refs)
+        return {r: v if what == "divisor" and isinstance(r, dp.RowCount) else x for r, x in out.items()}
+
+    def recorded(self: _Ctx, sym: dp.Sym) -> float:
+        got = bound(self, sym)
+        seen.append((sym, self.public_values(sym.refs()), got))
+        return got
+
+    def edge_public(self: Public, ins: Any, ctx: Any) -> Any:
+        out = public(self, ins, ctx)
+        return v if what == "released" and isinstance(out, float) else out
+
+    with monkeypatch.context() as m:
+        m.setattr(_Ctx, "public_values", public_values)
+        m.setattr(_Ctx, "bound", recorded)
+        m.setattr(Public, "evaluate", edge_public)
+        run = _Run(cert, prepare_data(cert, {"X": D}), ExactZeroNoise() if exact else ZeroNoise(), NumpyBackend())
+        run.frees = False
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = run.space_values(cert.space, {})
+    return env, dict(run.facts), seen
+
+
+@pytest.mark.parametrize("kind, what", [(k, "divisor") for k in DIVIDING_KINDS] + [(k, "released") for k in
+                                                                                   RELEASED_KINDS])
+@pytest.mark.parametrize("exact", [False, True], ids=["float", "exact"])
+def test_bounds_at_edge_run_time_values_never_raise_nor_understate(kind, what, exact, monkeypatch):
+    """Every kind whose bound divides by a run-time value (its row count, here replaced by the edge value: the
+    bound's arithmetic is the same for any value) or scales with a released one, run with that value at 0, NaN, a
+    subnormal and 1e308: no exception; every bound evaluated is at least its exact value (``exact_bound``: 0 as a
+    divisor and NaN are unbounded), never NaN, never 0 when the exact value is positive; and a mechanism that adds
+    no noise (a bound of exactly 0: a released radius of 0, to which the nodes clip) releases the same value on
+    two different datasets."""
+    e = ex(kind)
+    plan = _unknown_n_plan(e, monkeypatch) if what == "divisor" else e.plan("replace")[0]
+    cert = certify(plan)
+    D1, D2 = base_data(e, np.random.default_rng(7)), random_data(e, np.random.default_rng(8), N_ROWS)
+    for v in EDGE_VALUES:
+        (env1, facts, seen), (env2, _, _) = (_run_at_edge(cert, D, exact, what, v, monkeypatch) for D in (D1, D2))
+        for sym, values, got in seen:
+            want = exact_bound(sym, values)
+            assert not math.isnan(got) and got >= want and (got > 0 or want == 0), (v, sym.text(), values, got)
+        for nid, fs in facts.items():
+            if any(f.get(k) == 0.0 for f in fs for k in ("sigma", "scale")) and nid in env1:
+                a, b = (np.asarray(x[nid], dtype=float) for x in (env1, env2))
+                assert a.tobytes() == b.tobytes(), (v, nid, "released without noise, and it depends on the data")
 
 
 # --------------------------------------------------------------------------- references

@@ -91,6 +91,21 @@ def test_symmetrised_matrix_post_processing() -> None:
     assert Eigh().evaluate([S32], None)[0].dtype == np.float64  # type: ignore[arg-type]
 
 
+def test_matrix_post_processing_reads_non_finite_entries_as_zero() -> None:
+    """A release with noise of infinite scale (a bound that divided by 0) is NaN or +-inf; ``eigh`` raised on it
+    (LinAlgError, after the plan's releases).  Its non-finite entries count as 0 (``finite_or_zero``, the policy of
+    every node that reads a released value), and entries near the float range do not overflow when symmetrised."""
+    S = np.array([[np.nan, 1.0, np.inf], [1.0, 2.0, -np.inf], [np.nan, 0.0, 3.0]])
+    Z = np.array([[0.0, 1.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 3.0]])
+    (sw, sV), (zw, zV) = Eigh().evaluate([S], None), Eigh().evaluate([Z], None)  # type: ignore[arg-type]
+    assert np.array_equal(sw, zw) and np.array_equal(sV, zV)
+    assert np.array_equal(PSDProject().evaluate([S], None), PSDProject().evaluate([Z], None))  # type: ignore[arg-type]
+    H = np.full((2, 2), 1.5e308)
+    w, _ = Eigh().evaluate([H], None)  # type: ignore[arg-type]
+    assert np.isfinite(w[0]) and w[0] == pytest.approx(0.0, abs=1e300)
+    assert np.isfinite(PSDProject().evaluate([np.diag([1.5e308, -1.0])], None)).all()  # type: ignore[arg-type]
+
+
 def test_named_parameters_and_warnings_reach_the_ledger() -> None:
     def derivation(value: Any, why: str = "") -> str:
         b = dp.PlanBuilder(budget=dp.ZCDP(0.5))

@@ -18,7 +18,8 @@ from dpflow import nodes as N
 from dpflow.nodes.types import SplitRule
 from dpflow.planner.certify import certify
 from dpflow.planner.fold import _max_frac, _sum_frac, _top_two_frac
-from dpflow.planner.ledger import Ops, PerRecord, of_relation, seq_pairs, split_rule
+from dpflow.planner.ledger import Ops, PerRecord, of_relation, recompose, seq_pairs, split_rule
+from dpflow.privacy import Cost
 
 
 def _three_pieces(relation: str) -> tuple[list[Fraction], Fraction]:
@@ -113,3 +114,49 @@ def test_a_fixed_share_in_a_loop_is_charged_per_round_not_per_round_weight(relat
     assert cert.allocations[other.id].share == remaining * Fraction(1, 2 * 5 + 1)
     (total,) = cert.ledger.totals
     assert total.rho == 1
+
+
+# ------------------------------------------------------------ splits of rows of stability s (one record owns s rows)
+
+
+def _split_of_stability(stability: int, relation: str, budget: dp.Measure) -> tuple[dp.Certified, list[str]]:
+    """Magnitudes of d = ``stability`` coordinates (stability d) split by value into two pieces, a histogram
+    released on each with weights 1 and 3 (Gaussian under zCDP, Laplace under pure DP)."""
+    b = dp.PlanBuilder(budget=budget, neighbors=relation)
+    X = N.Clip(radius=1.0)(b.source("X", dp.Vectors(d=stability), n=4 if relation == "replace" else None))
+    lo, hi = N.split(N.Magnitudes()(X), N.PartitionByBall(center=[0.25], radius=0.25))
+    mech = N.GaussianMech if isinstance(budget, dp.ZCDP) else N.LaplaceMech
+    ms = [mech(weight=1.0)(N.Histogram(edges=[0.0, 0.25, 0.5])(lo)),
+          mech(weight=3.0)(N.Histogram(edges=[0.5, 1.0])(hi))]
+    return certify(b.build(lo=ms[0], hi=ms[1])), [m.id for m in ms]
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP(1), dp.PureDP(1)], ids=["zcdp", "pure"])
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+@pytest.mark.parametrize("stability", [1, 2, 3])
+def test_a_value_split_composes_its_pieces_sequentially_exactly_when_a_record_owns_two_rows_or_more(
+        stability: int, relation: str, budget: dp.Measure) -> None:
+    """A split of rows of stability s >= 2 (``fold._fold_steps``): a record's s rows may lie in different pieces,
+    so the total charged is the SUM of the pieces' costs (sequential composition), at s = 2 as at s = 3.  At s = 1
+    a record lies in one piece: add/remove charges the largest piece; replace-one the larger of one piece in full
+    and two pieces one-sided (``ledger.split_rule``), which for these histograms (one-sided cost at most half the
+    full one: l2 1 of sqrt 2, l1 1 of 2) is again the largest piece.  The weights 1 : 3 tell the two apart."""
+    cert, ids = _split_of_stability(stability, relation, budget)
+    (total,) = cert.ledger.totals
+    costs = [cert.allocations[i].cost for i in ids]
+    size = (lambda c: c.rho) if isinstance(budget, dp.ZCDP) else (lambda c: c.pure_eps)
+    shares = [cert.allocations[i].share for i in ids]
+    assert shares[1] == 3 * shares[0]
+    if stability >= 2:
+        assert size(total.cost) == size(Cost.sequential(costs))
+        assert size(total.cost) == size(costs[0]) + size(costs[1]) == 1
+        assert shares == [Fraction(1, 4), Fraction(3, 4)]
+    else:
+        assert size(total.cost) == max(size(c) for c in costs) == size(costs[1]) == 1
+        assert size(costs[0]) + size(costs[1]) > size(total.cost)
+        assert shares == [Fraction(1, 3), Fraction(1)]
+    assert recompose(total.composition, relation).rho == total.rho  # the ledger's re-walk applies the same rule
+    rules = " ".join(e.rule for e in cert.ledger.entries)
+    assert (f"sequential (a record has {stability} rows, which may lie in different pieces)" in rules) == (
+        stability >= 2)
+    assert ("parallel" in rules) == (stability == 1)
