@@ -175,7 +175,7 @@ class Source(Node):
         public = ctx.relation == "replace"
         size = Size(public=public, known=self.n if public else None, ref=ctx.row_count())
         groups = tuple(tuple(range(start, start + width)) for start, width, _ in self.onehot_groups())
-        rows = RowsT(attrs.evolve(vec, onehot=groups), self.name, size, 1, frozenset({ctx.relation}), names)
+        rows = RowsT(_with_groups(vec, groups), self.name, size, 1, frozenset({ctx.relation}), names)
         typed = f" (typed {rows.domain.describe()})" if groups else ""
         return Inferred(rows, f"source {self.name}: {self.domain.describe()}{typed}, n={size.text()}")
 
@@ -257,6 +257,13 @@ class Source(Node):
             out = into_domain(arr.astype(float, copy=False), vec.box,
                               None if vec.l2_bound is None else vec.l2_bound.coef)
         return onehot_vertices(out, self.onehot_groups())
+
+
+def _with_groups(dom: Vectors, groups: tuple[tuple[int, ...], ...]) -> Vectors:
+    """``dom`` with the one-hot ``groups`` (whose coordinates are 0 or 1, inside any box the groups survive):
+    when they cover every coordinate, the box is ``[0, 1]``."""
+    covered = sum(len(g) for g in groups) == dom.d
+    return attrs.evolve(dom, onehot=groups, box=(0.0, 1.0) if covered else dom.box)
 
 
 def onehot_vertices(A: np.ndarray, groups: Sequence[tuple[int, int, bool]]) -> np.ndarray:
@@ -703,8 +710,8 @@ class Columns(Transform):
         idx = self.indices(rows, ctx.node_id)
         l2 = dom.l2_bound if dom.center is None else None
         at = {i: j for j, i in enumerate(idx)}
-        groups = tuple(kept for g in dom.onehot if (kept := tuple(at[i] for i in g if i in at)))
-        out = Vectors(d=len(idx), l2_bound=l2, box=dom.box, onehot=groups)
+        groups = tuple(kept for g in dom.onehot if (kept := tuple(sorted(at[i] for i in g if i in at))))
+        out = _with_groups(Vectors(d=len(idx), l2_bound=l2, box=dom.box), groups)
         names = None if rows.columns is None else tuple(rows.columns[i] for i in idx)
         return Inferred(attrs.evolve(rows, domain=out, columns=names),
                         f"columns {list(self.keep)} -> {out.describe()}")
