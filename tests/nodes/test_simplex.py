@@ -344,3 +344,13 @@ def test_one_group_is_the_histogram_rule_whatever_k() -> None:
         l1, l2, linf, _ = sum_sensitivities(rows)
         want = (2.0, S2, 1.0) if k > 1 else (1.0, 1.0, 1.0)
         assert (l1.coef, l2.coef, linf.coef) == pytest.approx(want, rel=1e-15)   # type: ignore[union-attr]
+
+
+def test_an_unbounded_numeric_coordinate_leaves_the_sum_unbounded() -> None:
+    """The groups bound only their own coordinates: with a numeric coordinate outside any box the sum of the
+    rows is unbounded, and the plan is refused before data (a Clip is needed)."""
+    rows = RowsT(Vectors(d=4, onehot=((1, 2, 3),)), "X", Size(True, 5, RowCount("X")), 1, REPLACE_ONE)
+    assert sum_sensitivities(rows)[:3] == (None, None, None)
+    b, X = _typed("x", dp.Category("a", ["p", "q"]))
+    with pytest.raises(dp.PlanError):
+        b.build(s=N.GaussianMech()(N.Sum()(X))).check()
