@@ -286,7 +286,7 @@ def onehot_vertices(A: np.ndarray, groups: Sequence[tuple[int, int, bool]]) -> n
         k = ones.sum(axis=1)
         bad = np.flatnonzero(~(np.all(ones | (G == 0.0), axis=1) & ((k == 1) if exactly_one else (k <= 1))))
         if bad.size:
-            out = np.array(A, dtype=float) if out is A else out  # inputs are never modified
+            out = np.array(A) if out is A else out  # inputs are never modified
             out[bad, first:first + width] = 0.0
             if exactly_one:
                 out[bad, first + width - 1] = 1.0
