@@ -245,18 +245,19 @@ class Source(Node):
 
     def policy(self, arr: np.ndarray) -> np.ndarray:
         """The domain's declared policy applied to checked rows (row by row: a backend may apply it to
-        each block of rows), then :func:`onehot_vertices` on the one-hot groups."""
+        each block of rows), after :func:`onehot_vertices` on the one-hot groups (whose vertices the domain's
+        policy then keeps: the groups are typed only when its box holds 0 and 1 and it has no l2 bound)."""
         from dpflow.domains import BooleanCube, Ordinal
 
+        arr = onehot_vertices(arr, self.onehot_groups())
         if isinstance(self.domain, Ordinal):
-            out: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
-        elif isinstance(self.domain, BooleanCube):
-            out = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
-        else:
-            vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains
-            out = into_domain(arr.astype(float, copy=False), vec.box,
-                              None if vec.l2_bound is None else vec.l2_bound.coef)
-        return onehot_vertices(out, self.onehot_groups())
+            ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
+            return ordinal
+        if isinstance(self.domain, BooleanCube):
+            cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
+            return cube
+        vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
+        return into_domain(arr.astype(float, copy=False), vec.box, None if vec.l2_bound is None else vec.l2_bound.coef)
 
 
 def _with_groups(dom: Vectors, groups: tuple[tuple[int, ...], ...]) -> Vectors:
