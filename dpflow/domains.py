@@ -264,6 +264,23 @@ def _opt_sym(x: Sym | float | None) -> Sym | None:
     return Sym.const(float(x))
 
 
+def _groups(value: object) -> tuple[tuple[int, ...], ...]:
+    """Converter for one-hot groups: a tuple of tuples of coordinate indices (checked by :class:`Vectors`)."""
+    if not isinstance(value, (tuple, list)) or not all(isinstance(g, (tuple, list)) for g in value):
+        raise ValueError(f"one-hot groups are a list of lists of coordinate indices, got {value!r}")
+    out = []
+    for g in value:
+        if not g or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in g):
+            raise ValueError(f"a one-hot group is a non-empty list of coordinate indices, got {g!r}")
+        out.append(tuple(int(i) for i in g))
+    return tuple(out)
+
+
+def _group_text(g: tuple[int, ...]) -> str:
+    run = g == tuple(range(g[0], g[0] + len(g)))
+    return f"{g[0]}..{g[-1]}" if run and len(g) > 2 else ",".join(str(i) for i in g)
+
+
 def _opt_pair(b: tuple[float, float] | None) -> tuple[float, float] | None:
     if b is None:
         return None
@@ -278,19 +295,31 @@ class Vectors:
 
     ``center`` names the released or public vector the l2 ball is centred on
     (``None``: the origin).  ``box`` is the same interval for every coordinate.
+    ``onehot`` lists disjoint groups of coordinate indices; in every row the coordinates of a group
+    are 0 except at most one, which is 1: a vertex of the simplex ``{0, e_1, ..., e_k}`` (a one-hot
+    encoded :class:`dpflow.Category`; a source types it from its declared columns and enforces it,
+    ``Columns`` and ``Clip`` keep it where it still holds).  The sensitivity rule over such rows is
+    ``dpflow.nodes.rules.sum_sensitivities``.
 
     >>> Vectors(d=2, box=(0.0, 1.0)).diameter_l1().text()
     '2'
+    >>> Vectors(d=5, box=(0.0, 1.0), onehot=((1, 2, 3, 4),)).describe()
+    'Vectors(d=5, box=[0, 1], one-hot [1..4])'
     """
 
     d: int
     l2_bound: Sym | None = attrs.field(default=None, converter=_opt_sym)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_opt_pair)
     center: str | None = None
+    onehot: tuple[tuple[int, ...], ...] = attrs.field(default=(), converter=_groups)
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.d, bool) or not isinstance(self.d, numbers.Integral) or self.d < 1:
             raise ValueError(f"Vectors needs an integer d >= 1, got d={self.d!r}")
+        flat = [i for g in self.onehot for i in g]
+        if len(set(flat)) != len(flat) or not all(0 <= i < self.d for i in flat):
+            raise ValueError(f"one-hot groups must be disjoint coordinate indices in [0, {self.d}), "
+                             f"got {self.onehot}")
         if self.box is not None:
             lo, hi = self.box
             if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
@@ -315,6 +344,8 @@ class Vectors:
             parts.append(f"l2<={self.l2_bound.text()}{around}")
         if self.box is not None:
             parts.append(f"box=[{_fmt(self.box[0])}, {_fmt(self.box[1])}]")
+        if self.onehot:
+            parts.append("one-hot " + " ".join(f"[{_group_text(g)}]" for g in self.onehot))
         return f"Vectors({', '.join(parts)})"
 
     def _box_width(self) -> float | None:

@@ -138,7 +138,11 @@ class Statistics:
                   bounds: tuple[float, float] | None = None, weight: float = 1.0) -> Statistics:
         """Counts of a column: over public ``edges``; or ``bins`` equal bins over ``bounds`` (public, or the
         column's private interval when None, the released edges then reported in ``"edges(col)"``); or,
-        for a :class:`dpflow.Category`, one count per category (and ``<other>`` per its policy)."""
+        for a one-hot :class:`dpflow.Category`, a dict of one count per category label (and ``"<other>"`` per
+        its policy), with the sensitivity of one histogram whatever the number of labels."""
+        if isinstance(column, Category) and column.encoding != "onehot":
+            raise ValueError(f"histogram({column.name}): a Category histogram counts its one-hot coordinates; "
+                             "declare it with encoding='onehot'")
         e = None if edges is None else tuple(float(x) for x in edges)
         if e is not None and (len(e) < 2 or not np.all(np.diff(e) > 0)):
             raise ValueError("histogram edges must be at least two increasing numbers")
@@ -210,7 +214,6 @@ class Statistics:
                 keep = [nm for nm in names if nm.startswith(f"{col}=")]
                 onehot = N.Clip(box=(0.0, 1.0))(N.Columns(keep=keep)(X))   # codes are 0/1: a no-op bound
                 out[q.name] = mech(q.weight)(N.Sum()(onehot))
-                extra[f"categories({col})"] = b.public(np.arange(len(keep)))
                 continue
             if q.kind == "histogram" and q.edges is not None:
                 out[q.name] = mech(q.weight)(N.Histogram(edges=q.edges)(N.Columns(keep=[col])(X)))
@@ -265,6 +268,8 @@ class Statistics:
         for q in self.queries:
             if q.bounds is not None and q.column is not None:
                 bounds.setdefault(q.name[len(q.kind) + 1:-1], q.bounds)
+            if q.kind == "histogram" and isinstance(q.column, Category):
+                values[q.name] = _labelled(q.column, values[q.name])
         return StatsResult(values, result.report, plan, bounds)
 
 
@@ -309,6 +314,11 @@ def _frame_like(data: Any, cols: Sequence[str | Category]) -> Any:
         kind = "O" if any(a.dtype.kind not in "biuf" for a in arrays) else "f"
         return np.column_stack([a.astype(object if kind == "O" else float) for a in arrays])
     return np.asarray(data)
+
+
+def _labelled(column: Category, counts: np.ndarray) -> dict[str, float]:
+    """A Category's released counts by label (its categories as printed, then ``<other>`` per its policy)."""
+    return {name[len(column.name) + 1:]: float(c) for name, c in zip(column.names(), counts, strict=True)}
 
 
 def _plain(v: Any) -> Any:

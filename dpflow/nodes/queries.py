@@ -30,7 +30,7 @@ from dpflow.nodes.base import (
 )
 from dpflow.nodes.fixedpoint import FixedPoint, sum_units
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n
+from dpflow.nodes.rules import changes_text, count_sensitivities, finite_edges, public_n, sum_sensitivities
 from dpflow.nodes.types import Inferred, RowsT, StatT, VType
 from dpflow.references import Reference
 
@@ -60,11 +60,10 @@ class Sum(Query):
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         dom = rows.domain
-        l2 = change_bound(rows, dom.diameter_l2(), dom.norm_l2())
-        l1 = change_bound(rows, dom.diameter_l1(), dom.norm_l1())
-        linf = change_bound(rows, dom.diameter_linf(), dom.norm_linf())
+        l1, l2, linf, rule = sum_sensitivities(rows)
         stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=_fixed_error(rows))
-        return Inferred(stat, f"Sum over {dom.describe()}, {changes_text(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}")
+        return Inferred(stat, f"Sum over {dom.describe()}, {changes_text(rows)}: l2 {text_of(l2)}, l1 {text_of(l1)}"
+                        + rule)
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         if ctx.noise.exact:
@@ -102,15 +101,14 @@ class Mean(Query):
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
         n = public_n(rows, ctx, "Mean")
         dom = rows.domain
-        l2 = _div(change_bound(rows, dom.diameter_l2(), None), n)
-        l1 = _div(change_bound(rows, dom.diameter_l1(), None), n)
-        linf = _div(change_bound(rows, dom.diameter_linf(), None), n)
+        s1, s2, sinf, rule = sum_sensitivities(rows)  # replace-one only (public_n): the diameters
+        l1, l2, linf = _div(s1, n), _div(s2, n), _div(sinf, n)
         fe = FloatError("mean", dom, n, stability=rows.stability)
         stat = StatT((dom.d,), rows.source, l1, l2, linf, float_error=fe)
         return Inferred(
             stat,
             f"Mean over {dom.describe()}, n={rows.size.text()}, {changes_text(rows)}: "
-            f"l2 = stability*diameter/n = {text_of(l2)}",
+            f"l2 = stability*diameter/n = {text_of(l2)}{rule}",
         )
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

@@ -3,6 +3,7 @@
 * :func:`public_n` / :func:`has_public_n`: dividing by (or pairing, splitting, scoring with) the row
   count n is a public operation only for replace-one neighbours with a public count.
 * :func:`count_sensitivities`: l1, l2, linf of a vector of counts where a record lies in exactly one cell.
+* :func:`sum_sensitivities`: l1, l2, linf of a sum of rows (Sum, Mean), one-hot groups typed as simplices.
 * :func:`changes_text`: the neighbour relation as shown in a node's derivation text.
 * :func:`finite_edges`: converter for public bin edges.
 * :func:`one_dim`: the refusal of rows that are not one-dimensional (ordinal, bin and dyadic counts).
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dpflow.domains import MAX_BOUND, Sym
+from dpflow.domains import MAX_BOUND, Bound, Sym, Vectors
 from dpflow.errors import DomainError
 from dpflow.nodes.base import InferContext, change_bound
 from dpflow.nodes.params import finite_tuple
@@ -81,6 +82,80 @@ def count_sensitivities(rows: RowsT) -> tuple[Sym | None, Sym | None, Sym | None
     l2 = change_bound(rows, Sym.const(math.sqrt(2.0)), Sym.const(1.0))
     linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
     return l1, l2, linf
+
+
+def _tighter(a: Bound, b: Bound) -> Bound:
+    """The smaller of two true bounds (either is sound; a run-time one is kept when they cannot be compared)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return a if not (a.is_const and b.is_const) or a.coef <= b.coef else b
+
+
+def onehot_extent(dom: Vectors) -> tuple[tuple[Bound, Bound, Bound], tuple[Bound, Bound, Bound]] | None:
+    """((l1, l2, linf) diameters, (l1, l2, linf) norms) of the rows of ``dom`` seen as the product of its
+    one-hot groups and its other coordinates; ``None`` when ``dom`` has no one-hot group.
+
+    The rows lie in ``P = I^m x S_1 x ... x S_g``: the m coordinates outside the groups in the box
+    ``I = [lo, hi]`` (width ``w``, largest magnitude ``R``; unbounded without a box), and group j, of k_j
+    coordinates, in the vertices ``S_j = {0, e_1, ..., e_kj}`` of the simplex.  Two vertices differ by
+    ``e_a - e_b`` (l1 2, squared l2 2) or ``e_a - 0`` (1 and 1), so ``S_j`` has l1 diameter and squared
+    l2 diameter ``c_j = min(k_j, 2)``, linf diameter 1, and every vertex has norm at most 1 in each norm.
+    Norms of a product add over its factors (l1), add in squares (l2), take the max (linf), hence
+
+    * diameters: l1 ``m w + sum_j c_j``, l2 ``sqrt(m w^2 + sum_j c_j)``, linf ``max(w, 1)``;
+    * norms: l1 ``m R + g``, l2 ``sqrt(m R^2 + g)``, linf ``max(R, 1)``
+
+    (``w`` and ``R`` count only when m > 0).  A replaced record moves a sum of the rows by the difference
+    of two points of P (at most the diameter), an added or removed one by one point (its norm): Dwork-Roth
+    2014 Def. 3.1; for one group alone this is the histogram rule of :func:`count_sensitivities` (Example
+    3.2: one unit moves between two cells), whatever k: l1 2, l2 sqrt(2) under replace, 1 under add/remove.
+
+    >>> diam, norm = onehot_extent(Vectors(d=11, onehot=(tuple(range(11)),)))
+    >>> [b.text() for b in diam], [b.text() for b in norm]
+    (['2', '1.41421', '1'], ['1', '1', '1'])
+    >>> [b.text() for b in onehot_extent(Vectors(d=4, box=(0.0, 3.0), onehot=((1, 2, 3),)))[0]]
+    ['5', '3.31662', '3']
+    """
+    if not dom.onehot:
+        return None
+    m = dom.d - sum(len(g) for g in dom.onehot)
+    g = len(dom.onehot)
+    c = sum(min(len(grp), 2) for grp in dom.onehot)
+    if m and dom.box is None:
+        return (None, None, None), (None, None, None)
+    w = 0.0 if not m or dom.box is None else dom.box[1] - dom.box[0]
+    r = 0.0 if not m or dom.box is None else max(abs(dom.box[0]), abs(dom.box[1]))
+    diam = (Sym.const(m * w + c), Sym.const(math.sqrt(m * w * w + c)), Sym.const(max(w, 1.0)))
+    norm = (Sym.const(m * r + g), Sym.const(math.sqrt(m * r * r + g)), Sym.const(max(r, 1.0)))
+    return diam, norm
+
+
+def sum_sensitivities(rows: RowsT) -> tuple[Bound, Bound, Bound, str]:
+    """(l1, l2, linf) of how far one record's change moves the sum of ``rows``, and the rule's text.
+
+    A replaced row moves the sum by at most the rows' diameter, an added or removed row by its norm
+    (Dwork-Roth 2014 Def. 3.1), times the stability: the domain's ball and box bounds, or, when smaller,
+    the one-hot product bounds of :func:`onehot_extent`.  Sum and Mean (over a public n) share it.
+
+    >>> from dpflow.nodes.types import RowsT, Size
+    >>> from dpflow.domains import RowCount
+    >>> dom = Vectors(d=10, box=(0.0, 1.0), onehot=(tuple(range(10)),))
+    >>> l1, l2, linf, _ = sum_sensitivities(RowsT(dom, "X", Size(True, 5, RowCount("X")), 1, REPLACE_ONE))
+    >>> l1.text(), l2.text(), linf.text()
+    ('2', '1.41421', '1')
+    """
+    dom = rows.domain
+    diam = (dom.diameter_l1(), dom.diameter_l2(), dom.diameter_linf())
+    norm = (dom.norm_l1(), dom.norm_l2(), dom.norm_linf())
+    extent = onehot_extent(dom)
+    text = ""
+    if extent is not None:
+        diam = (_tighter(diam[0], extent[0][0]), _tighter(diam[1], extent[0][1]), _tighter(diam[2], extent[0][2]))
+        norm = (_tighter(norm[0], extent[1][0]), _tighter(norm[1], extent[1][1]), _tighter(norm[2], extent[1][2]))
+        text = (" (one-hot groups of k coordinates are simplex vertices: diameter l1 = box widths + min(k, 2) "
+                "per group, l2 = sqrt(box widths^2 + min(k, 2) per group); norm 1 per group)")
+    l1, l2, linf = (change_bound(rows, a, b) for a, b in zip(diam, norm, strict=True))
+    return l1, l2, linf, text
 
 
 def changes_text(rows: RowsT) -> str:
@@ -143,4 +218,4 @@ def released_scale(v: float) -> float:
 
 
 __all__ = ["REPLACE_ONE", "capped", "changes_text", "count_sensitivities", "finite_edges", "has_public_n",
-           "one_dim", "public_n", "released_endpoint", "released_scale"]
+           "one_dim", "onehot_extent", "public_n", "released_endpoint", "released_scale", "sum_sensitivities"]

@@ -33,7 +33,7 @@ from dpflow.nodes.params import finite_tuple, magnitude, released_or_nonnegative
 from dpflow.nodes.rules import capped, has_public_n, public_n
 from dpflow.nodes.types import Inferred, PiecesT, Relation, RowsT, Size, SplitRule, VType
 from dpflow.references import Reference
-from dpflow.tables import Column, column_param, encoded_names, to_rows
+from dpflow.tables import Category, Column, column_param, encoded_names, to_rows
 
 
 def _vec_param(x: Any) -> Any:
@@ -123,7 +123,11 @@ class Source(Node):
     Under ``replace`` neighbours ``n`` is public (``None``: read from the data's
     shape, which is public).  Declared bounds of the domain are enforced by
     clipping, never by raising; ``BooleanCube`` maps non-zero entries to 1 and
-    ``Ordinal`` clips into ``[0, N)``.
+    ``Ordinal`` clips into ``[0, N)``.  The coordinates of a declared one-hot
+    :class:`dpflow.Category` are typed as a one-hot group (``Vectors.onehot``, when the
+    declared domain has no l2 bound and its box, if any, holds 0 and 1) and enforced:
+    a row whose group is not a vertex (see :func:`onehot_vertices`) takes the vertex of
+    an unseen value.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -164,10 +168,16 @@ class Source(Node):
             raise DomainError(ctx.node_id, f"source {self.name} declares d={vec.d} but its columns encode to "
                               f"{len(names)} coordinates {list(names)[:12]}",
                               f"declare d={len(names)}, or omit the domain (b.source(name, columns=...))")
+        if vec.onehot:
+            raise DomainError(ctx.node_id, f"source {self.name} declares one-hot groups in its domain",
+                              "declare the categorical columns as dpflow.Category(name, [categories]) in the "
+                              "source's columns: their one-hot groups are typed and enforced from there")
         public = ctx.relation == "replace"
         size = Size(public=public, known=self.n if public else None, ref=ctx.row_count())
-        rows = RowsT(as_vectors(self.domain), self.name, size, 1, frozenset({ctx.relation}), names)
-        return Inferred(rows, f"source {self.name}: {self.domain.describe()}, n={size.text()}")
+        groups = tuple(tuple(range(start, start + width)) for start, width, _ in self.onehot_groups())
+        rows = RowsT(_with_groups(vec, groups), self.name, size, 1, frozenset({ctx.relation}), names)
+        typed = f" (typed {rows.domain.describe()})" if groups else ""
+        return Inferred(rows, f"source {self.name}: {self.domain.describe()}{typed}, n={size.text()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         raise PlanTypeError(ctx.node_id, "sources are bound by the interpreter", "report this as a dpflow bug")
@@ -216,11 +226,30 @@ class Source(Node):
                             "pass at least one row")
         return arr
 
+    def onehot_groups(self) -> tuple[tuple[int, int, bool], ...]:
+        """``(first coordinate, width, exactly one)`` of each one-hot :class:`dpflow.Category` column: the groups
+        the source types (``exactly one`` for ``unseen="other"``; at most one for ``"none"``).  None when the
+        declared domain could not hold their vertices after its own policy (an l2 bound, or a box without
+        0 or 1): the rows are then typed by the declared bounds alone."""
+        vec = as_vectors(self.domain)
+        if self.columns is None or vec.l2_bound is not None or (vec.box is not None
+                                                               and not vec.box[0] <= 0.0 < 1.0 <= vec.box[1]):
+            return ()
+        out, start = [], 0
+        for c in self.columns:
+            width = c.width if isinstance(c, Category) else 1
+            if isinstance(c, Category) and c.encoding == "onehot":
+                out.append((start, width, c.unseen == "other"))
+            start += width
+        return tuple(out)
+
     def policy(self, arr: np.ndarray) -> np.ndarray:
         """The domain's declared policy applied to checked rows (row by row: a backend may apply it to
-        each block of rows)."""
+        each block of rows), after :func:`onehot_vertices` on the one-hot groups (whose vertices the domain's
+        policy then keeps: the groups are typed only when its box holds 0 and 1 and it has no l2 bound)."""
         from dpflow.domains import BooleanCube, Ordinal
 
+        arr = onehot_vertices(arr, self.onehot_groups())
         if isinstance(self.domain, Ordinal):
             ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
             return ordinal
@@ -229,6 +258,40 @@ class Source(Node):
             return cube
         vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
         return into_domain(arr.astype(float, copy=False), vec.box, None if vec.l2_bound is None else vec.l2_bound.coef)
+
+
+def _with_groups(dom: Vectors, groups: tuple[tuple[int, ...], ...]) -> Vectors:
+    """``dom`` with the one-hot ``groups`` (whose coordinates are 0 or 1, inside any box the groups survive):
+    when they cover every coordinate, the box is ``[0, 1]``."""
+    covered = sum(len(g) for g in groups) == dom.d
+    return attrs.evolve(dom, onehot=groups, box=(0.0, 1.0) if covered else dom.box)
+
+
+def onehot_vertices(A: np.ndarray, groups: Sequence[tuple[int, int, bool]]) -> np.ndarray:
+    """Rows of ``A`` with the coordinates of each one-hot group ``(first, width, exactly_one)`` on a vertex of
+    its simplex: entries 0 except one 1 (``exactly_one``, a Category with ``unseen="other"``) or at most
+    one 1.  The declared policy for any other group row (NaN, a value not 0 or 1, two 1s, no 1 where one
+    is needed), however it was fed in (a dask block, an array already encoded): it becomes the vertex of
+    an unseen value, the group's last coordinate (``<other>``) or, with at most one 1, the zero row.
+    ``Category.encode`` gives only vertices, which are kept as they are (``A`` itself when every row is).
+
+    >>> onehot_vertices(np.array([[1.0, 0, 0], [1, 1, 0], [0, 0, 0], [0.5, 0, 0]]), [(0, 3, True)]).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
+    >>> onehot_vertices(np.array([[0.0, 0.0], [np.nan, 0.0], [0.0, 1.0]]), [(0, 2, False)]).tolist()
+    [[0.0, 0.0], [0.0, 0.0], [0.0, 1.0]]
+    """
+    out = A
+    for first, width, exactly_one in groups:
+        G = A[:, first:first + width]
+        ones = G == 1.0
+        k = ones.sum(axis=1)
+        bad = np.flatnonzero(~(np.all(ones | (G == 0.0), axis=1) & ((k == 1) if exactly_one else (k <= 1))))
+        if bad.size:
+            out = np.array(A) if out is A else out  # inputs are never modified
+            out[bad, first:first + width] = 0.0
+            if exactly_one:
+                out[bad, first + width - 1] = 1.0
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -291,7 +354,9 @@ class Clip(Transform):
             # around the origin survives; any other ball does not
             if not (center is None and lo <= 0.0 <= hi):
                 l2, center = None, None
-        out = Vectors(d=dom.d, l2_bound=l2, box=box, center=center)
+        # a box holding 0 and 1 leaves the vertices of one-hot groups where they are; a ball may scale them
+        keep = self.radius is None and self.box is not None and self.box[0] <= 0.0 < 1.0 <= self.box[1]
+        out = Vectors(d=dom.d, l2_bound=l2, box=box, center=center, onehot=dom.onehot if keep else ())
         return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
@@ -613,7 +678,8 @@ class Columns(Transform):
     """Keep the public list of columns ``keep`` (a coordinate projection, stability 1).
 
     Box bounds carry over; an l2 bound around the origin carries over (dropping
-    coordinates never increases a norm); one around another centre is dropped.
+    coordinates never increases a norm); one around another centre is dropped.  The kept
+    coordinates of a one-hot group stay a group (a subset of a vertex has at most one 1).
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -644,7 +710,9 @@ class Columns(Transform):
         dom = rows.domain
         idx = self.indices(rows, ctx.node_id)
         l2 = dom.l2_bound if dom.center is None else None
-        out = Vectors(d=len(idx), l2_bound=l2, box=dom.box)
+        at = {i: j for j, i in enumerate(idx)}
+        groups = tuple(kept for g in dom.onehot if (kept := tuple(sorted(at[i] for i in g if i in at))))
+        out = _with_groups(Vectors(d=len(idx), l2_bound=l2, box=dom.box), groups)
         names = None if rows.columns is None else tuple(rows.columns[i] for i in idx)
         return Inferred(attrs.evolve(rows, domain=out, columns=names),
                         f"columns {list(self.keep)} -> {out.describe()}")
