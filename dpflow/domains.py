@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -237,6 +238,17 @@ def _opt_sym(x: Sym | float | None) -> Sym | None:
     return Sym.const(float(x))
 
 
+def integral(x: Any) -> Any:
+    """A public count or dimension as a Python int when it is integral (``int``, any numpy integer: a
+    ``numbers.Integral`` that is not a ``bool``), anything else unchanged for its field's own check.
+
+    >>> import numpy as np
+    >>> integral(np.int64(1000)), integral(np.uint8(3)), integral(2.5), integral(True)
+    (1000, 3, 2.5, True)
+    """
+    return int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x
+
+
 def _opt_pair(b: tuple[float, float] | None) -> tuple[float, float] | None:
     if b is None:
         return None
@@ -256,7 +268,7 @@ class Vectors:
     '2'
     """
 
-    d: int
+    d: int = attrs.field(converter=integral)
     l2_bound: Sym | None = attrs.field(default=None, converter=_opt_sym)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_opt_pair)
     center: str | None = None
@@ -378,7 +390,7 @@ class BooleanCube:
     '2'
     """
 
-    d: int
+    d: int = attrs.field(converter=integral)
 
     def describe(self) -> str:
         """Readable form used in ledgers."""
@@ -397,7 +409,7 @@ class Ordinal:
     'Ordinal(N=10)'
     """
 
-    N: int
+    N: int = attrs.field(converter=integral)
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.N, bool) or not isinstance(self.N, numbers.Integral) or not 1 <= self.N <= 2**62:
