@@ -29,8 +29,7 @@ import attrs
 import numpy as np
 
 from dpflow import nodes as N
-from dpflow.api import Result
-from dpflow.errors import UnknownNameError
+from dpflow.api import Named, Result
 from dpflow.estimators.scale import column_scales, times, truncation_level
 from dpflow.handles import Rows, Sensitive
 from dpflow.nodes.base import released_scalar
@@ -55,20 +54,6 @@ class _Query:
     def name(self) -> str:
         col = self.column.name if isinstance(self.column, Category) else self.column
         return self.kind if col is None else f"{self.kind}({col})"
-
-
-class Named(dict[str, Any]):
-    """A dict of released values whose missing name raises :class:`dpflow.errors.UnknownNameError` (a
-    ``KeyError``) listing the close matches and every name there is.
-
-    >>> Named({"mean(age)": 41.0})["mean(Age)"]
-    Traceback (most recent call last):
-    ...
-    dpflow.errors.UnknownNameError: no value named 'mean(Age)'; did you mean 'mean(age)'? The result has: 'mean(age)'.
-    """
-
-    def __missing__(self, name: str) -> Any:
-        raise UnknownNameError(name, list(self))
 
 
 @attrs.frozen(eq=False)
