@@ -111,6 +111,8 @@ _NUMPY_INT_PLANS = {
     "laplace_histogram": lambda: discrete.laplace_histogram(_I(16), _I(20_000), dp.PureDP(1.0)),
     "merr": lambda: discrete.merr(_I(2**20), _I(20_000), dp.ZCDP(1.0), T=_I(5)),
     "truncated_mean": lambda: truncation.truncated_mean(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5)),
+    "LinearRegression niht": lambda: E.LinearRegression(budget=dp.ZCDP(1.0), sparsity=_I(2), x_bound=1.0,
+                                                        coef_bound=2.0).make_plan(_I(5), _I(2000)),
     "mixture": lambda: E.mixtures.gaussian_mixture_plan(d=_I(2), n=_I(20_000), k=_I(2), budget=dp.ApproxDP(1.0, 1e-6),
                                                         radius=10.0, sigma_range=(0.5, 2.0)),
 }
