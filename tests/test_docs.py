@@ -104,14 +104,15 @@ def _run_file(path: Path, slow: bool, tmp_path: Path, monkeypatch: pytest.Monkey
     namespace: dict[str, Any] = {"__name__": f"docs_{path.stem}"}
     if path.name in CONTEXT:
         exec(CONTEXT[path.name], namespace)
-    found = blocks(path)
-    left_out = run_blocks(found, namespace, slow)
-    if left_out:
-        print(f"{path.name}: not run here: " + "; ".join(left_out))
+    run_blocks(blocks(path), namespace, slow)
 
 
 def _has(path: Path, mark: str) -> bool:
     return any(b.mark == mark for b in blocks(path))
+
+
+def _marked(mark: str) -> list[Block]:
+    return [b for p in FILES for b in blocks(p) if b.mark == mark]
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if blocks(p)], ids=lambda p: p.name)
@@ -124,6 +125,12 @@ def test_the_python_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest
 def test_the_python_examples_run_with_the_slow_ones(path: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     _run_file(path, True, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("block", _marked("skip"), ids=lambda b: b.where)
+def test_a_skipped_example_shows_its_reason(block: Block) -> None:
+    """Each example left out is listed in pytest's summary (``-rs``) with the reason its marker gives."""
+    pytest.skip(f"{block.where} is not run: {block.reason}")
 
 
 def test_the_readme_starts_with_the_two_commands() -> None:
