@@ -37,6 +37,7 @@ from dpflow.errors import (
     PostProcessingError,
     SerializationError,
     UnboundedSensitivityError,
+    UnknownNameError,
     UnknownSourceError,
 )
 from dpflow.handles import Released, Sensitive
@@ -53,5 +54,6 @@ __all__ = [
     "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "ReleasedNorm", "ReleasedScalar", "Report",
     "Result", "RowCount", "SecureNoise",
     "SeededNoise", "Sensitive", "SerializationError", "Sym", "SymmetricMatrices", "UnboundedSensitivityError",
-    "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run", "stats",
+    "UnknownNameError", "UnknownSourceError", "Vectors", "ZCDP", "__version__", "certify", "estimators", "nodes", "run",
+    "stats",
 ]

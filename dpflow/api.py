@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from dpflow.budget import BudgetStore
+from dpflow.errors import UnknownNameError
 from dpflow.interpreter.noise import NoiseSource, SecureNoise
 from dpflow.interpreter.numpy_backend import NumpyBackend
 from dpflow.interpreter.run import execute
@@ -22,7 +23,21 @@ from dpflow.planner.ledger import Ledger
 from dpflow.report.report import Report
 from dpflow.text import overview_html, overview_text
 
-__all__ = ["Result", "check", "run"]
+__all__ = ["Named", "Result", "check", "run"]
+
+
+class Named(dict[str, Any]):
+    """A dict of released values whose missing name raises :class:`dpflow.errors.UnknownNameError` (a
+    ``KeyError``) listing the close matches and every name there is.
+
+    >>> Named({"mean(age)": 41.0})["mean(Age)"]
+    Traceback (most recent call last):
+    ...
+    dpflow.errors.UnknownNameError: no value named 'mean(Age)'; did you mean 'mean(age)'? The result has: 'mean(age)'.
+    """
+
+    def __missing__(self, name: str) -> Any:
+        raise UnknownNameError(name, list(self))
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -30,7 +45,7 @@ class Result:
     """Released values and the report of one run.  Its ``repr`` is the report's short overview
     (:meth:`dpflow.Report.overview`)."""
 
-    released: dict[str, Any]
+    released: dict[str, Any] = attrs.field(converter=Named)  # an unknown name lists the names there are
     report: Report
 
     def __repr__(self) -> str:

@@ -24,6 +24,7 @@ import numbers
 import sys
 from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 import attrs
 
@@ -281,6 +282,17 @@ def _group_text(g: tuple[int, ...]) -> str:
     return f"{g[0]}..{g[-1]}" if run and len(g) > 2 else ",".join(str(i) for i in g)
 
 
+def integral(x: Any) -> Any:
+    """A public count or dimension as a Python int when it is integral (``int``, any numpy integer: a
+    ``numbers.Integral`` that is not a ``bool``), anything else unchanged for its field's own check.
+
+    >>> import numpy as np
+    >>> integral(np.int64(1000)), integral(np.uint8(3)), integral(2.5), integral(True)
+    (1000, 3, 2.5, True)
+    """
+    return int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x
+
+
 def _opt_pair(b: tuple[float, float] | None) -> tuple[float, float] | None:
     if b is None:
         return None
@@ -307,7 +319,7 @@ class Vectors:
     'Vectors(d=5, box=[0, 1], one-hot [1..4])'
     """
 
-    d: int
+    d: int = attrs.field(converter=integral)
     l2_bound: Sym | None = attrs.field(default=None, converter=_opt_sym)
     box: tuple[float, float] | None = attrs.field(default=None, converter=_opt_pair)
     center: str | None = None
@@ -436,7 +448,7 @@ class BooleanCube:
     '2'
     """
 
-    d: int
+    d: int = attrs.field(converter=integral)
 
     def describe(self) -> str:
         """Readable form used in ledgers."""
@@ -455,7 +467,7 @@ class Ordinal:
     'Ordinal(N=10)'
     """
 
-    N: int
+    N: int = attrs.field(converter=integral)
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.N, bool) or not isinstance(self.N, numbers.Integral) or not 1 <= self.N <= 2**62:

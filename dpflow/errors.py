@@ -12,7 +12,9 @@ dpflow.errors.BudgetError: gauss_3: the plan needs rho=0.6 but the budget is rho
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 
 
 class DpflowError(Exception):
@@ -116,6 +118,29 @@ class ExecutionError(DpflowError):
         if debug:
             out.__cause__ = self
         return out
+
+
+class UnknownNameError(DpflowError, KeyError):
+    """A released value was asked for by a name the result does not have (a ``KeyError``, so ``except
+    KeyError`` still catches it); the message lists the close matches and the names there are.
+
+    >>> err = UnknownNameError("mean(Age)", ["count", "mean(age)"])
+    >>> isinstance(err, KeyError), str(err)
+    (True, "no value named 'mean(Age)'; did you mean 'mean(age)'? The result has: 'count', 'mean(age)'.")
+    """
+
+    def __init__(self, name: object, available: Iterable[str]) -> None:
+        self.name = name
+        self.available = tuple(available)
+        close = difflib.get_close_matches(str(name), self.available, n=3, cutoff=0.6)
+        lowered = [a for a in self.available if a.lower() == str(name).lower() and a not in close]
+        hint = lowered + close
+        guess = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else "."
+        listed = ", ".join(repr(a) for a in self.available[:50]) + (", ..." if len(self.available) > 50 else "")
+        super().__init__(f"no value named {name!r}{guess} The result has: {listed or 'nothing'}.")
+
+    def __str__(self) -> str:  # KeyError's own quotes its argument
+        return str(self.args[0])
 
 
 class SerializationError(DpflowError):

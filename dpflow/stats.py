@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 
 from dpflow import nodes as N
-from dpflow.api import Result
+from dpflow.api import Named, Result
 from dpflow.estimators.scale import column_scales, times, truncation_level
 from dpflow.handles import Rows, Sensitive
 from dpflow.nodes.base import released_scalar
@@ -59,12 +59,13 @@ class _Query:
 @attrs.frozen(eq=False)
 class StatsResult:
     """The released statistics (``values``: name -> value, e.g. ``"mean(age)"``), the report of the run
-    and the plan.  ``bounds`` holds the interval each column was clipped to (public or released)."""
+    and the plan.  ``bounds`` holds the interval each column was clipped to (public or released).  A name
+    that is not there raises :class:`dpflow.errors.UnknownNameError` (a ``KeyError``) listing those that are."""
 
-    values: dict[str, Any]
+    values: dict[str, Any] = attrs.field(converter=Named)
     report: Report
     plan: Plan
-    bounds: dict[str, tuple[float, float]]
+    bounds: dict[str, tuple[float, float]] = attrs.field(converter=Named)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -296,15 +297,15 @@ def _nrows(data: Any) -> int:
 
 
 def _frame_like(data: Any, cols: Sequence[str | Category]) -> Any:
-    """A DataFrame or Series as it is; a mapping of columns as an (n, k) array in the declared order."""
-    if is_frame(data):
+    """A DataFrame or Series as it is; a mapping of columns as an (n, k) array in the declared order.  With
+    no column asked (a count alone) the source is the dummy column ``_`` of ``_build``: n zeros, whatever
+    ``data`` is (no value of it is read)."""
+    if not cols:
+        return np.zeros((_nrows(data), 1))
+    if is_frame(data) or is_series(data):
         return data
-    names = [c.name if isinstance(c, Category) else c for c in cols] or ["_"]
-    if is_series(data):
-        return data
+    names = [c.name if isinstance(c, Category) else c for c in cols]
     if isinstance(data, Mapping):
-        if names == ["_"]:
-            return np.zeros((_nrows(data), 1))
         missing = [c for c in names if c not in data]
         if missing:
             from dpflow.errors import DataError

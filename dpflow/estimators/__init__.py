@@ -3,7 +3,20 @@
 Each function returns a :class:`dpflow.Plan` (inspect it, ``check()`` it, ``run()`` it).
 """
 
-from dpflow.estimators import discrete, gaussian, heavy_tailed, product
+from dpflow.estimators import (
+    covariance,
+    discrete,
+    gaussian,
+    heavy_tailed,
+    mean,
+    mixtures,
+    product,
+    regression,
+    scale,
+    sparse,
+    tails,
+    truncation,
+)
 from dpflow.estimators.covariance import naive_pce
 from dpflow.estimators.mean import clipped_mean
 from dpflow.estimators.regression import LinearRegression
@@ -11,6 +24,6 @@ from dpflow.estimators.sparse import sparse_mean
 from dpflow.estimators.tails import chi_radius
 
 __all__ = [
-    "LinearRegression", "chi_radius", "clipped_mean", "discrete", "gaussian", "heavy_tailed", "naive_pce", "product",
-    "sparse_mean",
+    "LinearRegression", "chi_radius", "clipped_mean", "covariance", "discrete", "gaussian", "heavy_tailed", "mean",
+    "mixtures", "naive_pce", "product", "regression", "scale", "sparse", "sparse_mean", "tails", "truncation",
 ]

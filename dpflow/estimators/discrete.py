@@ -187,7 +187,7 @@ def merr_round_slack(N: int, n: int, budget: Measure, T: int) -> float:
     >>> round(merr_round_slack(1000, 1000, PureDP(1.0), 20), 4)
     0.7942
     """
-    L = (N - 1).bit_length()
+    L = (int(N) - 1).bit_length()
     return 2.0 * math.log(2.0 ** (L + 1) / MERR_BETA) / (n * merr_round_epsilon(budget, T))
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from dpflow.domains import integral
 from dpflow.errors import PlanTypeError
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.base import EvalContext, InferContext, Node, SubPlan
@@ -58,7 +59,7 @@ class Recurse(Node):
 
     kind: ClassVar[str] = "Recurse"
     reference: ClassVar[str] = "sequential composition over a static number of rounds (Bun-Steinke 2016 Lemma 1.7)"
-    times: int
+    times: int = attrs.field(converter=integral)
     body: SubPlan
     round_weights: tuple[float, ...] | None = attrs.field(default=None, converter=_weights)
 

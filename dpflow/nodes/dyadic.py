@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym
+from dpflow.domains import Sym, integral
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
 from dpflow.nodes.base import EvalContext, InferContext, Query, change_bound, need, released_type, text_of
@@ -266,7 +266,7 @@ class DyadicCounts(Query):
     kind: ClassVar[str] = "DyadicCounts"
     reference: ClassVar[Reference] = Reference("DHS 2015 Fig. 2 scores; one record per level",
                                                "sparse_discrete_heavy.md", "4.5-4.6")
-    N: int
+    N: int = attrs.field(converter=integral)
 
     def __attrs_post_init__(self) -> None:
         if not 2 <= self.N <= MAX_N:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from dpflow.domains import SymRef
+from dpflow.domains import SymRef, integral
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.nodes.base import EvalContext, InferContext, Mechanism, need, text_of, unit_ratio
 from dpflow.nodes.fixedpoint import lattice_units, to_float
@@ -480,7 +480,7 @@ class Peel(Mechanism):
         "Cai-Wang-Zhang 2021 Alg. 3.2; report-noisy-max with Laplace(2 Delta/eps) is eps-DP (Dwork-Roth 2014 "
         "Sec. 3.3); composition: basic (pure) or Bun-Steinke 2016 Prop. 1.4 + Lemma 1.7 (zCDP)"
     )
-    s: int
+    s: int = attrs.field(converter=integral)
     weight: float = attrs.field(default=1.0, converter=positive)
     epsilon: Fraction | None = attrs.field(default=None, converter=opt_exact)
 

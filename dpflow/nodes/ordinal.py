@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from dpflow.domains import integral
 from dpflow.errors import DomainError, PlanTypeError
 from dpflow.handles import Ref, param
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, need, released_type, text_of
@@ -252,7 +253,7 @@ class AddKnots(PostProcess):
 
     kind: ClassVar[str] = "AddKnots"
     reference: ClassVar[str] = "DHS 2015 Fig. 2 Update (post-processing of the released weights)"
-    N: int
+    N: int = attrs.field(converter=integral)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         if len(ins) not in (2, 3):

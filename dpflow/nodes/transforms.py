@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import MAX_BOUND, ReleasedScalar, RowDomain, Sym, Vectors, as_vectors
+from dpflow.domains import MAX_BOUND, ReleasedScalar, RowDomain, Sym, Vectors, as_vectors, integral
 from dpflow.errors import DataError, DomainError, PlanTypeError
 from dpflow.handles import Ref, Rows, Sensitive, param
 from dpflow.nodes.base import (
@@ -60,7 +60,21 @@ def _clip_radius(x: Any) -> Any:
 
 
 def _box_param(b: Any) -> tuple[float, float] | None:
-    return None if b is None else (magnitude(b[0]), magnitude(b[1]))
+    """One public ``(lower, upper)`` pair bounding every coordinate; anything else (one box per column, three
+    numbers) is refused, naming the fix."""
+    if b is None:
+        return None
+    arr = np.asarray(b, dtype=object)
+    if arr.shape == (2,) and not any(np.ndim(v) for v in arr):
+        return magnitude(arr[0]), magnitude(arr[1])
+    per_column = arr.ndim == 2 and arr.shape[1] == 2
+    raise ValueError(
+        f"Clip box is one (lower, upper) pair for every coordinate, got {b!r}"
+        + (f" ({arr.shape[0]} pairs: one box per column, which Clip does not take). Fix: rescale the columns to "
+           "one box first, e.g. Precondition(matrix=b.public(np.diag(1 / (hi - lo))), center=lo) then "
+           "Clip(box=(0.0, 1.0)) (lo, hi: the vectors of the columns' bounds), or clip each column on its own "
+           "(Columns(keep=[name]) then Clip(box=(lo, hi)))" if per_column else
+           ". Fix: pass box=(lower, upper)"))
 
 
 def _clip_center(x: Any) -> Any:
@@ -137,13 +151,17 @@ class Source(Node):
     kind: ClassVar[str] = "Source"
     name: str
     domain: RowDomain
-    n: int | None = None
+    n: int | None = attrs.field(default=None, converter=attrs.converters.optional(integral))
+    """Declared number of rows: an int (a numpy integer becomes one) or None."""
     columns: tuple[Column, ...] | None = attrs.field(default=None, converter=column_param)
     """Declared columns (names, :class:`dpflow.Category`): a DataFrame's are selected by name and encoded."""
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         if ins:
             raise PlanTypeError(ctx.node_id, "a source has no inputs", "remove the inputs")
+        if self.n is not None and (isinstance(self.n, bool) or not isinstance(self.n, int)):
+            raise DomainError(ctx.node_id, f"source {self.name} declares n={self.n!r} ({type(self.n).__name__}), "
+                              "not an integer", "declare n as an int (e.g. n=len(data)), or None")
         if self.n is not None and self.n < 1:
             raise DomainError(ctx.node_id, f"source {self.name} declares n={self.n}", "declare n >= 1")
         if ctx.relation == "add_remove" and self.n is not None:
@@ -578,7 +596,7 @@ class SplitByIndex(Node):
 
     kind: ClassVar[str] = "SplitByIndex"
     reference: ClassVar[str] = "McSherry 2009 (PINQ) parallel composition over a data-independent partition"
-    pieces: int
+    pieces: int = attrs.field(converter=integral)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
@@ -636,7 +654,7 @@ class Piece(Node):
     reference: ClassVar[Reference] = Reference("parallel composition over disjoint pieces (McSherry 2009, PINQ): an "
                                                "index block keeps a replaced record, a value piece can gain or lose "
                                                "one", "accounting.md", "1.5")
-    index: int
+    index: int = attrs.field(converter=integral)
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         pieces: PiecesT = need(ins, PiecesT, ctx, "the pieces of a split")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -94,3 +95,45 @@ def test_every_estimator_refuses_a_bare_number_budget_naming_the_fix(name: str) 
     with pytest.raises(dp.PlanTypeError, match=r"not a privacy measure") as e:
         ESTIMATOR_CALLS[name](0.5)
     assert "dp.ZCDP(0.5)" in e.value.fix
+
+
+_I = np.int64
+_NUMPY_INT_PLANS = {
+    "clipped_mean": lambda: clipped_mean(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5), radius=1.0),
+    "naive_pce": lambda: naive_pce(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5), kappa=4.0),
+    "sparse_mean": lambda: E.sparse_mean(d=_I(100), n=_I(20_000), s=_I(5), budget=dp.ZCDP(0.5)),
+    "gaussian": lambda: gaussian.gaussian(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5), R=10.0, K=10.0, t_cov=_I(3),
+                                          t_mean=_I(2)),
+    "gaussian.mean kv": lambda: gaussian.mean(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5), R=10.0, method="kv"),
+    "scaled_gaussian": lambda: gaussian.scaled_gaussian(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5)),
+    "heavy_tailed": lambda: E.heavy_tailed.plan(_I(3), _I(20_000), dp.ZCDP(1.0), 10.0, 10.0),
+    "ppde": lambda: product.ppde(d=_I(5), n=_I(20_000), budget=dp.ZCDP(0.5), rounds=_I(2)),
+    "laplace_histogram": lambda: discrete.laplace_histogram(_I(16), _I(20_000), dp.PureDP(1.0)),
+    "merr": lambda: discrete.merr(_I(2**20), _I(20_000), dp.ZCDP(1.0), T=_I(5)),
+    "truncated_mean": lambda: truncation.truncated_mean(d=_I(3), n=_I(20_000), budget=dp.ZCDP(0.5)),
+    "LinearRegression niht": lambda: E.LinearRegression(budget=dp.ZCDP(1.0), sparsity=_I(2), x_bound=1.0,
+                                                        coef_bound=2.0).make_plan(_I(5), _I(2000)),
+    "mixture": lambda: E.mixtures.gaussian_mixture_plan(d=_I(2), n=_I(20_000), k=_I(2), budget=dp.ApproxDP(1.0, 1e-6),
+                                                        radius=10.0, sigma_range=(0.5, 2.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_INT_PLANS))
+def test_estimators_take_numpy_integers(name: str) -> None:
+    """``n=np.int64(...)`` (e.g. ``X.shape[0]`` of a numpy computation) and the other integer arguments were
+    refused when the plan was hashed ("cannot encode a int64"), or failed (``bit_length``) (issue 28)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.errors.AccuracyWarning)
+        plan = _NUMPY_INT_PLANS[name]()
+    assert dp.Plan.from_json(plan.to_json()).hash == plan.hash
+
+
+def test_every_estimator_module_is_reachable_after_import_dpflow() -> None:
+    """``dp.estimators.mixtures`` raised AttributeError after ``import dpflow`` (issue 28): every module of the
+    package is an attribute of it, as the README's table names them."""
+    import pkgutil
+
+    names = {m.name for m in pkgutil.iter_modules(E.__path__)}
+    assert names >= {"mixtures", "gaussian", "heavy_tailed", "discrete", "product", "regression", "truncation"}
+    assert [n for n in sorted(names) if not hasattr(E, n)] == []
+    assert names <= set(E.__all__)

@@ -106,3 +106,28 @@ def test_refusals() -> None:
         stats.Statistics(budget=dp.ZCDP(1.0)).quantiles("x", [1.5])
     with pytest.raises(dp.DataError, match="no column"):
         stats.mean({"y": np.zeros(10)}, "x", dp.ZCDP(1.0), bounds=(0, 1))
+
+
+@pytest.mark.parametrize("neighbors, budget", [("replace", dp.ZCDP(1.0)), ("add_remove", dp.PureDP(1.0))])
+def test_a_count_alone_reads_no_column_of_any_input(neighbors: str, budget: dp.privacy.Measure) -> None:
+    """docs/statistics.md's ``dp.stats.count(df, budget)``: the count's dummy source column ``_`` is never
+    looked up in the user's DataFrame, Series or array (issue 28: "no column(s) ['_']")."""
+    df = _df(500)
+    for data in (df, df["age"], df.to_numpy(), {"age": df["age"].to_numpy()}):
+        r = stats.count(data, budget, neighbors=neighbors, noise=dp.SeededNoise(0))
+        assert abs(r["count"] - 500) < (1e-9 if neighbors == "replace" else 30)
+    q = stats.Statistics(budget=budget, neighbors=neighbors).count()
+    assert q.run(df, noise=dp.SeededNoise(0)).plan.hash == q.plan(df).hash
+
+
+def test_an_unknown_name_lists_the_names_there_are() -> None:
+    res = stats.Statistics(budget=dp.ZCDP(1.0)).count().mean("age").run(_df(2000), noise=dp.SeededNoise(0))
+    with pytest.raises(dp.UnknownNameError, match=r"'mean\(Age\)'; did you mean 'mean\(age\)'\? The result has: "
+                       r"'count', 'mean\(age\)'\.") as caught:
+        res["mean(Age)"]
+    assert isinstance(caught.value, KeyError) and str(caught.value).startswith("no value named")
+    with pytest.raises(KeyError, match="did you mean 'mean"):
+        res.values["mean(agee)"]
+    with pytest.raises(KeyError, match=r"no value named 'income'\. The result has: 'age'"):
+        res.bounds["income"]
+    assert res["mean(age)"] == res.values["mean(age)"] and "mean(age)" in res.values

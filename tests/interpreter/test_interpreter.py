@@ -225,3 +225,17 @@ def test_an_infinite_released_bound_releases_infinite_noise(mech: Any, budget: A
     assert fact == {key: math.inf}
     finite = _released_radius_plan(mech(), budget, 1.0, neighbors).run({"X": np.ones((10, 2))}, noise=NOISES[noise]())
     assert np.isfinite(finite.released["m"]).all()
+
+
+def test_an_unknown_output_name_lists_the_outputs() -> None:
+    """``result.released["meen"]`` was a bare ``KeyError: 'meen'`` (issue 28): the error (still a KeyError)
+    names the close match and every output."""
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    rows = N.Clip(radius=1.0)(X)
+    plan = b.build(mean=N.GaussianMech()(N.Mean()(rows)), moment=N.GaussianMech()(N.SecondMoment()(rows)))
+    res = plan.run(np.zeros((100, 2)), noise=dp.SeededNoise(0))
+    with pytest.raises(KeyError, match=r"^no value named 'meen'; did you mean 'mean'.*\? The result has: 'mean', "
+                                       r"'moment'\.$"):
+        res.released["meen"]
+    assert set(res.released) == {"mean", "moment"} and res.released["mean"].shape == (2,)

@@ -143,3 +143,72 @@ def test_project_ball_overwriting_gives_the_same_rows_and_spares_what_it_may_not
     frozen.flags.writeable = False
     assert np.array_equal(project_ball(frozen, centre, 2.0, True), ref)
     assert np.array_equal(frozen, A, equal_nan=True)
+
+
+@pytest.mark.parametrize("box", [[(0.0, 1.0), (0.0, 100.0)], np.array([[0.0, 1.0], [18.0, 90.0], [0.0, 5.0]]),
+                                 [(0.0, 1.0)]])
+def test_clip_refuses_one_box_per_column_naming_the_fix(box: Any) -> None:
+    """Clip's box is one interval for every coordinate (the domain type ``Vectors.box`` is one pair); a box per
+    column was a bare ``TypeError`` from ``float((0, 1))`` (issue 28)."""
+    with pytest.raises(ValueError, match=r"one box per column.*Fix: rescale the columns to one box first, e\.g\. "
+                                         r"Precondition\(.*or clip each column on its own"):
+        N.Clip(box=box)
+
+
+@pytest.mark.parametrize("box", [(0, 1, 2), ((0, 1), (0, 1, 2)), 5, "ab"])
+def test_clip_refuses_a_box_that_is_not_a_pair(box: Any) -> None:
+    with pytest.raises(ValueError, match=r"Clip box is one \(lower, upper\) pair .* Fix: pass box=\(lower, upper\)"):
+        N.Clip(box=box)
+
+
+def test_the_named_fix_for_per_column_boxes_works() -> None:
+    """The fix the refusal names: rescale each column onto [0, 1] by a public diagonal map, clip to one box, and
+    map the released mean back; the l2 sensitivity is the unit box's sqrt(d) / n."""
+    lo, hi = np.array([0.0, 18.0]), np.array([1.0, 90.0])
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2), n=1000)
+    Y = N.Clip(box=(0.0, 1.0))(N.Precondition(matrix=b.public(np.diag(1 / (hi - lo))), center=lo)(X))
+    plan = b.build(m=N.GaussianMech()(N.Mean()(Y)))
+    [entry] = [e for e in plan.check().entries if e.cost]
+    assert "0.00141421" in entry.sensitivity                             # sqrt(2) / n
+    rows = np.column_stack([np.linspace(-1, 2, 1000), np.linspace(0, 120, 1000)])
+    released = execute(certify(plan), {"X": rows}, ZeroNoise(), NumpyBackend()).released["m"]
+    assert np.allclose(lo + (hi - lo) * released, np.clip(rows, lo, hi).mean(axis=0))
+
+
+@pytest.mark.parametrize("n", [np.int64(1000), np.int32(1000), np.uint16(1000), 1000])
+def test_a_numpy_integer_n_is_an_int(n: Any) -> None:
+    """``n=np.int64(1000)`` was refused when the plan was hashed ("cannot encode a int64"); any integral number
+    (numbers.Integral, not bool) is declared as the int it is, on the builder and on Source itself."""
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=np.int64(2), box=(0.0, 1.0)), n=n)
+    plan = b.build(m=N.GaussianMech()(N.Mean()(X)))
+    node = N.Source(name="X", domain=dp.Vectors(d=2), n=n)
+    assert type(node.n) is int and node.n == 1000 and type(node.domain.d) is int
+    assert dp.Plan.from_json(plan.to_json()).hash == plan.hash
+    [entry] = [e for e in plan.check().entries if e.cost]
+    assert "0.00141421" in entry.sensitivity                             # sqrt(2) / n
+    assert plan.run({"X": np.full((1000, 2), 0.5)}, noise=dp.SeededNoise(0)).released["m"].shape == (2,)
+
+
+@pytest.mark.parametrize("n", [1000.0, True, "1000", 999.5])
+def test_a_source_n_that_is_not_an_integer_is_refused_by_name(n: Any) -> None:
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=1, box=(0.0, 1.0)), n=n)
+    with pytest.raises(dp.DomainError, match=r"source X declares n=.* not an integer\. Fix: declare n as an int"):
+        b.build(m=N.GaussianMech()(N.Mean()(X))).check()
+
+
+def test_integer_node_parameters_take_numpy_integers() -> None:
+    """Every integer parameter a plan stores (counts, sizes, indices) is held as an int: the plan hashes and
+    round-trips through JSON."""
+    i = np.int64
+    held = [N.Peel(s=i(3)).s, N.DyadicCounts(N=i(2**20)).N, N.SplitByIndex(pieces=i(2)).pieces,
+            N.Piece(index=i(1)).index, N.AddKnots(N=i(8)).N, dp.Ordinal(N=i(10)).N, dp.BooleanCube(d=i(4)).d]
+    assert [type(v) for v in held] == [int] * len(held)
+    b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    X = b.source("X", dp.Vectors(d=2), n=i(100))
+    last = N.recurse(X, b.public([0.0, 0.0]), lambda rows, state, k: N.GaussianMech()(N.Mean()(
+        N.Clip(radius=1.0)(rows))), times=i(3))
+    plan = b.build(m=last)
+    assert dp.Plan.from_json(plan.to_json()).hash == plan.hash and plan.check().entries
