@@ -27,6 +27,8 @@ from dpflow.domains import (
     Vectors,
 )
 from dpflow.errors import (
+    AccuracyError,
+    AccuracyWarning,
     BudgetError,
     DataError,
     DomainError,
@@ -49,7 +51,8 @@ from dpflow.report import Report
 from dpflow.tables import Category
 
 __all__ = [
-    "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "Category", "DataError", "DomainError", "DpflowError",
+    "AccuracyError", "AccuracyWarning", "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "Category",
+    "DataError", "DomainError", "DpflowError",
     "Ledger", "NoiseSource", "Ordinal", "Plan", "PlanBuilder", "PlanError", "PlanReferenceError",
     "PlanTypeError", "PostProcessingError", "PureDP", "Reals", "Released", "ReleasedNorm", "ReleasedScalar", "Report",
     "Result", "RowCount", "SecureNoise",

@@ -147,6 +147,19 @@ class SerializationError(DpflowError):
     """A plan cannot be written to or read from canonical JSON."""
 
 
+class AccuracyError(DpflowError):
+    """A predicted error exceeds the caller's tolerance and ``strict=True`` was asked: refused from public
+    facts (n, d, the budget, the bounds) before any data is read and before any budget is charged.
+
+    >>> str(AccuracyError("stats.mean", "mean(x) is predicted to err by up to 5", "give more rows"))
+    'stats.mean: mean(x) is predicted to err by up to 5. Nothing was read or charged. Fix: give more rows.'
+    """
+
+    def __init__(self, where: str, problem: str, fix: str) -> None:
+        self.where, self.problem, self.fix = where, problem, fix
+        super().__init__(f"{where}: {problem}. Nothing was read or charged. Fix: {fix}.")
+
+
 class AccuracyWarning(UserWarning):
     """A plan is private but, for public reasons (n, epsilon, d, the declared bounds), its release is
     likely too noisy to be useful.  Decided when the plan is built; the text is also in the ledger's

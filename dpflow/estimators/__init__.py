@@ -15,6 +15,7 @@ from dpflow.estimators import (
     scale,
     sparse,
     tails,
+    tolerance,
     truncation,
 )
 from dpflow.estimators.covariance import naive_pce
@@ -25,5 +26,6 @@ from dpflow.estimators.tails import chi_radius
 
 __all__ = [
     "LinearRegression", "chi_radius", "clipped_mean", "covariance", "discrete", "gaussian", "heavy_tailed", "mean",
-    "mixtures", "naive_pce", "product", "regression", "scale", "sparse", "sparse_mean", "tails", "truncation",
+    "mixtures", "naive_pce", "product", "regression", "scale", "sparse", "sparse_mean", "tails", "tolerance",
+    "truncation",
 ]

@@ -1,7 +1,7 @@
 """Canonical JSON for plans: sorted keys, no whitespace, tagged values.
 
 Node parameters are encoded by type: a reference to a released node as
-``{"$ref": id}``, an exact rational as ``{"$frac": "1/2"}``, a bound as
+``{"$ref": id}``, an exact rational as ``{"$frac": "1/2"}``, an infinite float as ``{"$float": "inf"}``, a bound as
 ``{"$sym": [coef, [[ref, power], ...]]}`` with each run-time ref tagged by its type
 (``{"$n": node}`` a public row count, ``{"$released": node}`` a released scalar, ``{"$norm": node}``
 the norm of a released vector; plan schema 2), a domain as ``{"$domain": kind, ...}``, a categorical
@@ -12,6 +12,7 @@ column as ``{"$category": ...}``, a user function as ``{"$fn": "module:qualname"
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -85,6 +86,8 @@ def encode(value: Any) -> Any:
         return {"$subplan": {"records": [encode_record(r) for r in value.records], "output": value.output}}
     if isinstance(value, (tuple, list)):
         return [encode(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return {"$float": "inf" if value > 0 else "-inf"}  # strict JSON has no infinity; NaN stays refused
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if callable(value):
@@ -102,6 +105,10 @@ def decode(data: Any) -> Any:
         return Ref(data["$ref"])
     if "$frac" in data:
         return Fraction(data["$frac"])
+    if "$float" in data:
+        if data["$float"] not in ("inf", "-inf"):
+            raise SerializationError(f"a tagged float is 'inf' or '-inf', got {data['$float']!r}")
+        return float(data["$float"])
     if "$sym" in data:
         coef, factors = data["$sym"]
         if isinstance(coef, bool) or not isinstance(coef, (int, float)):
