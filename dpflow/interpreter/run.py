@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from dpflow.domains import ReleasedNorm, RowCount, Sym, SymRef
-from dpflow.errors import ExecutionError, UnknownSourceError, debug_requested
+from dpflow.errors import DataError, ExecutionError, PlanError, UnknownSourceError, debug_requested
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
 from dpflow.interpreter.progress import Progress
@@ -249,12 +249,37 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
     return out
 
 
+PUBLIC_REFUSALS = (DataError, PlanError)
+"""The exceptions a run may raise with its budget reservation given back: a public schema refusal (shape,
+dtype, declared columns, declared n, unknown sources), decided from public facts only."""
+
+
+def _read_sources(cert: Certified, data: Mapping[str, Any] | np.ndarray, backend: Backend,
+                  reading: Callable[[], None] | None) -> dict[str, Any]:
+    """:func:`prepare_data`, then ``reading()``.  Preparing touches the values (a table's columns are
+    converted), and no value may decide whether the budget is charged: any exception other than a public
+    schema refusal (:data:`PUBLIC_REFUSALS`), an interrupt included, calls ``reading()`` before it leaves,
+    so the cost counts (defence in depth: every value maps through a declared policy and never raises)."""
+    try:
+        prepared = prepare_data(cert, data, backend)
+    except PUBLIC_REFUSALS:
+        raise
+    except BaseException:
+        if reading is not None:
+            reading()
+        raise
+    if reading is not None:
+        reading()
+    return prepared
+
+
 def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseSource, backend: Backend,
             debug: bool | None = None, reading: Callable[[], None] | None = None) -> Execution:
     """Run a certified plan on ``data`` (source name -> rows).
 
     The data is checked against the public schema first (:func:`prepare_data`); then ``reading()`` is called
-    (a budget store's charge: data is about to be read).  An engine failure raises
+    (a budget store's charge: data is about to be read).  Only a public schema refusal leaves before
+    ``reading()`` (:func:`_read_sources`).  An engine failure raises
     :class:`dpflow.errors.ExecutionError` naming the node, by its declared policy (the engine's exception is
     kept only with ``debug``, or :data:`dpflow.errors.DEBUG_ENV` when ``debug`` is ``None``).
 
@@ -272,9 +297,7 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     run: _Run | None = None
     failure: ExecutionError | None = None
     try:
-        prepared = prepare_data(cert, data, backend)
-        if reading is not None:
-            reading()
+        prepared = _read_sources(cert, data, backend, reading)
         run = _Run(cert, prepared, noise, backend)
         run.top_total = len(cert.space.order)
         env = run.space_values(cert.space, {})

@@ -221,14 +221,16 @@ class Source(Node):
         each block of rows)."""
         from dpflow.domains import BooleanCube, Ordinal
 
-        if isinstance(self.domain, Ordinal):
-            ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
-            return ordinal
-        if isinstance(self.domain, BooleanCube):
-            cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
-            return cube
-        vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
-        return into_domain(arr.astype(float, copy=False), vec.box, None if vec.l2_bound is None else vec.l2_bound.coef)
+        with np.errstate(all="ignore"):  # a wide float (longdouble) beyond float64 is +-inf, without a warning
+            if isinstance(self.domain, Ordinal):
+                ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
+                return ordinal
+            if isinstance(self.domain, BooleanCube):
+                cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
+                return cube
+            vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
+            return into_domain(arr.astype(float, copy=False), vec.box,
+                               None if vec.l2_bound is None else vec.l2_bound.coef)
 
 
 @attrs.frozen(kw_only=True)
