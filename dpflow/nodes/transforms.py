@@ -294,7 +294,13 @@ class Clip(Transform):
             if not (center is None and lo <= 0.0 <= hi):
                 l2, center = None, None
         out = Vectors(d=dom.d, l2_bound=l2, box=box, center=center)
-        return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
+        return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}; {self.missing()}")
+
+    def missing(self) -> str:
+        """The declared policy for values that are not finite numbers, as the ledger states it."""
+        if self.radius is not None:
+            return "missing values: a row with a NaN or infinite entry goes to the centre"
+        return "missing values: NaN counts as 0, then clipped (+-inf to the nearest end)"
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = float_rows(ctx, ins[0])

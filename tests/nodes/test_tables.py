@@ -48,6 +48,32 @@ def test_numeric_categories_match_exactly() -> None:
     assert Category("g", [1, 2]).names() == ("g=1", "g=2", "g=<other>")
 
 
+def test_a_numeric_category_matches_numbers_of_any_type_and_numeric_text() -> None:
+    """Issue 28 item 6: object-dtype floats 1.0, 2.0 (a mixed table), numpy integers and numeric text are the
+    categories 1 and 2 (they were compared by their printed forms, '1.0' against '1', and went to <other>)."""
+    vals = np.array([1.0, 2.0, np.int64(1), np.float32(2), "2", " 1 ", Decimal(2), True, 3.0, None, "x", 1.5],
+                    dtype=object)
+    assert Category("g", [1, 2], encoding="codes").encode(vals).ravel().tolist() == [0, 1, 0, 1, 1, 0, 1, 0] + [2] * 4
+    frame = pd.DataFrame({"g": pd.Series([1.0, 2.0, None], dtype=object)})
+    assert to_rows(frame, [Category("g", [1, 2])], "X").tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    # text categories match text, and numbers by their shortest text; both kinds may be mixed
+    mixed = Category("k", ["a", "1", 2.5], encoding="codes")
+    assert mixed.encode(np.array(["a", 1, 1.0, "1", "2.5", 2.5, "A"], dtype=object)).ravel().tolist() == [
+        0, 1, 1, 1, 2, 2, 3]
+    assert Category("k", ["1", "2"], encoding="codes").encode(np.array([2, 1, 3])).ravel().tolist() == [1, 0, 2]
+    with pytest.raises(ValueError, match="distinct"):
+        Category("k", [1, "1"])
+
+
+def test_category_codes_never_raise_on_hostile_values() -> None:
+    col = _objects([v for v, _ in HOSTILE])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for cats in (["a", "80"], [80, 1.5], ["a", 80]):
+            codes = Category("k", cats).codes(col)
+            assert codes.shape == (len(HOSTILE),) and set(codes.tolist()) <= {-1, 0, 1}
+
+
 def test_pandas_categorical_and_nullable_values() -> None:
     s = pd.Series(pd.Categorical(["a", "b", None, "c"], categories=["a", "b", "c"]))
     assert Category("k", ["a", "b"], unseen="none").encode(s.to_numpy()).tolist() == [[1, 0], [0, 1], [0, 0], [0, 0]]
@@ -56,7 +82,7 @@ def test_pandas_categorical_and_nullable_values() -> None:
     assert rows[0, 0] == 1.0 and np.isnan(rows[1, 0]) and rows[2, 0] == 3.0
 
 
-@pytest.mark.parametrize("bad", [["nan", "a"], ["a", "a"], [], ["<other>"], [float("inf")], [True]])
+@pytest.mark.parametrize("bad", [["nan", "a"], ["a", "a"], [], ["<other>"], [float("inf")], [True], [""], [1, 1.0]])
 def test_category_lists_are_checked(bad: list[object]) -> None:
     with pytest.raises(ValueError):
         Category("k", bad)
@@ -100,6 +126,8 @@ def test_text_and_categorical_dtypes_are_parsed_never_refused() -> None:
     for dtype in ("string", "string[pyarrow]", "category", object):
         col = to_rows(pd.DataFrame({"age": pd.Series(raw, dtype=dtype)}), ["age"], "X").ravel()
         assert col[[0, 1, 4]].tolist() == [80.0, 75.0, math.inf] and np.isnan(col[[2, 3]]).all(), dtype
+    text, objs = to_rows(np.array([["1.0", "x"]]), None, "X"), to_rows(np.array([[object(), 2]]), None, "X")
+    assert text[0, 0] == 1.0 and np.isnan(text[0, 1]) and np.isnan(objs[0, 0]) and objs[0, 1] == 2.0
     # a dtype that holds no numbers is public (no reader infers it from a value): a schema error naming the fix
     with pytest.raises(dp.DataError, match="'when' is not numeric.*datetime.*Fix: convert it to numbers"):
         to_rows(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}), ["when"], "X")
