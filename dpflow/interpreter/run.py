@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from dpflow.domains import ReleasedNorm, RowCount, Sym, SymRef
-from dpflow.errors import DataError, ExecutionError, PlanError, UnknownSourceError, debug_requested
+from dpflow.errors import DEBUG_ENV, DataError, ExecutionError, PlanError, UnknownSourceError, debug_requested
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
 from dpflow.interpreter.progress import Progress
@@ -201,6 +201,11 @@ def _reads(space: TypedScope) -> tuple[dict[str, int], set[str]]:
     return left, shared
 
 
+PUBLIC_REFUSALS = (DataError, PlanError)
+"""The exceptions a run may raise with its budget reservation given back: a public schema refusal (shape,
+dtype, declared columns, declared n, unknown sources), decided from public facts only."""
+
+
 def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
     """``data`` as a mapping from source name to rows.
 
@@ -229,7 +234,9 @@ def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
 def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
                  backend: Backend | None = None) -> dict[str, Any]:
     """Check the data against the public schema of every source (before any value is used); ``backend``
-    (default numpy) holds the rows."""
+    (default numpy) holds the rows.  Only a public schema refusal (:data:`PUBLIC_REFUSALS`) names its problem;
+    any other failure while a source is read is an :class:`ExecutionError` naming the source and the
+    exception's type only."""
     data = source_data(cert.plan, data)
     sources = {r.node.name: r for r in cert.space.order if isinstance(r.node, Source)}
     extra = sorted(set(data) - set(sources))
@@ -244,14 +251,16 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
         node = rec.node
         assert isinstance(node, Source)
         raw = data[name]
-        out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
-            backend.source(node, raw, rec.id, cert.plan.neighbors)
+        try:
+            out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
+                backend.source(node, raw, rec.id, cert.plan.neighbors)
+        except (*PUBLIC_REFUSALS, ExecutionError):
+            raise
+        except Exception as e:  # its text could quote a value: ExecutionError's declared policy
+            raise ExecutionError(rec.id, f"reading source {name} failed ({type(e).__name__})",
+                                 f"rerun with debug=True (or {DEBUG_ENV}=1) to see that exception, which may quote "
+                                 "private data; no value should make a run fail, so report it as a dpflow bug") from e
     return out
-
-
-PUBLIC_REFUSALS = (DataError, PlanError)
-"""The exceptions a run may raise with its budget reservation given back: a public schema refusal (shape,
-dtype, declared columns, declared n, unknown sources), decided from public facts only."""
 
 
 def _read_sources(cert: Certified, data: Mapping[str, Any] | np.ndarray, backend: Backend,

@@ -20,7 +20,7 @@ import pytest
 import dpflow as dp
 from dpflow import nodes as N
 from dpflow.budget import BudgetStore
-from dpflow.errors import DataError
+from dpflow.errors import DataError, ExecutionError
 
 N_ROWS = 20
 RHO = Fraction(1, 100)
@@ -61,8 +61,9 @@ class _Raising:
 
 
 def test_an_exception_raised_once_values_are_touched_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Defence in depth: if converting a value raised anyway, the data counts as read (the cost is committed);
-    a public schema refusal (wrong n) still gives the budget back."""
+    """Defence in depth: if converting a value raised anyway, the data counts as read (the cost is committed) and
+    the error names the source and the exception's type only; a public schema refusal (wrong n) still gives the
+    budget back."""
     import dpflow.tables as tables
 
     def broken(v: Any) -> float:
@@ -76,7 +77,14 @@ def test_an_exception_raised_once_values_are_touched_commits(tmp_path: Path, mon
     with pytest.raises(DataError, match="declares n=20"):
         _plan().run({"X": pd.DataFrame({"age": [40.0] * (N_ROWS + 1)})}, budget_store=store, dataset="d")
     assert store.status("d").spent == 0
-    with pytest.raises(ZeroDivisionError):
-        _plan().run({"X": _frame(_Raising(ZeroDivisionError("private")))}, budget_store=store, dataset="d")
+    with pytest.raises(ExecutionError) as err:
+        _plan().run({"X": _frame(_Raising(ZeroDivisionError("private 42")))}, budget_store=store, dataset="d")
     st = store.status("d")
     assert (st.committed, st.pending) == (RHO, 0)
+    # the exception's text could quote a value: only its type is named, and it is not kept (no debug)
+    assert "reading source X failed (ZeroDivisionError)" in str(err.value) and "42" not in str(err.value)
+    assert err.value.__cause__ is None and err.value.__context__ is None
+    assert any("committed" in note for note in getattr(err.value, "__notes__", []))
+    with pytest.raises(ExecutionError) as err:
+        _plan().run({"X": _frame(_Raising(ZeroDivisionError("private 42")))}, debug=True)
+    assert isinstance(err.value.__cause__.__cause__, ZeroDivisionError)  # type: ignore[union-attr]
