@@ -250,8 +250,8 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
     for name, rec in sources.items():
         node = rec.node
         assert isinstance(node, Source)
-        raw = data[name]
         try:
+            raw = data[name]  # a mapping may read it now (the command line's files)
             out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
                 backend.source(node, raw, rec.id, cert.plan.neighbors)
         except (*PUBLIC_REFUSALS, ExecutionError):

@@ -88,3 +88,27 @@ def test_an_exception_raised_once_values_are_touched_commits(tmp_path: Path, mon
     with pytest.raises(ExecutionError) as err:
         _plan().run({"X": _frame(_Raising(ZeroDivisionError("private 42")))}, debug=True)
     assert isinstance(err.value.__cause__.__cause__, ZeroDivisionError)  # type: ignore[union-attr]
+
+
+def test_a_data_file_is_read_when_the_run_reads_its_sources(tmp_path: Path) -> None:
+    """The command line's files (``dpflow.cli.load_data``): a value that is not a number is missing, as in a
+    table; a file that does not parse fails after the reservation, so the failure is charged like a read."""
+    from dpflow.cli import load_data
+
+    rows = "\n".join(["40.0"] * (N_ROWS - 1))
+    (tmp_path / "a.csv").write_text(rows + "\n40.0\n")
+    (tmp_path / "b.csv").write_text(rows + "\nabc\n")  # the neighbour: one value is not a number
+    (tmp_path / "c.csv").write_text(rows + "\n40.0,1.0\n")  # a line that does not parse
+    b = dp.PlanBuilder(budget=dp.ZCDP(RHO))
+    X = b.source("X", dp.Vectors(d=1), n=N_ROWS)
+    plan = b.build(m=N.GaussianMech()(N.Mean()(N.Clip(box=(0.0, 100.0))(X))))
+    store = BudgetStore(tmp_path / "budget.sqlite")
+    store.open("d", dp.ZCDP(1))
+    for name in ("a", "b"):
+        plan.run(load_data([f"X={tmp_path / name}.csv"]), budget_store=store, dataset="d")
+    with pytest.raises(ExecutionError, match="reading source X failed"):
+        plan.run(load_data([f"X={tmp_path / 'c'}.csv"]), budget_store=store, dataset="d")
+    st = store.status("d")
+    assert (st.committed, st.pending) == (3 * RHO, 0)
+    with pytest.raises(FileNotFoundError):  # the path is public: refused before anything is reserved
+        load_data([f"X={tmp_path / 'missing.csv'}"])
