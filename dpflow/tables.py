@@ -158,6 +158,8 @@ def _text(v: Any) -> str:
     """The text a value is matched by against text categories (never raises): text is itself (bytes as
     UTF-8), a bool ``"True"`` or ``"False"``, a finite number its shortest form (:func:`_label`), anything
     else (missing, non-finite, not a number) ``""``, which no category is."""
+    if type(v) is str:  # the common case, first
+        return v
     try:
         if isinstance(v, str):
             return str.__str__(v)
@@ -229,6 +231,8 @@ def _as_float(v: Any) -> float:
     [inf, -inf, 80.0, nan, 1.0, nan, nan]
     """
     try:
+        if isinstance(v, float):  # the common case first (numpy's float64 too)
+            return float(v)
         if isinstance(v, (str, bytes)):
             return float(v)
         if isinstance(v, (bool, np.bool_)):
