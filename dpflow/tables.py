@@ -266,28 +266,24 @@ def _values_as_floats(values: Any) -> np.ndarray:
         return np.asarray(_AS_FLOAT(np.asarray(values, dtype=object)), dtype=float)
 
 
-def _numeric(col: Any, where: str, what: str) -> np.ndarray:
-    """A column as floats, missing values as NaN.
+def _numeric(col: Any) -> np.ndarray:
+    """A column as floats, missing values as NaN; it never raises.
 
-    Decided by the dtype (public schema), never by the values: numeric dtypes (numpy, pandas nullable,
-    Arrow) convert, pandas.NA becoming NaN; text, object and categorical dtypes (numbers held as objects,
-    numbers read as text by a CSV reader, ``Decimal``) convert value by value (:func:`_as_float`: a value
-    that is not a number counts as missing, NaN, then each node's non-finite policy).  Only a dtype that
-    holds no numbers (dates, durations, complex numbers) is a schema error.
+    Numeric dtypes (numpy, pandas nullable, Arrow) convert, pandas.NA becoming NaN; any other dtype converts
+    value by value (:func:`_as_float`): numbers held as objects, numbers read as text by a CSV reader,
+    ``Decimal``; a value that is not a real number counts as missing (NaN, then each node's non-finite
+    policy), so a column of dates or complex numbers is all missing.  No dtype is refused: pandas and numpy
+    infer a dtype from the values (``pd.Series([1j, 2])`` is complex, ``pd.Series([1j, "a"])`` object), so
+    a refusal would depend on them.
     """
     dtype = getattr(col, "dtype", None) if hasattr(col, "to_numpy") else np.asarray(col).dtype
-    kind = getattr(dtype, "kind", "")
-    if kind in tuple("biuf"):
+    if getattr(dtype, "kind", "") in tuple("biuf"):
         with _quiet():
             if hasattr(col, "to_numpy"):  # numpy and pandas nullable numeric dtypes (pandas.NA becomes NaN)
                 arr: np.ndarray = np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
                 return arr
             return np.asarray(col, dtype=float)
-    if kind in tuple("OSU"):
-        return _values_as_floats(col.to_numpy(dtype=object) if hasattr(col, "to_numpy") else col)
-    raise DataError(where, f"{what} is not numeric (dtype {dtype})",
-                    "convert it to numbers, or declare it as a dpflow.Category(name, [...categories...]) in the "
-                    "source's columns")
+    return _values_as_floats(col.to_numpy(dtype=object) if hasattr(col, "to_numpy") else col)
 
 
 def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
@@ -296,9 +292,10 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
     A DataFrame gives its declared ``columns`` in the declared order (others are ignored; a missing one
     is a public schema error), or, with no declaration, all its columns.  A Series is one column.  An array
     with declared columns must have one raw column per declared column; categorical ones are encoded.  Numeric
-    columns follow :func:`_numeric` (never raising on a value).  Without declared columns a list or a numpy
-    array of objects or text converts value by value too; anything else is returned as given (``np.asarray``
-    comes later).  Only public facts raise: names, shapes, dtypes.  Usable on one block of rows at a time.
+    columns follow :func:`_numeric` (never raising).  Without declared columns a list or a numpy array of
+    any dtype but a numeric one converts value by value too; anything else is returned as given
+    (``np.asarray`` comes later).  Only public facts raise: names and shapes.  Usable on one block of rows
+    at a time (a partition of a table).
 
     >>> import numpy as np
     >>> to_rows(np.array([[1.0, 0.0], [2.0, 1.0]]), ["x", Category("g", [0, 1], unseen="none")], "X").tolist()
@@ -306,12 +303,12 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
     """
     if columns is None:
         if is_frame(raw):
-            return np.column_stack([_numeric(raw[c], where, f"column {c!r}") for c in raw.columns]) \
+            return np.column_stack([_numeric(raw[c]) for c in raw.columns]) \
                 if len(raw.columns) else np.zeros((len(raw), 0))
         if is_series(raw):
-            return _numeric(raw, where, f"column {raw.name!r}").reshape(-1, 1)
+            return _numeric(raw).reshape(-1, 1)
         arr = np.asarray(raw) if isinstance(raw, (list, tuple)) else raw
-        if isinstance(arr, np.ndarray) and arr.dtype.kind in "OSU":  # e.g. np.asarray([1, 10**400]): objects
+        if isinstance(arr, np.ndarray) and arr.dtype.kind not in "biuf":  # np.asarray([1, 10**400]): objects
             return _values_as_floats(arr)
         return arr
     names = [c.name if isinstance(c, Category) else c for c in columns]
@@ -340,5 +337,5 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
             vals = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
             out.append(spec.encode(np.asarray(vals)))
         else:
-            out.append(_numeric(col, where, f"column {spec!r}").reshape(-1, 1))
+            out.append(_numeric(col).reshape(-1, 1))
     return np.hstack(out)
