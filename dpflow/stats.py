@@ -301,7 +301,7 @@ def _nrows(data: Any) -> int:
     if is_frame(data) or is_series(data):
         return int(len(data))
     if isinstance(data, Mapping):
-        lens = {len(np.asarray(v)) for v in data.values()}
+        lens = {len(_as_column(v)) for v in data.values()}
         if len(lens) != 1:
             raise ValueError(f"the columns have different lengths {sorted(lens)}")
         return lens.pop()
@@ -323,10 +323,18 @@ def _frame_like(data: Any, cols: Sequence[str | Category]) -> Any:
             from dpflow.errors import DataError
 
             raise DataError("data", f"no column(s) {missing} (have {list(data)[:20]})", "pass those columns")
-        arrays = [np.asarray(data[c]) for c in names]
-        kind = "O" if any(a.dtype.kind not in "biuf" for a in arrays) else "f"
-        return np.column_stack([a.astype(object if kind == "O" else float) for a in arrays])
+        arrays = [_as_column(data[c]) for c in names]
+        numeric = all(a.dtype.kind in "biuf" for a in arrays)
+        return np.column_stack(arrays if numeric else [a.astype(object) for a in arrays])
     return np.asarray(data)
+
+
+def _as_column(v: Any) -> np.ndarray:
+    """One column of a mapping as a one-dimensional array; a list's values are kept as they are (objects,
+    converted later by the table policy): ``np.asarray`` would raise on some of them (``[1, [2, 3]]``)."""
+    if isinstance(v, np.ndarray) or is_series(v):
+        return np.asarray(v)
+    return np.fromiter(v, dtype=object)
 
 
 def _plain(v: Any) -> Any:

@@ -168,3 +168,15 @@ def test_the_missing_value_policy_is_stated_in_the_report() -> None:
     clips = [e.derivation for e in res.report.ledger.entries if e.kind == "Clip"]
     assert clips and all("missing values: a row with a NaN or infinite entry goes to the centre" in t for t in clips)
     assert "missing values" in res.report.to_markdown()
+
+
+def test_a_mapping_of_lists_never_raises_on_its_values() -> None:
+    """A column given as a Python list keeps its values as objects (the table policy converts them): a cell that
+    ``np.asarray`` cannot take (a list) or a huge integer is missing or +-inf, never an exception before the run."""
+    from conftest import ZeroNoise
+
+    x: list[Any] = [50.0] * 9 + [[1, 2]]
+    y: list[Any] = [50] * 9 + [10**400]
+    res = stats.Statistics(budget=dp.ZCDP(1.0)).mean("x", bounds=(0, 100)).mean("y", bounds=(0, 80)).run(
+        {"x": x, "y": y}, noise=ZeroNoise())
+    assert res["mean(x)"] == pytest.approx(50.0) and res["mean(y)"] == pytest.approx((9 * 50 + 40) / 10)
