@@ -336,7 +336,7 @@ class Statistics:
                f"bounds_weight {route.bounds_weight:.4g}, truncation {route.level:g} sqrt(2 ln n) scales); "
                f"largest predicted error over the statistics of those columns, as a fraction of its "
                f"tolerance: {shown}")
-        return route, {k: attrs.evolve(p, route=chosen) for k, p in preds.items()}, why
+        return route, {k: attrs.evolve(p, route=chosen) if p.route else p for k, p in preds.items()}, why
 
     def _score(self, n: int, preds: dict[str, Prediction]) -> Prediction:
         """A route's score: the largest prediction over the statistics of columns without bounds, as a
@@ -496,7 +496,8 @@ class Statistics:
             elif q.kind == "variance":
                 if self.neighbors != "replace":
                     raise ValueError(f"{q.name}: the variance divides by n; use neighbors='replace'")
-                m = N.Apply(fn=_clamp_vector, shape=(1,))(mech(q.name, q.weight / 2, N.Mean()(rows)), public(lo), public(hi))
+                m = N.Apply(fn=_clamp_vector, shape=(1,))(mech(q.name, q.weight / 2, N.Mean()(rows)),
+                                                          public(lo), public(hi))
                 width = _width(b, lo, hi)
                 second = mech(q.name, q.weight / 2,
                               N.SecondMoment(center=m)(N.Clip(radius=width, center=m)(rows)))
@@ -686,8 +687,8 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
             w = q.bounds[1] - q.bounds[0]
             cap = w if q.kind == "mean" else (n * w if neighbors == "replace" else math.inf)
             return {name: Prediction(name, "absolute", min(v, cap), conf,
-                                     f"{noise} noise {clip}: 90% half-width {v:.4g} from the certified ledger; "
-                                     f"then {post} (at most {cap:.4g})")}
+                                     f"{noise} noise on the {q.kind} {clip}: 90% half-width {v:.4g} from the "
+                                     f"certified ledger; then {post} (at most {cap:.4g})")}
         bias = _excess(step.r_lo - step.delta) * (n if q.kind == "sum" else 1.0)
         pred = v * step.r_hi + bias
         return {name: Prediction(name, "absolute, in units of the column's standard deviation", pred, conf,
