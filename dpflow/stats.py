@@ -143,10 +143,29 @@ CONFIDENCE = 0.9
 WIDE_LEVEL = 2.0
 """The ``"wide"`` route's truncation, in multiples of ``sqrt(2 ln n)`` scales."""
 
-ROUTES = ("scale", "fitted", "wide")
+ROUTES = ("scale", "fitted", "heavy", "wide")
 """The routes for columns without bounds: the private scale step at ``bounds_weight`` then clip at
-``c +- sqrt(2 ln n) s`` (``scale``); the same with the bounds step's share fitted to what it needs
-(``fitted``); a wider truncation ``c +- 2 sqrt(2 ln n) s`` (``wide``)."""
+``c +- sqrt(2 ln n) s`` (``scale``); the same with the bounds steps' share of the budget fitted to what they
+need (``fitted``: 1.05 times, at most 90%; ``heavy``: 3 times, at most 80%); a wider truncation
+``c +- 2 sqrt(2 ln n) s`` (``wide``)."""
+
+MAX_BOUNDS_SHARE, HEAVY_CAP = 0.9, 0.8
+"""The largest share of the budget the ``fitted`` route gives the bounds steps, and the ``heavy`` route's cap
+(which leaves the statistics a fifth of the budget when no route meets the steps' need)."""
+
+LOCATION_SDS = 1000.0
+"""The predictions' model of a column without bounds: Gaussian, its median within this many standard
+deviations of 0 (and public quantile bounds at most this many wide).  It sets how many gaps the exponential
+mechanism's search range may hold: ``ln`` of it (over 10) is added to the step's ``L = ln(4n) + 2``."""
+
+
+def _needs(n: int) -> tuple[float, float, float, float]:
+    """The epsilons the scale step's four mechanisms need for the predictions' guarantee: those of
+    :func:`dpflow.estimators.scale._column_needs`, the median's for a search range up to
+    :data:`LOCATION_SDS` standard deviations wide."""
+    h, m, h2, sp = _column_needs(n)
+    L = math.log(4.0 * max(n, 2)) + 2.0
+    return h, m * (L + math.log(LOCATION_SDS / 10)) / L, h2, sp
 
 
 class Statistics:
@@ -316,23 +335,32 @@ class Statistics:
     def _choose(self, n: int, scale: _Route) -> tuple[_Route, dict[str, Prediction], str]:
         """Predict every route for the columns without bounds and pick the smallest (or the forced one)."""
         preds0, built0, ledger0 = self._predict(n, scale)
-        fitted = self._fitted(n, scale, built0, ledger0)
         candidates: dict[str, _Route] = {"scale": scale, "wide": _Route("wide", self.bounds_weight, WIDE_LEVEL)}
-        if fitted is not None:
-            candidates["fitted"] = fitted
-        results: dict[str, tuple[_Route, dict[str, Prediction]]] = {"scale": (scale, preds0)}
+        for name, margin in (("fitted", 1.05), ("heavy", 3.0)):
+            fitted = self._fitted(n, scale, built0, ledger0, name, margin)
+            if fitted is not None:
+                candidates[name] = fitted
+        results: dict[str, tuple[_Route, dict[str, Prediction], float]] = {
+            "scale": (scale, preds0, _shortfall(n, built0, ledger0))}
         for name, r in candidates.items():
             if name not in results:
-                results[name] = (r, self._predict(n, r)[0])
-        scores = {name: self._score(n, preds) for name, (_, preds) in results.items()}
+                preds, built, ledger = self._predict(n, r)
+                results[name] = (r, preds, _shortfall(n, built, ledger))
+        # listed from the least short of its need: among routes with equal (infinite) predictions, the one whose
+        # bounds step comes closest to what it needs is chosen
+        order = sorted(results, key=lambda k: results[k][2])
+        scores = {name: self._score(n, results[name][1]) for name in order}
         chosen = choose_route(scores, self.route if self.route in scores else None)
         if self.route is not None and self.route not in scores:
             raise ValueError(f"route {self.route!r} is not available here (the bounds step cannot be fitted to "
                              f"its need): the routes are {sorted(scores)}")
-        route, preds = results[chosen]
+        route, preds, _ = results[chosen]
+        how = ("forced by route=" if self.route is not None
+               else "every prediction is infinite: the route whose bounds step is least short of what it needs"
+               if math.isinf(scores[chosen].value) else "the smallest predicted error")
         shown = ", ".join(f"{k} {v.value:.4g}" for k, v in scores.items())
         why = (f"columns without bounds: route {chosen!r} "
-               f"({'forced by route=' if self.route is not None else 'the smallest predicted error'}; "
+               f"({how}; "
                f"bounds_weight {route.bounds_weight:.4g}, truncation {route.level:g} sqrt(2 ln n) scales); "
                f"largest predicted error over the statistics of those columns, as a fraction of its "
                f"tolerance: {shown}")
@@ -350,12 +378,13 @@ class Statistics:
         return Prediction("columns without bounds", "largest predicted error / tolerance", worst, CONFIDENCE,
                           "the statistics' predictions")
 
-    def _fitted(self, n: int, scale: _Route, built: _Built, ledger: Any) -> _Route | None:
-        """The ``fitted`` route: the bounds steps' share of the budget set to what their most demanding
-        mechanism needs (:func:`dpflow.estimators.scale._column_needs`, times 1.05), read from the certified
-        epsilons of the ``scale`` route (epsilon goes as the share under a pure budget, as its square root
-        otherwise); None when that is above 95% of the budget or the steps' epsilons are not known."""
-        needs = _column_needs(n)
+    def _fitted(self, n: int, scale: _Route, built: _Built, ledger: Any, name: str, margin: float) -> _Route | None:
+        """The ``fitted`` (``heavy``) route: the bounds steps' share of the budget set to ``margin`` times what
+        their most demanding mechanism needs (:func:`_needs`), read from the certified epsilons of the
+        ``scale`` route (epsilon goes as the share under a pure budget, as its square root otherwise); None
+        when that is above :data:`MAX_BOUNDS_SHARE` of the budget (``heavy``: capped at :data:`HEAVY_CAP`) or the
+        steps' epsilons are not known."""
+        needs = _needs(n)
         step_share, ratio = 0.0, 0.0
         for span in built.steps.values():
             events = _step_events(ledger, span)
@@ -367,19 +396,19 @@ class Statistics:
         share0 = step_share / total if total > 0 else 0.0
         if not 0 < share0 < 1:
             return None
-        f = 1.05 * share0 * (ratio if isinstance(self.budget, PureDP) else ratio * ratio)
-        if f > 0.95:
+        f = share0 * (ratio if isinstance(self.budget, PureDP) else ratio * ratio)
+        if margin * f > MAX_BOUNDS_SHARE and name == "fitted":
             return None
-        f = max(f, 0.01)
+        f = min(max(margin * f, 0.01), HEAVY_CAP if name == "heavy" else MAX_BOUNDS_SHARE)
         others = scale.bounds_weight * (1 - share0) / share0      # the rest's total weight, per column
-        return _Route("fitted", f * others / (1 - f))
+        return _Route(name, f * others / (1 - f))
 
     def _predict(self, n: int, route: _Route) -> tuple[dict[str, Prediction], _Built, Any]:
         """Every statistic's predicted error on ``route``, from the certified ledger of its twin plan (the
         same plan with each column without bounds clipped to ``[-1, 1]``: its noise in units of the released
         radius) and the guarantee of each column's scale step (:class:`_Step`).  No data is read."""
         built = self._build(n, route, twin=True, record=None)
-        ledger = built.plan.check()
+        ledger = built.plan.check(exact_noise=False)   # the continuous half-widths; the lattice adds ~1e-12
         cal = {c.node: c for c in ledger.noise_calibrations}
         eps = {e.node: e.event.cost.pure_eps for e in ledger.entries if e.event is not None}
         steps = {col: _step(n, [e.cost.pure_eps for e in _step_events(ledger, span)], route.level)
@@ -565,6 +594,17 @@ class Statistics:
         return StatsResult(values, result.report, plan, bounds, preds, built.post, route)
 
 
+def _shortfall(n: int, built: _Built, ledger: Any) -> float:
+    """How short the scale steps of a plan are of what they need: the largest need / epsilon over their
+    mechanisms (at most 1: every need met; infinite: an epsilon is not known)."""
+    worst = 0.0
+    for span in built.steps.values():
+        events = _step_events(ledger, span)
+        for need, e in zip(_needs(n), events, strict=True):
+            worst = max(worst, math.inf if e.cost.pure_eps is None else need / float(e.cost.pure_eps))
+    return worst
+
+
 def _step_events(ledger: Any, span: tuple[int, int]) -> list[Any]:
     """The cost events of the mechanisms a column's scale step added (node indices in ``span``), in order:
     range of ``|x|``, median, range of ``|x - c|``, spread."""
@@ -585,14 +625,15 @@ def _step(n: int, eps: Sequence[Any], level: float) -> _Step:
     """What a column's scale step guarantees at its certified epsilons (range, median, range, spread),
     for a Gaussian column, in units of its standard deviation.
 
-    Each mechanism meets its need (:func:`dpflow.estimators.scale._column_needs`; the histograms then
-    locate their modal bin with probability 0.99).  The exponential mechanism over gaps at epsilon errs by
-    more than ``t = (2 / epsilon)(L + ln(1 / beta))`` ranks with probability at most beta when the search
-    range is at most ``e^L`` gaps wide, ``L = ln(4n) + 2`` (the step's own assumption).  So the centre is
+    Each mechanism meets its need (:func:`_needs`; the histograms then locate their modal bin with
+    probability 0.99).  The exponential mechanism over gaps at epsilon errs by more than
+    ``t = (2 / epsilon)(L + ln(1 / beta))`` ranks with probability at most beta when the search range is at
+    most ``e^L`` gaps wide: ``L = ln(4n) + 2`` for the spread (the step's own assumption), and
+    ``L + ln(LOCATION_SDS / 10)`` for the median (whose range grows with the column's location).  So the centre is
     within ``delta = Phi^-1(1/2 + t_c / n)`` of the mean and the spread between the ``3/4 -+ t_s / n``
     quantiles of ``|x - c|``: the radius ``level sqrt(2 ln n) s`` is within ``[r_lo, r_hi]``.  Otherwise
     the step may fail: the interval may be anywhere in the search range (up to ``2^62``)."""
-    needs = _column_needs(n)
+    needs = _needs(n)
     labels = ("range of |x|", "median", "range of |x - c|", "spread")
     short = [f"{lab} epsilon {0.0 if e is None else float(e):.3g} < {need:.3g}"
              for lab, e, need in zip(labels, eps, needs, strict=True) if e is None or float(e) < need]
@@ -601,14 +642,15 @@ def _step(n: int, eps: Sequence[Any], level: float) -> _Step:
                             " its released interval may be anywhere in the search range (up to 2^62), so no useful "
                             "bound can be given")
     L = math.log(4.0 * max(n, 2)) + 2.0
-    t_c, t_s = ((2.0 / float(e)) * (L + math.log(1.0 / STEP_BETA)) / n for e in (eps[1], eps[3]))
+    wide = L + math.log(LOCATION_SDS / 10)
+    t_c, t_s = ((2.0 / float(e)) * (l_ + math.log(1.0 / STEP_BETA)) / n for e, l_ in ((eps[1], wide), (eps[3], L)))
     top = 1.0 - 0.01 / n
     delta = NormalDist().inv_cdf(min(0.5 + t_c, top))
     s_hi = (_abs_normal_quantile(min(SPREAD_Q + t_s, top)) + delta) / SPREAD_SIGMAS
     s_lo = max(_abs_normal_quantile(max(SPREAD_Q - t_s, 0.0)) - delta, 0.0) / SPREAD_SIGMAS
     T = level * truncation_level(n)
     return _Step(True, f"scale step (centre within {delta:.3g} sd, radius {T * s_lo:.3g}-{T * s_hi:.3g} sd, "
-                       f"Gaussian column)", T * s_hi, T * s_lo, delta)
+                       f"Gaussian column, |median| <= {LOCATION_SDS:g} sd)", T * s_hi, T * s_lo, delta)
 
 
 def _excess(k: float) -> float:
@@ -648,14 +690,15 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
         return {name: Prediction(name, "absolute per count (all counts at once)", v, conf,
                                  f"{noise} noise on the {k} counts over {where}: half-width at {1 - conf:g}/{k} from "
                                  f"the certified ledger (union bound){'; rounding: ceil' if q.nonnegative else ''}")}
-    L = math.log(4.0 * max(n, 2)) + 2.0
+    L = math.log(4.0 * max(n, 2)) + 2.0 + (math.log(LOCATION_SDS / 10) if q.bounds is not None else 0.0)
     if q.kind == "quantiles":
+        wide = f": bounds at most {LOCATION_SDS:g} sd wide" if q.bounds is not None else ""
         k = len(q.qs)
         alpha = (1 - conf - (4 * STEP_BETA if step is not None else 0.0)) / k
         t = max((2.0 / float(eps[m])) * (L + math.log(1.0 / alpha)) for m in ms)
         text = (f"exponential mechanism over gaps at epsilon {min(float(eps[m]) for m in ms):.3g} per level: rank "
-                f"error below (2 / epsilon)(L + ln({k}/{alpha * k:.3g})), L = ln(4n) + 2 (a search range at most "
-                f"e^L gaps wide)")
+                f"error below (2 / epsilon)(L + ln({k}/{alpha * k:.3g})), L = {L:.3g} (a search range at most e^L "
+                f"gaps wide{wide})")
         if step is not None and not step.ok:
             return {name: Prediction(name, "rank", math.inf, conf, step.text)}
         if step is not None:
