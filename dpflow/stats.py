@@ -140,6 +140,10 @@ def _bounds(b: Any) -> tuple[float, float] | None:
 CONFIDENCE = 0.9
 """The confidence every prediction is stated at."""
 
+SD_METRIC = "absolute (in the column's sd"
+"""The metric of a column without bounds: its error in units of its standard deviation (``sd^2`` for a
+variance), which no public fact gives in the data's units."""
+
 WIDE_LEVEL = 2.0
 """The ``"wide"`` route's truncation, in multiples of ``sqrt(2 ln n)`` scales."""
 
@@ -319,7 +323,7 @@ class Statistics:
             return self.max_error
         if p.metric.startswith("rank"):
             return n / 2.0 if self.neighbors == "replace" else None
-        if "standard deviation" in p.metric:
+        if p.metric.startswith(SD_METRIC):
             return float(n) if q.kind == "sum" else 1.0
         if self.max_error is not None:
             return self.max_error
@@ -712,7 +716,7 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
                                               "density at the quantile (unknown before data), at most their width")
         return out
     if step is not None and not step.ok:
-        unit = "absolute, in units of the column's standard deviation" + ("^2" if q.kind == "variance" else "")
+        unit = SD_METRIC + ("^2" if q.kind == "variance" else "") + ")"
         return {name: Prediction(name, unit, math.inf, conf, step.text)}
     alpha = 1 - conf if step is None else 1 - conf - 4 * STEP_BETA
     clip = ("of the column clipped to its bounds (the declared policy)" if step is None
@@ -734,7 +738,7 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
                                      f"certified ledger; then {post} (at most {cap:.4g})")}
         bias = _excess(step.r_lo - step.delta) * (n if q.kind == "sum" else 1.0)
         pred = v * step.r_hi + bias
-        return {name: Prediction(name, "absolute, in units of the column's standard deviation", pred, conf,
+        return {name: Prediction(name, SD_METRIC + ")", pred, conf,
                                  f"{noise} noise {v:.4g} per unit radius x {clip}, plus clipping bias "
                                  f"{bias:.3g} sd; then {post}")}
     # variance: the mean's error squared plus the second moment's noise (each at half the alpha)
@@ -747,7 +751,7 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
                                  f"second moment about a noisy mean {clip}: {noise} half-widths {v2:.4g} (second "
                                  f"moment) + {v1:.4g}^2 (mean), from the certified ledger; then {post}")}
     pred = (v1 * step.r_hi) ** 2 + v2 * step.r_hi ** 2 + _tail_second(step.r_lo - step.delta)
-    return {name: Prediction(name, "absolute, in units of the column's standard deviation^2", pred, conf,
+    return {name: Prediction(name, SD_METRIC + "^2)", pred, conf,
                              f"{noise} second moment about a noisy mean, {clip}: half-widths per unit radius "
                              f"{v2:.4g} x r^2 + ({v1:.4g} x r)^2, plus clipping bias; then {post}")}
 
