@@ -509,8 +509,7 @@ class Statistics:
                     out[q.name] = N.Apply(fn=_clamp_sum, shape=())(total, public(lo), public(hi), b.public(float(n)))
                     post[q.name] = f"clamped into [n lo, n hi], [lo, hi] = {where}"
                 else:
-                    out[q.name] = N.Apply(fn=_clamp_sum, shape=())(total, public(lo), public(hi),
-                                                                   b.public(math.inf))
+                    out[q.name] = N.Apply(fn=_clamp_sign, shape=())(total, public(lo), public(hi))
                     post[q.name] = "clamped to the sign the public bounds fix (none when they straddle 0)"
             elif q.kind == "mean" and self.neighbors == "replace":
                 m = N.Get(index=0)(mech(q.name, q.weight, N.Mean()(rows)))
@@ -864,18 +863,25 @@ def _clamp_vector(v: Any, lo: Any, hi: Any) -> np.ndarray:
 
 
 def _clamp_sum(total: Any, lo: Any, hi: Any, n: Any) -> float:
-    """A released sum clamped into ``[n lo, n hi]``; with ``n`` infinite (add/remove: n private) only to the
-    sign the bounds fix.
+    """A released sum clamped into ``[n lo, n hi]`` (a NaN as the middle).
 
-    >>> _clamp_sum(-3.0, 0.0, 1.0, float("inf")), _clamp_sum(30.0, 0.0, 1.0, 10.0)
-    (0.0, 10.0)
+    >>> _clamp_sum(30.0, 0.0, 1.0, 10.0)
+    10.0
     """
-    a, b, m = released_scalar(lo), released_scalar(hi), released_scalar(n)
-    low = m * a if math.isfinite(m) else (0.0 if a >= 0 else -math.inf)
-    high = m * b if math.isfinite(m) else (0.0 if b <= 0 else math.inf)
+    m = released_scalar(n)
+    return _clamp(total, m * released_scalar(lo), m * released_scalar(hi))
+
+
+def _clamp_sign(total: Any, lo: Any, hi: Any) -> float:
+    """A released sum over a private row count (add/remove) clamped to the sign its bounds fix (a NaN as 0).
+
+    >>> _clamp_sign(-3.0, 0.0, 1.0), _clamp_sign(-3.0, -1.0, 1.0)
+    (0.0, -3.0)
+    """
     x = released_scalar(total)
-    return (max(low, 0.0) if math.isinf(low) or math.isinf(high) else (low + high) / 2) if math.isnan(x) \
-        else min(max(x, low), high)
+    low = 0.0 if released_scalar(lo) >= 0 else -math.inf
+    high = 0.0 if released_scalar(hi) <= 0 else math.inf
+    return 0.0 if math.isnan(x) else min(max(x, low), high)
 
 
 def _variance_clamp(m: Any, lo: Any, hi: Any) -> float:
