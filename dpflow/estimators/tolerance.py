@@ -85,17 +85,18 @@ def enforce(predictions: Sequence[Prediction], max_error: float | None, strict: 
     """
     if max_error is not None and not max_error > 0:
         raise ValueError(f"max_error must be positive, got {max_error!r}")
-    lines = []
+    lines, problems = [], []
     for p in predictions:
         over = math.isinf(p.value) or (max_error is not None and p.value > max_error)
         if not over:
             continue
         limit = "no finite error can be promised" if max_error is None else f"the tolerance is {max_error:.6g}"
-        text = (f"{where}: {p.output} is predicted to err by up to {p.value:.6g} ({p.metric}, probability "
+        text = (f"{p.output} is predicted to err by up to {p.value:.6g} ({p.metric}, probability "
                 f"{p.confidence:g}; {p.derivation}) and {limit}")
-        lines.append(text + (f". Fix: {fix}" if fix else ""))
-    if lines and strict:
-        raise AccuracyError(where, "; ".join(lines), fix or "more rows, a larger budget, or public bounds")
+        problems.append(text)
+        lines.append(f"{where}: {text}" + (f". Fix: {fix}" if fix else ""))
+    if problems and strict:
+        raise AccuracyError(where, "; ".join(problems), fix or "more rows, a larger budget, or public bounds")
     for line in lines:
         warnings.warn(line, AccuracyWarning, stacklevel=_caller_level())
     return tuple(lines)

@@ -73,3 +73,10 @@ def test_enforce_warns_above_the_tolerance_and_strict_refuses() -> None:
         enforce([Prediction("m", "l2", math.inf, 0.9, "")], None, False, "stats")
     with pytest.raises(ValueError, match="max_error must be positive"):
         enforce([p], 0.0, False, "stats")
+
+
+def test_a_strict_refusal_names_where_once() -> None:
+    p = Prediction("mean(x)", "absolute", 5.0, 0.9, "Laplace noise")
+    with pytest.raises(dp.AccuracyError) as caught:
+        enforce([p], 1.0, True, "dp.stats", "500 rows")
+    assert str(caught.value).startswith("dp.stats: mean(x) is predicted") and str(caught.value).count("dp.stats") == 1
