@@ -39,7 +39,7 @@ from dpflow.nodes.regression import l1_bound
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.planner.accuracy import Prediction
-from dpflow.privacy import ZCDP, ApproxDP, Measure, PureDP
+from dpflow.privacy import ZCDP, ApproxDP, Measure
 
 ROW_FACTOR = 1.5
 """SSP clips rows at 1.5 x the private median row norm: norms of sub-Gaussian rows concentrate, so this
@@ -338,6 +338,9 @@ column's standard deviation and each centre (a median) within one standard devia
 COEF_NORM2 = 2.0 * SCALE_SLACK**2
 """The squared norm the ``"scaled"`` prediction allows the standardised coefficients (slopes and intercept,
 each part at most Var(y/s) <= SCALE_SLACK^2: features that are not strongly collinear)."""
+EXCESS_RISK = "excess risk (y units^2)"
+"""The metric of the ``"gd"`` and ``"niht"`` predictions (forced routes only): the in-sample mean squared
+error above the non-private least-squares fit, in y's units squared."""
 CENTRE_RANGE_SHARE = 0.4
 """The ``"intercept"`` route's split: this share locates the range of y (a log-scale histogram), the rest
 its private median."""
@@ -476,12 +479,15 @@ class LinearRegression:
     per-column scale step, then SSP with a ridge proportional to the predicted noise of the second moment),
     ``"radius"`` (SSP on raw rows clipped at a public ``radius`` or a private one), ``"gd"`` and ``"niht"``
     (public ``x_bound`` and ``coef_bound``) and ``"intercept"`` (the intercept-only model at y's private
-    median: where a hopeless fit shrinks to).  Raw-row routes cannot bound an R^2 loss from public facts (it
-    depends on Var(y)): they predict inf and are taken only when forced or when nothing predicts better.
-    ``route=`` forces a route; ``method="gd"``/``"niht"`` force theirs, ``method="ssp"`` keeps to the SSP
-    routes, ``standardize=True``/``False`` forces ``"scaled"``/``"radius"``.  The chosen prediction is in
-    the ledger (with the routes compared) and in ``route_`` and ``predicted_error_``.  ``max_error``
-    (default 1: worse than predicting y's mean) is the tolerance: a prediction above it warns
+    median: where a hopeless fit shrinks to).  SSP on raw rows cannot bound an R^2 loss from public facts (it
+    depends on Var(y) and on the coefficients' size): it predicts inf and is taken only when forced or when
+    nothing predicts better, so a loose public radius never silently beats the scale step.  ``"gd"`` and
+    ``"niht"`` are taken only when forced; they predict the excess risk in y's units squared
+    (:data:`EXCESS_RISK`) from their bounds.  ``route=`` forces a route; ``method="gd"``/``"niht"`` force
+    theirs, ``method="ssp"`` keeps to the SSP routes, ``standardize=True``/``False`` forces
+    ``"scaled"``/``"radius"``.  The chosen prediction is in the ledger (with the routes compared) and in
+    ``route_`` and ``predicted_error_``.  ``max_error`` (in the prediction's metric; default for R^2: 1,
+    worse than predicting y's mean) is the tolerance: a prediction above it, or an infinite one, warns
     (:class:`dpflow.AccuracyWarning`, naming the rows needed); ``strict=True`` raises
     :class:`dpflow.AccuracyError` in ``fit`` before any data is read or budget spent.
 
@@ -491,10 +497,10 @@ class LinearRegression:
     an ``ApproxDP`` budget).  ``gd`` and ``niht`` need public ``x_bound`` (|x_ij| <= x_bound) and
     ``coef_bound`` (||beta||_2 <= coef_bound); every radius nobody gives is chosen privately from the
     data.  The scale step (:func:`scaled_ssp`, ``scale_weight`` of the budget, by default the share the
-    data size needs) means raw-scale data need no bounds at all.  With ``fit_intercept`` a constant column is appended (it counts in ``sparsity``
-    as one more coordinate).  ``X`` may be a DataFrame (its columns' names are kept in
-    ``feature_names_in_``).  After ``fit``: ``coef_``, ``intercept_``, ``plan_`` and ``report_`` (the
-    ledger, the released values and the run settings).
+    data size needs) means raw-scale data need no bounds at all.  With ``fit_intercept`` a constant column
+    is appended (it counts in ``sparsity`` as one more coordinate).  ``X`` may be a DataFrame (its columns'
+    names are kept in ``feature_names_in_``).  After ``fit``: ``coef_``, ``intercept_``, ``plan_``, ``report_``
+    (the ledger, the released values and the run settings), ``route_`` and ``predicted_error_``.
 
     >>> import numpy as np, dpflow as dp
     >>> rng = np.random.default_rng(1)
@@ -622,9 +628,8 @@ class LinearRegression:
         forced = self.route or self._family_route()
         if forced is not None:
             return (forced,)
-        bounds = self.x_bound is not None and self.coef_bound is not None
         ok = {"intercept": self.fit_intercept and self.method is None, "radius": self.radius is not None,
-              "gd": bounds and self.method is None, "niht": False, "scaled": True}
+              "gd": False, "niht": False, "scaled": True}  # gd and niht predict in another metric: forced only
         return tuple(r for r in ROUTES if ok[r])
 
     def _build(self, route: str, d: int, n: int, prediction: Prediction | None = None) -> Plan:
@@ -682,10 +687,13 @@ class LinearRegression:
                 f"SSP on raw rows at {r}: noise {sigma:.4g} per entry of the second moment in y's units squared"),
                 route)
         assert self.coef_bound is not None and self.x_bound is not None
-        risk = (2.0 * self.coef_bound * max(self.x_bound, 1.0) * math.sqrt(p)) ** 2
-        return Prediction("coef", METRIC, math.inf, CONFIDENCE, _no_r2(
-            f"{route}: coefficients in the l2 ball of radius {self.coef_bound:g}, so excess risk <= {risk:.4g} "
-            "in y's units squared"), route)
+        cx = max(self.x_bound, 1.0) if self.fit_intercept else self.x_bound
+        risk = p * cx**2 * (2.0 * self.coef_bound) ** 2
+        return Prediction("coef", EXCESS_RISK, risk, CONFIDENCE,
+                          f"{route}: the released coefficients and, by the declared coef_bound, the fitted ones lie in "
+                          f"the l2 ball of radius {self.coef_bound:g}, and |x_ij| <= {cx:g} gives M <= p x_bound^2 I: "
+                          "excess risk <= p x_bound^2 (2 coef_bound)^2, whatever the noise (an R^2 loss would "
+                          "need Var(y), not public)", route)
 
     def predictions(self, d: int, n: int) -> dict[str, Prediction]:
         """The predicted R^2 loss of every route this configuration may take, for d features and n rows (public
@@ -712,7 +720,7 @@ class LinearRegression:
 
     def _rows_needed(self, d: int, n: int, tolerance: float) -> str:
         """The rows the scale-step route would need for ``tolerance`` (public), as a fix text."""
-        if (self.route or self._family_route()) not in (None, "scaled"):
+        if (self.route or self._family_route()) not in (None, "scaled", "intercept"):
             return "a larger budget, more rows, or a larger max_error"
         mult = _gaussian_multiplier(scaled_ssp(d, max(n, 10_000), self.budget, self.fit_intercept, self.ridge,
                                                self.truncation_weight, None))
@@ -747,8 +755,8 @@ class LinearRegression:
         n, d = Xa.shape
         self.n_features_in_ = d
         route, prediction = self._chosen(d, n)
-        tolerance = self.max_error if self.max_error is not None else 1.0
-        fix = self._rows_needed(d, n, tolerance) if prediction.value > tolerance else ""
+        tolerance = self.max_error if self.max_error is not None else (1.0 if prediction.metric == METRIC else None)
+        fix = self._rows_needed(d, n, tolerance) if tolerance is not None and prediction.value > tolerance else ""
         enforce([prediction], tolerance, self.strict, f"LinearRegression (route {route})", fix)
         plan = self._build(route, d, n, prediction)
         Z = [Xa.astype(float)] + ([np.ones((n, 1))] if self.fit_intercept else [])
