@@ -7,8 +7,8 @@ in ``only_mutate`` and runs, for each mutant, the tests that call the mutated fu
 in the order given (one clean pass of the module's tests, then its mutants, cheapest first), then reads
 mutmut's result files (``mutants/<path>.meta``) and prints, per module: mutants, killed, timeouts (a mutant
 that makes a test loop forever is detected too), survivors, mutants no test reaches, the kill rate, and the
-equivalent mutants of :data:`EQUIVALENT` (each with the reason it cannot change behaviour;
-``docs/assurance.md`` lists them).
+equivalent mutants of :data:`EQUIVALENT` (each with the reason it cannot change behaviour; the
+per-module totals are in ``docs/assurance.md``).
 
 Each module's mutants run only its subject folder's tests (:data:`SUBJECT_TESTS`) that took at most
 :data:`MAX_TEST_SECONDS` in mutmut's stats pass, and every pin file (``test_mutants_*.py``): a rule must be
@@ -328,7 +328,7 @@ _PROD_DEFAULT = ("np.prod of a shape tuple without dtype=np.int64: numpy's defau
 _CAP_ROUNDS = "the cap 2^64 - 2049 is the float 2^64 - 2048 (the float64 grid below 2^64 has spacing 2048)"
 _EMPTY_DERIVATION = "Pack's derivation left to Inferred's default '': the base post-processing text is '' too"
 
-#: Mutants that cannot change behaviour, by mutmut name, with the reason (see docs/assurance.md).
+#: Mutants that cannot change behaviour, by mutmut name, with the reason.
 EQUIVALENT: dict[str, str] = {
     "dpflow.nodes.rules.x_released_endpoint__mutmut_8": "v > 0 vs v >= 0 where v is +inf, -inf or NaN: same answer",
     "dpflow.nodes.rules.x_released_endpoint__mutmut_9": "v > 0 vs v > 1 where v is +inf, -inf or NaN: same answer",

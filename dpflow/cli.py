@@ -20,13 +20,14 @@ complete, it no longer does: the outputs are printed, the report is written and 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import runpy
 import signal
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -77,13 +78,48 @@ def _pandas(path: str) -> Any:
     return pd
 
 
-def load_data(specs: Sequence[str], backend: str = "numpy") -> dict[str, Any]:
+class _Files(Mapping[str, Any]):
+    """Source name -> the data read from its file when the run reads its sources (after a budget store's
+    reservation), once: whether a file parses depends on its private values, so a failure counts as reading
+    (``dpflow.interpreter.run.prepare_data``) and names its type only."""
+
+    def __init__(self, readers: dict[str, Callable[[], Any]]) -> None:
+        self._readers = readers
+        self._read: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._read:
+            self._read[name] = self._readers[name]()
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._readers)
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+
+def _read_file(path: str) -> Any:
+    """A data file's rows: ``.npy``; ``.csv`` of numbers (a value that is not a number is missing, NaN) or with
+    a header row (a DataFrame); ``.parquet`` (a DataFrame)."""
+    if path.endswith(".npy"):
+        return np.load(path, allow_pickle=False)
+    if path.endswith(".csv") and not _has_header(path):
+        return np.genfromtxt(path, delimiter=",", ndmin=2)
+    if path.endswith(".csv"):
+        return _pandas(path).read_csv(path)
+    return _pandas(path).read_parquet(path)
+
+
+def load_data(specs: Sequence[str], backend: str = "numpy") -> Mapping[str, Any]:
     """Parse ``NAME=path`` options: ``.npy``, ``.csv`` (numbers only, or a header row: read as a DataFrame,
-    so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame).  With
+    so a source's declared ``columns`` select by name) and ``.parquet`` (a DataFrame).  Only the paths are
+    checked here (public): the files are read when the run reads its sources (:class:`_Files`).  With
     ``backend="dask"`` nothing is read here: ``.npy`` files are memory-mapped and read block by block, and
     ``NAME=path.parquet#a,b`` or ``NAME=path.csv#a,b`` read the named columns through dask.dataframe on the
     workers (a source's declared columns are then selected from them by name, as from a whole file on numpy)."""
     out: dict[str, Any] = {}
+    readers: dict[str, Callable[[], Any]] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name:
@@ -102,17 +138,14 @@ def load_data(specs: Sequence[str], backend: str = "numpy") -> dict[str, Any]:
             continue
         if hashmark:
             raise ValueError(f"--data {spec!r}: columns by name need --backend dask")
-        if path.endswith(".npy"):
-            out[name] = np.load(path, allow_pickle=False)
-        elif path.endswith(".csv") and not _has_header(path):
-            out[name] = np.loadtxt(path, delimiter=",", ndmin=2)
-        elif path.endswith(".csv"):
-            out[name] = _pandas(path).read_csv(path)
-        elif path.endswith((".parquet", ".pq")):
-            out[name] = _pandas(path).read_parquet(path)
-        else:
+        if not path.endswith((".npy", ".csv", ".parquet", ".pq")):
             raise ValueError(f"--data {spec!r}: only .npy, .csv and .parquet files are read")
-    return out
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--data {spec!r}: no such file {path}")
+        if path.endswith((".parquet", ".pq")):
+            _pandas(path)  # a missing extra is named before anything is charged
+        readers[name] = functools.partial(_read_file, path)
+    return out if backend == "dask" else _Files(readers)
 
 
 def _noise(seed: int | None) -> NoiseSource:

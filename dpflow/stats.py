@@ -6,9 +6,14 @@ Bounds are optional.  A column given ``bounds=(lo, hi)`` is clipped to them (pub
 bounds gets a private centre c and scale s first (:func:`dpflow.estimators.scale.column_scales`, its own
 ``bounds_weight`` of the budget, shared by every statistic of that column) and is clipped to
 ``c +- sqrt(2 ln n) s``: the released interval, which the result reports.  Clipping (public or
-released bounds) is each statistic's declared policy for outliers and missing values (a NaN row counts
-as the interval's centre).  Under a ``PureDP`` budget the noise is Laplace, otherwise Gaussian; quantiles
-use the exponential mechanism.  Weights are relative budget shares (default 1 per statistic).
+released bounds) is each statistic's declared policy for outliers and missing values, the same for every
+statistic of a numeric column and on every backend: a value outside the interval counts as its nearest end,
+and a value that is not a finite number (missing: NaN, None, pandas.NA, text that is not a number; or
++-inf) as the interval's centre; a histogram over public ``edges`` clips to ``[edges[0], edges[-1]]`` the
+same way.  While a private interval is located, a missing value counts as 0.  Numeric text ("80") is read
+as its number.  A :class:`dpflow.Category` counts a missing value in ``<other>`` (or nowhere with
+``unseen="none"``).  Under a ``PureDP`` budget the noise is Laplace, otherwise Gaussian; quantiles use the
+exponential mechanism.  Weights are relative budget shares (default 1 per statistic).
 
 >>> import numpy as np, dpflow as dp
 >>> data = {"age": np.random.default_rng(0).uniform(20, 80, 5000)}
@@ -22,6 +27,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +36,8 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.api import Named, Result
-from dpflow.estimators.scale import column_scales, times, truncation_level
+from dpflow.domains import MAX_BOUND
+from dpflow.estimators.scale import column_scales, missing_as_zero, times, truncation_level
 from dpflow.handles import Rows, Sensitive
 from dpflow.nodes.base import released_scalar
 from dpflow.plan import Plan, PlanBuilder
@@ -185,12 +192,12 @@ class Statistics:
                 return clipped[key]
             raw = N.Columns(keep=[name])(X)
             if bounds is not None:
-                res: tuple[Sensitive[Rows], Any, Any] = (N.Clip(box=bounds)(raw), bounds[0], bounds[1])
+                res: tuple[Sensitive[Rows], Any, Any] = (_within(raw, bounds), bounds[0], bounds[1])
             else:
                 if self.neighbors != "replace":
                     raise ValueError(f"{name}: private bounds need neighbors='replace' (n public); "
                                      "pass bounds=(lo, hi)")
-                centre, scale = column_scales(raw, 1, self.bounds_weight)
+                centre, scale = column_scales(missing_as_zero(raw), 1, self.bounds_weight)
                 half = N.Apply(fn=times, shape=(1,))(scale, b.public([truncation_level(n)]))
                 radius = N.Get(index=0)(half)
                 lo = N.Apply(fn=_first_minus, shape=())(centre, radius)
@@ -217,7 +224,8 @@ class Statistics:
                 out[q.name] = mech(q.weight)(N.Sum()(onehot))
                 continue
             if q.kind == "histogram" and q.edges is not None:
-                out[q.name] = mech(q.weight)(N.Histogram(edges=q.edges)(N.Columns(keep=[col])(X)))
+                within = _within(N.Columns(keep=[col])(X), (q.edges[0], q.edges[-1]))
+                out[q.name] = mech(q.weight)(N.Histogram(edges=q.edges)(within))
                 continue
             rows, lo, hi = column(col, q.bounds)
             if q.kind == "sum":
@@ -274,6 +282,16 @@ class Statistics:
         return StatsResult(values, result.report, plan, bounds)
 
 
+def _within(col: Sensitive[Rows], bounds: tuple[float, float]) -> Sensitive[Rows]:
+    """A column clipped to public bounds by the statistics' missing-value policy: a value that is not a finite
+    number goes to the interval's centre (the non-finite policy of a ball of half the width around it, as with
+    private bounds), any other to its nearest end (then the box itself, so that the ends are exact)."""
+    lo, hi = bounds
+    mid = lo / 2 + hi / 2
+    half = min(math.nextafter(max(hi - mid, mid - lo), math.inf), MAX_BOUND)  # the ball holds [lo, hi]
+    return N.Clip(radius=half, center=(mid,), box=bounds)(col)
+
+
 def _key(name: str) -> str:
     """A plan output name (an identifier) for a statistic's name: ``mean(age)`` -> ``mean__age``."""
     return "".join(c if c.isalnum() else "_" for c in name.replace("(", "__").rstrip(")"))
@@ -289,7 +307,7 @@ def _nrows(data: Any) -> int:
     if is_frame(data) or is_series(data):
         return int(len(data))
     if isinstance(data, Mapping):
-        lens = {len(np.asarray(v)) for v in data.values()}
+        lens = {len(_as_column(v)) for v in data.values()}
         if len(lens) != 1:
             raise ValueError(f"the columns have different lengths {sorted(lens)}")
         return lens.pop()
@@ -311,15 +329,23 @@ def _frame_like(data: Any, cols: Sequence[str | Category]) -> Any:
             from dpflow.errors import DataError
 
             raise DataError("data", f"no column(s) {missing} (have {list(data)[:20]})", "pass those columns")
-        arrays = [np.asarray(data[c]) for c in names]
-        kind = "O" if any(a.dtype.kind not in "biuf" for a in arrays) else "f"
-        return np.column_stack([a.astype(object if kind == "O" else float) for a in arrays])
+        arrays = [_as_column(data[c]) for c in names]
+        numeric = all(a.dtype.kind in "biuf" for a in arrays)
+        return np.column_stack(arrays if numeric else [a.astype(object) for a in arrays])
     return np.asarray(data)
 
 
 def _labelled(column: Category, counts: np.ndarray) -> dict[str, float]:
     """A Category's released counts by label (its categories as printed, then ``<other>`` per its policy)."""
     return {name[len(column.name) + 1:]: float(c) for name, c in zip(column.names(), counts, strict=True)}
+
+
+def _as_column(v: Any) -> np.ndarray:
+    """One column of a mapping as a one-dimensional array; a list's values are kept as they are (objects,
+    converted later by the table policy): ``np.asarray`` would raise on some of them (``[1, [2, 3]]``)."""
+    if isinstance(v, np.ndarray) or is_series(v):
+        return np.asarray(v)
+    return np.fromiter(v, dtype=object)
 
 
 def _plain(v: Any) -> Any:

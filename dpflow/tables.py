@@ -19,8 +19,11 @@ and the meaning of every coordinate; the values never raise.  A value outside a 
 
 from __future__ import annotations
 
+import contextlib
+import decimal
 import math
 import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +32,7 @@ import numpy as np
 
 from dpflow.errors import DataError
 
-_RESERVED = frozenset({"nan", "None", "<NA>", "NaT", "<other>"})
+_RESERVED = frozenset({"", "nan", "None", "<NA>", "NaT", "<other>"})
 """String forms of missing values (and the name of the extra category): no category may be called so."""
 
 
@@ -50,7 +53,7 @@ def _categories(values: Any) -> tuple[str | float, ...]:
             out.append(float(v))
     if not out:
         raise ValueError("a Category needs at least one category")
-    if len({str(v) for v in out}) != len(out):
+    if len({_label(v) for v in out}) != len(out):  # 1 and "1" are one category
         raise ValueError(f"categories must be distinct, got {out}")
     return tuple(out)
 
@@ -98,20 +101,36 @@ class Category:
         return tuple(f"{self.name}={_label(c)}" for c in (*self.categories, *extra))
 
     def codes(self, values: np.ndarray) -> np.ndarray:
-        """The index of each value in the category list, -1 when it is not there (unseen or missing)."""
+        """The index of each value in the category list, -1 when it is not there (unseen or missing).
+
+        A value is a text category when its text is that category (a number's text is its shortest form:
+        ``1.0`` is ``"1"``); else it is a numeric category when it is that number (:func:`_as_float`: numbers
+        of any type, numeric text such as ``"1"``).  Never raises on a value.
+
+        >>> Category("g", [1, 2], encoding="codes").codes(np.array([2.0, "1", np.int8(1), 1.5, None], dtype=object))
+        array([ 1,  0,  0, -1, -1])
+        """
         vals = np.asarray(values).reshape(-1)
-        k = len(self.categories)
-        if vals.dtype.kind in "biuf" and all(isinstance(c, float) for c in self.categories):
-            cats = np.asarray(self.categories, dtype=float)
+        out = np.full(vals.shape[0], -1, dtype=np.int64)
+        text = {c: i for i, c in enumerate(self.categories) if isinstance(c, str)}
+        nums = [(c, i) for i, c in enumerate(self.categories) if isinstance(c, float)]
+        numeric = vals.dtype.kind in tuple("biuf")
+        if text and vals.size:  # text compared on the distinct values only
+            with _quiet():
+                keys = vals.astype(float) if numeric else vals if vals.dtype.kind == "U" else _TEXT(vals.astype(object))
+            uniq, inverse = np.unique(np.asarray(keys, dtype=float if numeric else str), return_inverse=True)
+            labels = [_label(float(u)) if math.isfinite(u) else "" for u in uniq] if numeric else uniq.tolist()
+            out = np.array([text.get(str(u), -1) for u in labels], dtype=np.int64)[inverse.reshape(-1)]
+        if nums and vals.size:
+            cats = np.array([c for c, _ in nums])
+            index = np.array([i for _, i in nums], dtype=np.int64)
             order = np.argsort(cats)
-            x = vals.astype(float)
-            pos = np.clip(np.searchsorted(cats[order], x), 0, k - 1)
-            return np.where(cats[order][pos] == x, order[pos], -1).astype(np.int64)
-        # strings, objects, mixed: compare the printed forms (missing values print as reserved names)
-        uniq, inverse = np.unique(vals.astype(str), return_inverse=True)
-        index = {_label(c): i for i, c in enumerate(self.categories)}
-        mapped = np.array([index.get(str(u), -1) for u in uniq], dtype=np.int64)  # one entry per distinct value
-        return mapped[inverse.reshape(-1)] if len(uniq) else np.zeros(0, dtype=np.int64)
+            with _quiet():
+                x = vals.astype(float) if numeric else _values_as_floats(vals)
+            pos = np.clip(np.searchsorted(cats[order], x), 0, len(nums) - 1)
+            hit = np.where(cats[order][pos] == x, index[order][pos], -1)
+            out = np.where(out < 0, hit, out)
+        return out
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         """The ``(n, width)`` float encoding of one column of raw values."""
@@ -133,6 +152,28 @@ def _label(c: str | float) -> str:
     if isinstance(c, float) and c.is_integer():
         return str(int(c))
     return str(c)
+
+
+def _text(v: Any) -> str:
+    """The text a value is matched by against text categories (never raises): text is itself (bytes as
+    UTF-8), a bool ``"True"`` or ``"False"``, a finite number its shortest form (:func:`_label`), anything
+    else (missing, non-finite, not a number) ``""``, which no category is."""
+    if type(v) is str:  # the common case, first
+        return v
+    try:
+        if isinstance(v, str):
+            return str.__str__(v)
+        if isinstance(v, bytes):
+            return bytes.decode(v, "utf-8", "replace")
+        if isinstance(v, (bool, np.bool_)):
+            return str(bool(v))
+    except Exception:
+        return ""
+    x = _as_float(v)
+    return _label(x) if math.isfinite(x) else ""
+
+
+_TEXT = np.frompyfunc(_text, 1, 1)
 
 
 Column = str | Category
@@ -178,36 +219,71 @@ def is_series(raw: Any) -> bool:
 
 
 def _as_float(v: Any) -> float:
-    """One value of an object column as a float: a number (a bool is 0 or 1), else NaN (declared policy)."""
-    if isinstance(v, (numbers.Real, np.bool_)):
-        return float(v)
-    return math.nan
+    """One value as a float by the declared policy; it never raises (nor depends on how a conversion fails).
+
+    A real number is itself: an integer or ``Fraction`` beyond the float range is +-inf (then the source's
+    non-finite policy), a bool is 0 or 1, a ``Decimal`` converts (its NaN and sNaN are missing).  Text
+    (``str``, ``bytes``) is a number when ``float()`` reads it, spaces around it allowed (``" 80"`` is 80,
+    ``"1e400"`` is inf).  Anything else is missing (NaN): text that is not a number, None, pandas.NA,
+    complex numbers, dates and durations, and objects whose conversion fails.
+
+    >>> [_as_float(v) for v in (10**400, -(10**400), " 80", "n/a", True, None, 1j)]
+    [inf, -inf, 80.0, nan, 1.0, nan, nan]
+    """
+    try:
+        if isinstance(v, float):  # the common case first (numpy's float64 too)
+            return float(v)
+        if isinstance(v, (str, bytes)):
+            return float(v)
+        if isinstance(v, (bool, np.bool_)):
+            return float(bool(v))
+        if isinstance(v, (np.datetime64, np.timedelta64)) or not isinstance(v, (numbers.Real, decimal.Decimal)):
+            return math.nan
+        try:
+            return float(v)
+        except OverflowError:  # an int or Fraction beyond the float range
+            return math.inf if v > 0 else -math.inf  # type: ignore[operator]
+    except Exception:  # text that is not a number, a signalling NaN, a failing or lying __float__
+        return math.nan
 
 
 _AS_FLOAT = np.frompyfunc(_as_float, 1, 1)
 
 
-def _numeric(col: Any, where: str, what: str) -> np.ndarray:
-    """A column as floats, missing values as NaN.
+def _quiet() -> contextlib.ExitStack:
+    """A context in which converting values neither warns nor raises on them (numpy's overflow in a cast,
+    a ``__float__`` returning a float subclass): the same on every dataset, whatever the warning filters."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(np.errstate(all="ignore"))
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    return stack
 
-    Decided by the dtype (public schema), never by the values: numeric dtypes (numpy, pandas nullable)
-    convert; a numpy object column (numbers held as objects, e.g. a mixed table) converts value by value,
-    anything that is not a number counting as missing (NaN, then each node's non-finite policy); a text or
-    categorical dtype is a schema error whose fix is to declare the column as a :class:`Category`.
+
+def _values_as_floats(values: Any) -> np.ndarray:
+    """Values of any kind (an object column) as floats, value by value (:func:`_as_float`)."""
+    with _quiet():
+        return np.asarray(_AS_FLOAT(np.asarray(values, dtype=object)), dtype=float)
+
+
+def _numeric(col: Any) -> np.ndarray:
+    """A column as floats, missing values as NaN; it never raises.
+
+    Numeric dtypes (numpy, pandas nullable, Arrow) convert, pandas.NA becoming NaN; any other dtype converts
+    value by value (:func:`_as_float`): numbers held as objects, numbers read as text by a CSV reader,
+    ``Decimal``; a value that is not a real number counts as missing (NaN, then each node's non-finite
+    policy), so a column of dates or complex numbers is all missing.  No dtype is refused: pandas and numpy
+    infer a dtype from the values (``pd.Series([1j, 2])`` is complex, ``pd.Series([1j, "a"])`` object), so
+    a refusal would depend on them.
     """
     dtype = getattr(col, "dtype", None) if hasattr(col, "to_numpy") else np.asarray(col).dtype
-    kind = getattr(dtype, "kind", "")
-    if kind in tuple("biuf"):
-        if hasattr(col, "to_numpy"):  # numpy and pandas nullable numeric dtypes (pandas.NA becomes NaN)
-            arr: np.ndarray = np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
-            return arr
-        return np.asarray(col, dtype=float)
-    if isinstance(dtype, np.dtype) and dtype.kind == "O":
-        raw = np.asarray(col.to_numpy() if hasattr(col, "to_numpy") else col, dtype=object)
-        return np.asarray(_AS_FLOAT(raw), dtype=float)
-    raise DataError(where, f"{what} is not numeric (dtype {dtype})",
-                    f"declare it as dpflow.Category({what.split()[-1]}, [...categories...]) in the source's "
-                    "columns, or convert it to numbers")
+    if getattr(dtype, "kind", "") in tuple("biuf"):
+        with _quiet():
+            if hasattr(col, "to_numpy"):  # numpy and pandas nullable numeric dtypes (pandas.NA becomes NaN)
+                arr: np.ndarray = np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
+                return arr
+            return np.asarray(col, dtype=float)
+    return _values_as_floats(col.to_numpy(dtype=object) if hasattr(col, "to_numpy") else col)
 
 
 def check_array_columns(shape: tuple[int, ...], columns: Sequence[Column], where: str) -> None:
@@ -229,9 +305,12 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
     """What ``raw`` holds as rows for a source, before the source's own checks.
 
     A DataFrame gives its declared ``columns`` in the declared order (others are ignored; a missing one
-    is a public schema error), or, with no declaration, all its columns (each must be numeric).  A Series
-    is one column.  An array with declared columns must have one raw column per declared column;
-    categorical ones are encoded.  Anything else is returned as given (``np.asarray`` comes later).
+    is a public schema error), or, with no declaration, all its columns.  A Series is one column.  An array
+    with declared columns must have one raw column per declared column; categorical ones are encoded.  Numeric
+    columns follow :func:`_numeric` (never raising).  Without declared columns a list or a numpy array of
+    any dtype but a numeric one converts value by value too; anything else is returned as given
+    (``np.asarray`` comes later).  Only public facts raise: names and shapes.  Usable on one block of rows
+    at a time (a partition of a table).
 
     >>> import numpy as np
     >>> to_rows(np.array([[1.0, 0.0], [2.0, 1.0]]), ["x", Category("g", [0, 1], unseen="none")], "X").tolist()
@@ -239,11 +318,14 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
     """
     if columns is None:
         if is_frame(raw):
-            return np.column_stack([_numeric(raw[c], where, f"column {c!r}") for c in raw.columns]) \
+            return np.column_stack([_numeric(raw[c]) for c in raw.columns]) \
                 if len(raw.columns) else np.zeros((len(raw), 0))
         if is_series(raw):
-            return _numeric(raw, where, f"column {raw.name!r}").reshape(-1, 1)
-        return raw
+            return _numeric(raw).reshape(-1, 1)
+        arr = np.asarray(raw) if isinstance(raw, (list, tuple)) else raw
+        if isinstance(arr, np.ndarray) and arr.dtype.kind not in "biuf":  # np.asarray([1, 10**400]): objects
+            return _values_as_floats(arr)
+        return arr
     names = [c.name if isinstance(c, Category) else c for c in columns]
     if is_frame(raw):
         have = {str(c): c for c in raw.columns}
@@ -268,5 +350,5 @@ def to_rows(raw: Any, columns: Sequence[Column] | None, where: str) -> Any:
             vals = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
             out.append(spec.encode(np.asarray(vals)))
         else:
-            out.append(_numeric(col, where, f"column {spec!r}").reshape(-1, 1))
+            out.append(_numeric(col).reshape(-1, 1))
     return np.hstack(out)

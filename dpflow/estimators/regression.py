@@ -29,7 +29,7 @@ import numpy as np
 from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.estimators.scale import _range as magnitude_range
-from dpflow.estimators.scale import column_scales, negate, standardize, warn_if_capped
+from dpflow.estimators.scale import column_scales, missing_as_zero, negate, standardize, warn_if_capped
 from dpflow.estimators.scale import scale_weight as auto_scale_weight
 from dpflow.estimators.tolerance import choose_route, enforce, smallest_n
 from dpflow.estimators.truncation import gaussian_factor, private_radius
@@ -273,7 +273,7 @@ def scaled_ssp(d: int, n: int, budget: Measure, fit_intercept: bool = True, ridg
     b = PlanBuilder(budget=budget, neighbors="replace", name="scaled_ssp_regression", accounting=accounting)
     warn_if_capped(b, n, d + 1, capped)
     Z = b.source("Z", Vectors(d=p + 1), n=n)
-    centre, scale = column_scales(N.Columns(keep=[*range(d), p])(Z), d + 1, scale_weight)
+    centre, scale = column_scales(missing_as_zero(N.Columns(keep=[*range(d), p])(Z)), d + 1, scale_weight)
     if fit_intercept:
         full_c = N.Apply(fn=intercept_centre, shape=(p + 1,))(centre)
         full_s = N.Apply(fn=intercept_scale, shape=(p + 1,))(scale)
@@ -380,7 +380,7 @@ def intercept_only(d: int, n: int, budget: Measure, prediction: Prediction | Non
     """
     _common(d, n, budget, 0.5)
     b = PlanBuilder(budget=budget, neighbors="replace", name="intercept_only_regression")
-    y = N.Columns(keep=[d + 1])(b.source("Z", Vectors(d=d + 2), n=n))
+    y = missing_as_zero(N.Columns(keep=[d + 1])(b.source("Z", Vectors(d=d + 2), n=n)))
     upper = magnitude_range(y, CENTRE_RANGE_SHARE)
     centre = N.Quantile(q=0.5, weight=1.0 - CENTRE_RANGE_SHARE)(
         N.OrderStatistics(lower=N.Apply(fn=negate, shape=())(upper), upper=upper)(y))
@@ -736,8 +736,13 @@ class LinearRegression:
     def fit(self, X: Any, y: Any) -> LinearRegression:
         """Choose the route from the predictions (public: n, d, the budget, the bounds), check the tolerance
         (``strict=True`` raises here, before any data is read or budget spent), then certify and run the plan on
-        ``X`` (n x d array or DataFrame) and ``y`` (n,); public shape errors raise first.  Missing values follow
-        the plan's clipping policy (a non-finite row is clipped to the centre)."""
+        ``X`` (n x d array or DataFrame) and ``y`` (n,); public shape errors raise first.  Values are read by the
+        table policy (:mod:`dpflow.tables`: numeric text is its number, anything else that is not a number is
+        missing).  Declared policy, the same for x and y in every method and stated in the report's ledger: a
+        row with an entry that is not a finite number (missing, or +-inf) adds nothing to the moments or
+        gradients the fit releases (the SSP clip sends it to the centre, the gradient step gives it a zero
+        term); the private scale steps (of the scaled fit and of the intercept-only model) count such an entry
+        as 0 (:func:`dpflow.estimators.scale.missing_as_zero`)."""
         from dpflow.interpreter.noise import SecureNoise
         from dpflow.tables import is_frame, to_rows
 

@@ -192,6 +192,15 @@ def column_centre_scale(col: Sensitive[Rows], weight: float) -> tuple[Released[V
     return median, spread
 
 
+def missing_as_zero(X: Sensitive[Rows]) -> Sensitive[Rows]:
+    """The rows a scale step reads when the statistic it serves counts a missing value by its own policy
+    (``dpflow.stats``, :func:`dpflow.estimators.regression.scaled_ssp`): a NaN entry counts as 0 and +-inf
+    as +-``MAX_BOUND`` (a box clip's policy), the same in every node of the step."""
+    from dpflow.domains import MAX_BOUND
+
+    return N.Clip(box=(-MAX_BOUND, MAX_BOUND))(X)
+
+
 def column_scales(X: Sensitive[Rows], d: int, weight: float) -> tuple[Released[Value], Released[Value]]:
     """Released ``(centre, scale)`` vectors of the d columns of ``X`` under ``weight`` of the budget
     (split equally between the columns).

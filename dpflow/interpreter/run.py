@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from dpflow.domains import ReleasedNorm, RowCount, Sym, SymRef
-from dpflow.errors import ExecutionError, UnknownSourceError, debug_requested
+from dpflow.errors import DEBUG_ENV, DataError, ExecutionError, PlanError, UnknownSourceError, debug_requested
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
 from dpflow.interpreter.progress import Progress
@@ -201,6 +201,11 @@ def _reads(space: TypedScope) -> tuple[dict[str, int], set[str]]:
     return left, shared
 
 
+PUBLIC_REFUSALS = (DataError, PlanError)
+"""The exceptions a run may raise with its budget reservation given back: a public schema refusal (shape,
+dtype, declared columns, declared n, unknown sources), decided from public facts only."""
+
+
 def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
     """``data`` as a mapping from source name to rows.
 
@@ -229,7 +234,9 @@ def source_data(plan: Plan, data: Any) -> Mapping[str, Any]:
 def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
                  backend: Backend | None = None) -> dict[str, Any]:
     """Check the data against the public schema of every source (before any value is used); ``backend``
-    (default numpy) holds the rows."""
+    (default numpy) holds the rows.  Only a public schema refusal (:data:`PUBLIC_REFUSALS`) names its problem;
+    any other failure while a source is read is an :class:`ExecutionError` naming the source and the
+    exception's type only."""
     data = source_data(cert.plan, data)
     sources = {r.node.name: r for r in cert.space.order if isinstance(r.node, Source)}
     extra = sorted(set(data) - set(sources))
@@ -243,10 +250,36 @@ def prepare_data(cert: Certified, data: Mapping[str, Any] | np.ndarray,
     for name, rec in sources.items():
         node = rec.node
         assert isinstance(node, Source)
-        raw = data[name]
-        out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
-            backend.source(node, raw, rec.id, cert.plan.neighbors)
+        try:
+            raw = data[name]  # a mapping may read it now (the command line's files)
+            out[name] = node.prepare(raw, rec.id, cert.plan.neighbors) if backend is None else \
+                backend.source(node, raw, rec.id, cert.plan.neighbors)
+        except (*PUBLIC_REFUSALS, ExecutionError):
+            raise
+        except Exception as e:  # its text could quote a value: ExecutionError's declared policy
+            raise ExecutionError(rec.id, f"reading source {name} failed ({type(e).__name__})",
+                                 f"rerun with debug=True (or {DEBUG_ENV}=1) to see that exception, which may quote "
+                                 "private data; no value should make a run fail, so report it as a dpflow bug") from e
     return out
+
+
+def _read_sources(cert: Certified, data: Mapping[str, Any] | np.ndarray, backend: Backend,
+                  reading: Callable[[], None] | None) -> dict[str, Any]:
+    """:func:`prepare_data`, then ``reading()``.  Preparing touches the values (a table's columns are
+    converted), and no value may decide whether the budget is charged: any exception other than a public
+    schema refusal (:data:`PUBLIC_REFUSALS`), an interrupt included, calls ``reading()`` before it leaves,
+    so the cost counts (defence in depth: every value maps through a declared policy and never raises)."""
+    try:
+        prepared = prepare_data(cert, data, backend)
+    except PUBLIC_REFUSALS:
+        raise
+    except BaseException:
+        if reading is not None:
+            reading()
+        raise
+    if reading is not None:
+        reading()
+    return prepared
 
 
 def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseSource, backend: Backend,
@@ -254,9 +287,8 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     """Run a certified plan on ``data`` (source name -> rows).
 
     The data is checked against the public schema first (:func:`prepare_data`); then ``reading()`` is called
-    (a budget store's charge: data is about to be read).  An engine failure while the sources are prepared
-    (the dask backend reads a table's row counts there) calls ``reading()`` too: whether it fails can depend
-    on the values.  An engine failure raises
+    (a budget store's charge: data is about to be read).  Only a public schema refusal leaves before
+    ``reading()`` (:func:`_read_sources`).  An engine failure raises
     :class:`dpflow.errors.ExecutionError` naming the node, by its declared policy (the engine's exception is
     kept only with ``debug``, or :data:`dpflow.errors.DEBUG_ENV` when ``debug`` is ``None``).
 
@@ -274,14 +306,7 @@ def execute(cert: Certified, data: Mapping[str, Any] | np.ndarray, noise: NoiseS
     run: _Run | None = None
     failure: ExecutionError | None = None
     try:
-        try:
-            prepared = prepare_data(cert, data, backend)
-        except ExecutionError:  # the engine failed reading a source (a dask table's row counts): data was read
-            if reading is not None:
-                reading()
-            raise
-        if reading is not None:
-            reading()
+        prepared = _read_sources(cert, data, backend, reading)
         run = _Run(cert, prepared, noise, backend)
         run.top_total = len(cert.space.order)
         env = run.space_values(cert.space, {})

@@ -3,8 +3,10 @@ iterative hard thresholding (Cai-Wang-Zhang 2021 Alg. 4.1 and 4.2), the projecti
 coefficients onto the feasible set, and the ridge solve of sufficient-statistics perturbation.
 
 Rows are ``[x, y]`` (d + 1 columns, the response last).  The gradient step enforces its own
-bounds, so its sensitivity does not depend on how the rows were declared: every coordinate of x
-is clipped to ``[-c_x, c_x]`` (NaN counts as 0), the coefficients are projected onto the feasible
+bounds, so its sensitivity does not depend on how the rows were declared: a row with an entry that is
+not a finite number (a missing x or y: NaN, or +-inf) adds nothing (its term is 0, as a row that the
+sufficient-statistics fits clip to the origin), every coordinate of x
+is clipped to ``[-c_x, c_x]``, the coefficients are projected onto the feasible
 set (then ``||beta||_1 <= K``), and y is clipped to ``[-R, R]`` with ``R = A - c_x K`` so that the
 residual obeys ``|x' beta - y| <= c_x K + R = A`` (the residual is also clipped to ``[-A, A]``,
 which guarantees the bound in floating point).  One row's gradient ``r x`` then has
@@ -192,7 +194,8 @@ class GradientStep(Query):
                               f"|x_j| <= c_x = {self.x_bound:g}, ||beta||_1 <= K = {K:.6g} ({self.ball} ball"
                               f"{'' if self.sparsity is None else f', s={self.sparsity}'}), |residual| <= A = "
                               f"{A.text()}; linf = stability*2*eta*c_x*A/n = {text_of(linf)}, "
-                              f"l2 = linf*sqrt(d) = {text_of(l2)}")
+                              f"l2 = linf*sqrt(d) = {text_of(l2)}; missing values: a row with a NaN or "
+                              "infinite entry adds nothing")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         Z = float_rows(ctx, ins[0])
@@ -213,6 +216,7 @@ class GradientStep(Query):
             y = clip_box(B[:, d], -R, R)
             with np.errstate(all="ignore"):
                 r = np.clip(X @ beta - y, -A, A)
+                r[~np.isfinite(B).all(axis=1)] = 0.0  # a row with a missing (non-finite) entry adds nothing
                 out: np.ndarray = X * r[:, None]
             return out
 

@@ -268,14 +268,16 @@ class Source(Node):
         from dpflow.domains import BooleanCube, Ordinal
 
         arr = onehot_vertices(arr, self.onehot_groups())
-        if isinstance(self.domain, Ordinal):
-            ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
-            return ordinal
-        if isinstance(self.domain, BooleanCube):
-            cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
-            return cube
-        vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
-        return into_domain(arr.astype(float, copy=False), vec.box, None if vec.l2_bound is None else vec.l2_bound.coef)
+        with np.errstate(all="ignore"):  # a wide float (longdouble) beyond float64 is +-inf, without a warning
+            if isinstance(self.domain, Ordinal):
+                ordinal: np.ndarray = ordinal_values(arr, self.domain.N)[:, None]
+                return ordinal
+            if isinstance(self.domain, BooleanCube):
+                cube: np.ndarray = ((arr != 0) & ~np.isnan(arr)).astype(float)  # NaN counts as 0
+                return cube
+            vec = as_vectors(self.domain)  # Reals or Vectors: the other row domains returned above
+            return into_domain(arr.astype(float, copy=False), vec.box,
+                               None if vec.l2_bound is None else vec.l2_bound.coef)
 
 
 def _with_groups(dom: Vectors, groups: tuple[tuple[int, ...], ...]) -> Vectors:
@@ -375,7 +377,13 @@ class Clip(Transform):
         # a box holding 0 and 1 leaves the vertices of one-hot groups where they are; a ball may scale them
         keep = self.radius is None and self.box is not None and self.box[0] <= 0.0 < 1.0 <= self.box[1]
         out = Vectors(d=dom.d, l2_bound=l2, box=box, center=center, onehot=dom.onehot if keep else ())
-        return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}")
+        return Inferred(attrs.evolve(rows, domain=out), f"clip {dom.describe()} -> {out.describe()}; {self.missing()}")
+
+    def missing(self) -> str:
+        """The declared policy for values that are not finite numbers, as the ledger states it."""
+        if self.radius is not None:
+            return "missing values: a row with a NaN or infinite entry goes to the centre"
+        return "missing values: NaN counts as 0, then clipped (+-inf to the nearest end)"
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         X = float_rows(ctx, ins[0])

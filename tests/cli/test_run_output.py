@@ -173,13 +173,14 @@ def test_ctrl_c_says_what_was_charged(setup: dict[str, Any], capsys: pytest.Capt
             "been read, so the cost counts") in err
     assert setup["store"].status("ds").committed == dp.ZCDP("1/4").rho
 
-    def interrupted_schema_check(*args: Any) -> Any:
+    def interrupted_while_reading(*args: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("dpflow.interpreter.run.prepare_data", interrupted_schema_check)
+    # reading the sources touches their values: an interrupt then counts as reading (issue 28 item 1)
+    monkeypatch.setattr("dpflow.interpreter.run.prepare_data", interrupted_while_reading)
     assert main(setup["charged"] + ["--report", str(setup["tmp"] / "r2")]) == 130
-    assert "released: 1/4 on dataset 'ds' (reservation 4); no private data had been read" in capsys.readouterr().err
-    assert setup["store"].status("ds").spent == dp.ZCDP("1/4").rho
+    assert "committed: 1/4 on dataset 'ds' (reservation 4); private data had been read" in capsys.readouterr().err
+    assert setup["store"].status("ds").spent == 2 * dp.ZCDP("1/4").rho
 
     assert main(setup["base"] + ["--report", str(setup["tmp"] / "r3")]) == 130  # no store: nothing to say
     assert capsys.readouterr().err == "dpflow: interrupted\n"

@@ -340,7 +340,7 @@ def _public(b: dp.PlanBuilder, X: Any) -> Fragment:
 @example("PredictedError")
 def _predicted_error(b: dp.PlanBuilder, X: Any) -> Fragment:
     p = N.predicted_error(b, "m", "l2", 0.1, 0.9, "a public statement")
-    return Fragment({"m": _released_mean(b, X), "p": p}, p.id)
+    return Fragment({"p": p}, p.id)
 
 
 @example("Apply")

@@ -113,3 +113,43 @@ def test_non_finite_data_follows_the_declared_policy(method: str) -> None:
     m = LinearRegression(budget=dp.ZCDP(0.5), method=method, sparsity=2 if method == "niht" else None,
                          x_bound=2.0, coef_bound=2.0, noise=dp.SeededNoise(1)).fit(X, y)
     assert m.coef_ is not None and np.all(np.isfinite(m.coef_)) and math.isfinite(m.intercept_)
+
+
+@pytest.mark.parametrize("method", ["ssp", "gd", "niht"])
+def test_a_missing_response_follows_the_features_policy_a_row_that_adds_nothing(method: str) -> None:
+    """Issue 28 item 6: a row whose y (or any x) is not a finite number adds nothing, in every method (SSP clips it
+    to the origin; the gradient step gives it a zero term); the old gradient step counted a missing y as 0 and
+    kept its features.  Pinned by zero-noise runs: such rows release exactly what zero rows release."""
+    from conftest import run_zero
+
+    from dpflow.estimators.regression import niht, noisy_gd, sufficient_statistics
+    from dpflow.planner.certify import certify
+
+    n, d = 300, 3
+    X, y, _ = _data(n, d, d, 4)
+    Z = np.column_stack([X, y])
+    plan = {"ssp": lambda: sufficient_statistics(d, n, dp.ZCDP(0.5), radius=3.0),
+            "gd": lambda: noisy_gd(d, n, dp.ZCDP(0.5), x_bound=2.0, coef_bound=2.0, response_bound=3.0),
+            "niht": lambda: niht(d, n, 2, dp.ZCDP(0.5), x_bound=2.0, coef_bound=2.0, response_bound=3.0)}[method]()
+    cert = certify(plan)
+    zero = Z.copy()
+    zero[:30] = 0.0
+    missing = Z.copy()
+    missing[:10, d] = np.nan
+    missing[10:20, d] = np.inf
+    missing[20:30, 0] = np.nan
+    want = run_zero(cert, {"Z": zero})["coef"]
+    assert np.array_equal(run_zero(cert, {"Z": missing})["coef"], want)
+    assert not np.array_equal(run_zero(cert, {"Z": Z})["coef"], want)  # the rows did count before
+
+
+def test_fit_reads_a_response_with_missing_values_and_states_the_policy() -> None:
+    X, y, _ = _data(400, 2, 2, 6)
+    ys: list[object] = [float(v) for v in y]
+    ys[:3] = [None, "n/a", " 1.5 "]  # a list of objects: converted by the table policy, never refused
+    for method in ("ssp", "gd"):
+        m = LinearRegression(budget=dp.ZCDP(0.5), method=method, standardize=False, x_bound=2.0, coef_bound=2.0,
+                             noise=dp.SeededNoise(0)).fit(X, ys)
+        assert m.coef_ is not None and np.isfinite(m.coef_).all()
+        texts = [e.derivation for e in m.report_.ledger.entries]
+        assert any("missing values: a row with a NaN or infinite entry" in t for t in texts), method

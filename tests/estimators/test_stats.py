@@ -3,6 +3,8 @@ bounds, several statistics under one budget, add/remove neighbours, pure DP, ref
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -131,3 +133,76 @@ def test_an_unknown_name_lists_the_names_there_are() -> None:
     with pytest.raises(KeyError, match=r"no value named 'income'\. The result has: 'age'"):
         res.bounds["income"]
     assert res["mean(age)"] == res.values["mean(age)"] and "mean(age)" in res.values
+
+
+MISSING = [np.nan, None, pd.NA, "n/a", "", np.inf, -np.inf, 10**400, object()]
+"""Values that are not finite numbers: each statistic counts them as the centre of the column's interval."""
+
+
+def _with_missing(n: int = 400) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """An object column (numbers, numeric text, missing values of every kind), its numbers and where it misses."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0.0, 120.0, n)
+    miss = np.zeros(n, dtype=bool)
+    miss[rng.choice(n, n // 7, replace=False)] = True
+    col = np.empty(n, dtype=object)
+    col[:] = [float(v) for v in x]
+    col[::7] = [f" {float(v)!r} " for v in x[::7]]  # numbers as text, as a CSV reader may leave them
+    for k, i in enumerate(np.flatnonzero(miss)):
+        col[i] = MISSING[k % len(MISSING)]
+    return pd.DataFrame({"x": col, "y": col}), x, miss
+
+
+def _all_kinds(bounds: tuple[float, float] | None) -> stats.Statistics:
+    return (stats.Statistics(budget=dp.ZCDP(1.0)).sum("x", bounds=bounds).mean("x", bounds=bounds)
+            .variance("x", bounds=bounds).quantiles("x", [0.1, 0.5, 0.9], bounds=bounds)
+            .histogram("x", bins=4, bounds=bounds).histogram("y", edges=[10, 50, 90, 110]))
+
+
+def _zero(q: stats.Statistics, data: pd.DataFrame) -> dict[str, Any]:
+    from conftest import ZeroNoise
+
+    return q.run(data, noise=ZeroNoise()).values
+
+
+def test_a_missing_value_counts_as_the_centre_of_the_interval_in_every_statistic() -> None:
+    """Issue 28 item 6: one policy for every statistic of a numeric column (docs/statistics.md): a value that is
+    not a finite number counts as the interval's centre, numeric text as its number.  Public bounds (20, 100):
+    the centre is 60 (the old policy sent a missing value to 0 clipped, here the lower bound 20); the
+    histogram over public edges [10, 110] clips to them the same way (centre 60)."""
+    df, x, miss = _with_missing()
+    got = _zero(_all_kinds((20.0, 100.0)), df)
+    filled = pd.DataFrame({"x": np.where(miss, 60.0, x), "y": np.where(miss, 60.0, x)})
+    want = _zero(_all_kinds((20.0, 100.0)), filled)
+    assert got.keys() == want.keys()
+    for k in got:
+        assert np.allclose(got[k], want[k], rtol=1e-12, atol=1e-9), k
+    # private bounds: the released interval's centre (the ball's centre); the interval is located with a
+    # missing value counting as 0
+    from conftest import ZeroNoise
+
+    res = _all_kinds(None).run(df, noise=ZeroNoise())
+    lo, hi = res.bounds["x"]
+    filled_x = np.where(miss, (lo + hi) / 2, np.clip(x, lo, hi))
+    assert res["mean(x)"] == pytest.approx(filled_x.mean(), rel=1e-9)
+    assert res["sum(x)"] == pytest.approx(filled_x.sum(), rel=1e-9)
+
+
+def test_the_missing_value_policy_is_stated_in_the_report() -> None:
+    df, _, _ = _with_missing(50)
+    res = stats.mean(df, "x", dp.ZCDP(1.0), bounds=(20, 100), noise=dp.SeededNoise(0))
+    clips = [e.derivation for e in res.report.ledger.entries if e.kind == "Clip"]
+    assert clips and all("missing values: a row with a NaN or infinite entry goes to the centre" in t for t in clips)
+    assert "missing values" in res.report.to_markdown()
+
+
+def test_a_mapping_of_lists_never_raises_on_its_values() -> None:
+    """A column given as a Python list keeps its values as objects (the table policy converts them): a cell that
+    ``np.asarray`` cannot take (a list) or a huge integer is missing or +-inf, never an exception before the run."""
+    from conftest import ZeroNoise
+
+    x: list[Any] = [50.0] * 9 + [[1, 2]]
+    y: list[Any] = [50] * 9 + [10**400]
+    res = stats.Statistics(budget=dp.ZCDP(1.0)).mean("x", bounds=(0, 100)).mean("y", bounds=(0, 80)).run(
+        {"x": x, "y": y}, noise=ZeroNoise())
+    assert res["mean(x)"] == pytest.approx(50.0) and res["mean(y)"] == pytest.approx((9 * 50 + 40) / 10)

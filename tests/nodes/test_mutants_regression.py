@@ -74,7 +74,8 @@ def test_gradient_step_sensitivity_and_float_error() -> None:
 def test_gradient_step_derivation() -> None:
     assert _step(sparsity=1).infer([_rows()], _Infer()).derivation == (  # type: ignore[arg-type]
         "gradient step over rows [x, y] of d=2, n=50: |x_j| <= c_x = 2, ||beta||_1 <= K = 1.5 (l2 ball, s=1), "
-        "|residual| <= A = 3; linf = stability*2*eta*c_x*A/n = 0.24, l2 = linf*sqrt(d) = 0.339411")
+        "|residual| <= A = 3; linf = stability*2*eta*c_x*A/n = 0.24, l2 = linf*sqrt(d) = 0.339411; missing values: "
+        "a row with a NaN or infinite entry adds nothing")
 
 
 def test_gradient_step_refusals() -> None:
@@ -217,7 +218,8 @@ def test_ridge_solve() -> None:
 def test_more_texts_and_paths() -> None:
     assert _step(ball="l1").infer([_rows()], _Infer()).derivation == (  # type: ignore[arg-type]
         "gradient step over rows [x, y] of d=2, n=50: |x_j| <= c_x = 2, ||beta||_1 <= K = 1.5 (l1 ball), "
-        "|residual| <= A = 3; linf = stability*2*eta*c_x*A/n = 0.24, l2 = linf*sqrt(d) = 0.339411")
+        "|residual| <= A = 3; linf = stability*2*eta*c_x*A/n = 0.24, l2 = linf*sqrt(d) = 0.339411; missing values: "
+        "a row with a NaN or infinite entry adds nothing")
     assert l1_bound("l1", 2.0, None, 100) == 2.0 and l1_bound("l2", 2.0, None, 9) == 6.0
     with pytest.raises(dp.errors.PlanTypeError) as t:
         _step().infer([ReleasedT(())], _Infer())  # type: ignore[arg-type]

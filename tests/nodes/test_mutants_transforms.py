@@ -331,7 +331,9 @@ def test_clip_output_domain(dom: dp.Vectors, kw: dict[str, Any], want: dp.Vector
     rows = _rows(dom)
     inf = Clip(**kw).infer([rows], _Infer((2,) if kw.get("center") is not None else ()))  # type: ignore[arg-type]
     assert inf.out == attrs.evolve(rows, domain=want)
-    assert inf.derivation == f"clip {dom.describe()} -> {want.describe()}"
+    assert inf.derivation == f"clip {dom.describe()} -> {want.describe()}; missing values: " + (
+        "a row with a NaN or infinite entry goes to the centre" if kw.get("radius") is not None else
+        "NaN counts as 0, then clipped (+-inf to the nearest end)")
 
 
 def test_clip_refusals() -> None:

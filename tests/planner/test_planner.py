@@ -247,12 +247,10 @@ def test_missing_source_data():
     assert noise.calls == 0
 
 
-BAD_DATA = {
+BAD_DATA = {  # no dtype is a schema error: values convert by the table policy (tests/nodes/test_tables.py)
     "wrong d": {"X": np.zeros((10, 2)), "Y": np.zeros((5, 4))},
     "wrong n": {"X": np.zeros((10, 2)), "Y": np.zeros((6, 3))},
-    "strings": {"X": np.zeros((10, 2)), "Y": np.full((5, 3), "1.0")},
-    "objects": {"X": np.zeros((10, 2)), "Y": np.array([[object()] * 3] * 5)},
-    "complex": {"X": np.zeros((10, 2)), "Y": np.zeros((5, 3), dtype=complex)},
+    "transposed": {"X": np.zeros((10, 2)), "Y": np.zeros((3, 5))},
     "1-d for d>1": {"X": np.zeros((10, 2)), "Y": np.zeros(5)},
 }
 
@@ -267,7 +265,7 @@ def test_data_not_matching_the_schema_raises_before_any_value_is_used(what):
     assert noise.calls == 0  # no mechanism ran: the check happens before any value is used
 
 
-@pytest.mark.parametrize("what", ["wrong d", "wrong n", "strings"])
+@pytest.mark.parametrize("what", ["wrong d", "wrong n", "transposed"])
 def test_data_error_message_gives_a_fix(what):
     plan = two_source_plan()[0]
     with pytest.raises(dp.DataError) as info:

@@ -257,7 +257,7 @@ def test_gaussian_pld_clips_a_difference_that_cancels_below_zero() -> None:
     """The clip's lower end binds: at sigma = 378,256.67 the grid is epsilon in {-1e-4, 0, 1e-4}, and at 1e-4 both
     terms are subnormal (about 1e-308) and their float difference is -2.2e-313.  dp_accounting refuses a negative
     delta (ValueError), so without the clip ``pld_epsilon`` raised for mu^2 = 1 / sigma^2 (the PLD equals
-    ``from_gaussian_mechanism``'s, which clips too).  The upper end never binds: round 6 in docs/assurance.md."""
+    ``from_gaussian_mechanism``'s, which clips too).  The upper end never binds: the ``_CLIP_TOP`` reason in ``EQUIVALENT`` (benchmarks/mutation.py)."""
     sigma = 378256.6677540551
     raw = _hockey_stick_differences(sigma)
     assert len(raw) == 3 and -1e-312 < raw[-1] < 0.0 and (raw[:-1] > 0.0).all()
