@@ -331,13 +331,17 @@ METRIC = "R^2"
 """The predictions' metric: the in-sample R^2 the private fit loses against the non-private fit with the same
 clipping and ridge on the same rows (its excess mean squared error over Var(y)); 1 is the loss of predicting
 y's mean when the fit explains everything."""
-SCALE_SLACK = math.sqrt(2.0)
-"""What the prediction of the ``"scaled"`` route assumes of the scale step when it has the share it needs
-(:func:`dpflow.estimators.scale.scale_weight` not capped): each released scale within this factor of its
-column's standard deviation and each centre (a median) within one standard deviation of its mean."""
-COEF_NORM2 = 2.0 * SCALE_SLACK**2
-"""The squared norm the ``"scaled"`` prediction allows the standardised coefficients (slopes and intercept,
-each part at most Var(y/s) <= SCALE_SLACK^2: features that are not strongly collinear)."""
+SCALE_SLACK2, CENTRE_SLACK2, ROW_MEDIAN_SLACK = 1.5, 0.25, 1.5
+"""What the ``"scaled"`` prediction assumes of the scale step when it has the share it needs
+(:func:`dpflow.estimators.scale.scale_weight` not capped) and of the data: each released scale within a factor
+``sqrt(1.5)`` of its column's standard deviation, each centre within half a standard deviation of the column's
+mean, and the median squared row norm at most 1.5 times its mean.  Benchmarked, not proven: the scale step's
+quantiles have these margins at the share it is given; a column far from Gaussian (heavy tails, a few
+values) may break them, and then the prediction is optimistic."""
+COEF_NORM2 = SCALE_SLACK2 * (1.0 + CENTRE_SLACK2)
+"""The squared norm the ``"scaled"`` prediction allows the standardised coefficients: slopes of squared norm at
+most Var(y/s) <= 1.5 (the explained variance, for features that are not strongly collinear) and an intercept
+at most the centre's error, half a deviation, in units of the scale."""
 EXCESS_RISK = "excess risk (y units^2)"
 """The metric of the ``"gd"`` and ``"niht"`` predictions (forced routes only): the in-sample mean squared
 error above the non-private least-squares fit, in y's units squared."""
@@ -412,28 +416,29 @@ def _gaussian_multiplier(plan: Plan) -> float:
 
 def scaled_prediction(d: int, n: int, multiplier: float, ridge: float, fit_intercept: bool) -> float:
     """The ``"scaled"`` route's predicted R^2 loss (:data:`METRIC`) from public facts: d, n, the Gaussian's
-    certified noise ``multiplier`` and ``ridge``, under the scale step's guarantee (:data:`SCALE_SLACK`).
+    certified noise ``multiplier`` and ``ridge``, under the scale step's guarantee (:data:`SCALE_SLACK2`).
 
-    Rows ``[x/s, 1, y/s]``: each standardised column has second moment at most ``2 g^2`` (g the slack), so
-    the private median row norm (at most twice the mean square, Markov) gives ``r^2 <= 1.5^2 * 2 (2 g^2 (d + 1)
-    + 1)`` and per-entry noise ``sigma = sqrt(2) r^2 multiplier / n``, ``lambda = ridge sqrt(p + 1) sigma``.
-    Against the ridge fit ``beta`` with the same lambda, the noisy solve moves by ``Delta = (M + lambda)^-1 v``
-    with ``v = e - E beta``, whose excess risk ``Delta' M Delta <= ||v||^2 / (4 lambda)`` (``mu / (mu +
-    lambda)^2 <= 1 / (4 lambda)``); ``||v||^2 <= sigma^2 (1 + ||beta||^2) chi2_p(0.9)`` with ``||beta||^2 <=``
-    :data:`COEF_NORM2`; divided by ``Var(y/s) >= 1 / g^2``.  First order in the noise (the PSD projection
-    keeps the solve's matrix above lambda).  ``ridge=0``: no bound (inf).
+    Rows ``[x/s, 1, y/s]``: each standardised column has second moment at most ``m = g2 (1 + c2)``
+    (:data:`SCALE_SLACK2` g2, :data:`CENTRE_SLACK2` c2), so the private radius (1.5 x the median row norm,
+    the median of the squared norm at most :data:`ROW_MEDIAN_SLACK` times its mean) is ``r^2 <= 1.5^2 x 1.5
+    (m (d + 1) + 1)``; the per-entry noise of the second moment is ``sigma = sqrt(2) r^2 multiplier / n`` and
+    ``lambda = ridge sqrt(p + 1) sigma``.  Against the ridge fit ``beta`` with the same lambda, the noisy
+    solve moves by ``Delta = (M + lambda)^-1 v`` with ``v = e - E beta``, whose excess risk ``Delta' M Delta
+    <= ||v||^2 / (4 lambda)`` (``mu / (mu + lambda)^2 <= 1 / (4 lambda)`` for every eigenvalue mu);
+    ``||v||^2 <= sigma^2 (1 + ||beta||^2) chi2_p(0.9)`` with ``||beta||^2 <=`` :data:`COEF_NORM2`; divided by
+    ``Var(y/s) >= 1 / g2``.  First order in the noise (the PSD projection keeps the solve's matrix above
+    lambda).  ``ridge=0``: no bound (inf).
 
     >>> round(scaled_prediction(1, 20_000, 4.75, 1.0, True), 4)
-    0.0904
+    0.0154
     """
     p = d + (1 if fit_intercept else 0)
-    g2 = SCALE_SLACK**2
-    r2 = ROW_FACTOR**2 * 2.0 * (2.0 * g2 * (d + 1) + (1 if fit_intercept else 0))
+    r2 = ROW_FACTOR**2 * ROW_MEDIAN_SLACK * (SCALE_SLACK2 * (1.0 + CENTRE_SLACK2) * (d + 1) + (1 if fit_intercept else 0))
     sigma = math.sqrt(2.0) * r2 * multiplier / n
     lam = ridge * math.sqrt(p + 1) * sigma
     if not lam > 0:
         return math.inf
-    return g2 * sigma**2 * (1.0 + COEF_NORM2) * chi2_quantile(p) / (4.0 * lam)
+    return SCALE_SLACK2 * sigma**2 * (1.0 + COEF_NORM2) * chi2_quantile(p) / (4.0 * lam)
 
 
 def centre_prediction(n: int, hist_eps: float, median_eps: float) -> float:
@@ -671,8 +676,9 @@ class LinearRegression:
             return Prediction("coef", METRIC, value, CONFIDENCE,
                               f"SSP after the scale step: noise {mult:.4g} x sqrt(2) r^2 / n per entry of the "
                               f"second moment, ridge {self.ridge:g} sqrt(p+1) x that, excess risk <= ||v||^2 / "
-                              "(4 lambda) over Var(y/s), scales within sqrt(2) of the columns' deviations and "
-                              "standardised coefficients of squared norm <= 4 (scaled_prediction)", route)
+                              "(4 lambda) over Var(y/s), scales within sqrt(1.5) of the columns' deviations, centres within "
+                              "half of one, standardised coefficients of squared norm <= 1.9 (scaled_prediction)",
+                              route)
         if route == "intercept":
             plan = self._build(route, d, n)
             value = centre_prediction(n, _pure_eps(plan, "LaplaceMech"), _pure_eps(plan, "Quantile"))
