@@ -190,3 +190,16 @@ def test_the_predicted_r2_loss_holds_on_seeds(n: int, d: int) -> None:
         m, _ = _quiet_fit(LinearRegression(budget=dp.ZCDP(0.5), noise=dp.SeededNoise(seed)), X, y)
         assert m.route_ == "scaled" and m.predicted_error_ is not None
         assert best - m.score(X, y) <= m.predicted_error_
+
+
+def test_indicator_features_with_most_values_on_the_median_do_not_blow_up() -> None:
+    # 0/1 columns with 70% zeros: the scale step's spread range was the lowest log bin (the modal |x - c| is 0)
+    # and its spread ~1e-18 made raw coefficients ~1e30; such a spread now counts as zero (scale 1)
+    rng = np.random.default_rng(7)
+    n = 5_000
+    X = (rng.uniform(size=(n, 2)) < 0.3).astype(float)
+    y = X @ [3.0, -2.0] + 40 + rng.normal(size=n)
+    for seed in range(2):
+        m, _ = _quiet_fit(LinearRegression(budget=dp.ApproxDP(1, 1e-6), noise=dp.SeededNoise(seed)), X, y)
+        assert m.route_ == "scaled" and m.predicted_error_ is not None
+        assert _ols_r2(X, y) - m.score(X, y) <= m.predicted_error_
