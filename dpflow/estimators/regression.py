@@ -39,7 +39,7 @@ from dpflow.nodes.regression import l1_bound
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.planner.accuracy import Prediction
-from dpflow.privacy import ZCDP, ApproxDP, Measure
+from dpflow.privacy import ZCDP, ApproxDP, Measure, gaussian_budget_rho
 
 ROW_FACTOR = 1.5
 """SSP clips rows at 1.5 x the private median row norm: norms of sub-Gaussian rows concentrate, so this
@@ -433,7 +433,8 @@ def scaled_prediction(d: int, n: int, multiplier: float, ridge: float, fit_inter
     0.0154
     """
     p = d + (1 if fit_intercept else 0)
-    r2 = ROW_FACTOR**2 * ROW_MEDIAN_SLACK * (SCALE_SLACK2 * (1.0 + CENTRE_SLACK2) * (d + 1) + (1 if fit_intercept else 0))
+    second_moment = SCALE_SLACK2 * (1.0 + CENTRE_SLACK2)
+    r2 = ROW_FACTOR**2 * ROW_MEDIAN_SLACK * (second_moment * (d + 1) + (1 if fit_intercept else 0))
     sigma = math.sqrt(2.0) * r2 * multiplier / n
     lam = ridge * math.sqrt(p + 1) * sigma
     if not lam > 0:
@@ -676,9 +677,9 @@ class LinearRegression:
             return Prediction("coef", METRIC, value, CONFIDENCE,
                               f"SSP after the scale step: noise {mult:.4g} x sqrt(2) r^2 / n per entry of the "
                               f"second moment, ridge {self.ridge:g} sqrt(p+1) x that, excess risk <= ||v||^2 / "
-                              "(4 lambda) over Var(y/s), scales within sqrt(1.5) of the columns' deviations, centres within "
-                              "half of one, standardised coefficients of squared norm <= 1.9 (scaled_prediction)",
-                              route)
+                              "(4 lambda) over Var(y/s), scales within sqrt(1.5) of the columns' deviations, "
+                              "centres within half of one, standardised coefficients of squared norm <= 1.9 "
+                              "(scaled_prediction)", route)
         if route == "intercept":
             plan = self._build(route, d, n)
             value = centre_prediction(n, _pure_eps(plan, "LaplaceMech"), _pure_eps(plan, "Quantile"))
@@ -686,12 +687,11 @@ class LinearRegression:
                               "the intercept-only model loses the fit's R^2 (<= 1) plus the private median's "
                               "squared distance to y's mean in deviations (centre_prediction)", route)
         if route == "radius":
-            r = "a private radius" if self.radius is None else f"radius {self.radius:g}"
             mult = _gaussian_multiplier(self._build(route, d, n))
-            sigma = (math.sqrt(2.0) * float(self.radius) ** 2 * mult / n) if self.radius is not None else math.inf
+            noise = (f"radius {self.radius:g}: noise {math.sqrt(2.0) * self.radius**2 * mult / n:.4g}"
+                     if self.radius is not None else f"a private radius r: noise sqrt(2) r^2 x {mult:.4g} / n")
             return Prediction("coef", METRIC, math.inf, CONFIDENCE, _no_r2(
-                f"SSP on raw rows at {r}: noise {sigma:.4g} per entry of the second moment in y's units squared"),
-                route)
+                f"SSP on raw rows at {noise} per entry of the second moment, in y's units squared"), route)
         assert self.coef_bound is not None and self.x_bound is not None
         cx = max(self.x_bound, 1.0) if self.fit_intercept else self.x_bound
         risk = p * cx**2 * (2.0 * self.coef_bound) ** 2
@@ -728,12 +728,14 @@ class LinearRegression:
         """The rows the scale-step route would need for ``tolerance`` (public), as a fix text."""
         if (self.route or self._family_route()) not in (None, "scaled", "intercept"):
             return "a larger budget, more rows, or a larger max_error"
-        mult = _gaussian_multiplier(scaled_ssp(d, max(n, 10_000), self.budget, self.fit_intercept, self.ridge,
-                                               self.truncation_weight, None))
+        rho = float(gaussian_budget_rho(self.budget))
 
-        def predict(m: int) -> float:
-            ok = not auto_scale_weight(m, d + 1, self.budget)[1]
-            return scaled_prediction(d, m, mult, self.ridge, self.fit_intercept) if ok else math.inf
+        def predict(m: int) -> float:  # the Gaussian's multiplier from the budget's rho (an estimate, for the text)
+            weight, capped = auto_scale_weight(m, d + 1, self.budget)
+            share = 1.0 - self.truncation_weight - (self.scale_weight or weight)
+            if capped or not share > 0:
+                return math.inf
+            return scaled_prediction(d, m, 1.0 / math.sqrt(2.0 * rho * share), self.ridge, self.fit_intercept)
 
         rows = smallest_n(predict, tolerance, n)
         return (f"about {rows} rows for the scale-step route, or a larger budget" if rows is not None
