@@ -582,10 +582,11 @@ class LinearRegression:
             raise ValueError(f"route must be one of {list(ROUTES)}, got {self.route!r}")
         if self.route == "intercept" and not self.fit_intercept:
             raise ValueError("route='intercept' needs fit_intercept=True")
-        if self.route in ("gd", "niht", "scaled", "radius") and self.route != self._family_route():
-            if self.method is not None or self.standardize is not None:
-                raise ValueError(f"route={self.route!r} contradicts method={self.method!r}, "
-                                 f"standardize={self.standardize!r}: give one of them")
+        family = self._family_route()
+        ssp_only = self.method == "ssp" and self.route not in (None, "scaled", "radius")
+        if self.route is not None and (ssp_only or (family is not None and self.route != family)):
+            raise ValueError(f"route={self.route!r} contradicts method={self.method!r}, sparsity={self.sparsity!r}, "
+                             f"standardize={self.standardize!r}: give one of them")
         if self.route in ("gd", "niht"):
             _pos("x_bound", self.x_bound)
             _pos("coef_bound", self.coef_bound)

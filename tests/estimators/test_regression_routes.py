@@ -151,8 +151,11 @@ def test_clone_keeps_the_new_parameters_and_cross_val_score_runs() -> None:
     assert np.all(scores > 0.5)
     with pytest.raises(ValueError, match="route"):
         LinearRegression(budget=dp.ZCDP(1.0), route="lasso")
-    with pytest.raises(ValueError, match="contradicts"):
-        LinearRegression(budget=dp.ZCDP(1.0), route="radius", standardize=True)
+    for contradiction in ({"standardize": True}, {"method": "ssp", "route": "intercept"},
+                          {"sparsity": 2, "x_bound": 1.0, "coef_bound": 1.0}):
+        with pytest.raises(ValueError, match="contradicts"):
+            LinearRegression(budget=dp.ZCDP(1.0), **{"route": "radius", **contradiction})
+    assert LinearRegression(budget=dp.ZCDP(1.0), method="ssp", route="scaled").route == "scaled"
 
 
 def test_a_loose_public_radius_does_not_beat_the_scale_step() -> None:
