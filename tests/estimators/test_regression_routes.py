@@ -59,6 +59,7 @@ def test_the_fitted_model_exposes_its_route_and_prediction_and_the_ledger_names_
     assert pred.route == "intercept" and pred.value == m.predicted_error_ and pred.metric == "R^2"
     assert "smallest of: intercept" in pred.derivation and "scaled inf" in pred.derivation
     assert len(lines) == 1 and "rows for the scale-step route" in lines[0]      # above the default tolerance 1
+    assert _ols_r2(X, y) - m.score(X, y) <= m.predicted_error_                  # its prediction holds
 
 
 def _hostile(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
