@@ -14,11 +14,12 @@ Tasks (each cell: mean +- standard deviation over the seeds):
 * ``breast cancer medians`` and ``variances``: the same for the first 5 columns; dpflow ``dp.stats``
   (no bounds) vs diffprivlib ``tools.median`` / ``tools.var`` (true bounds, epsilon / 5 each).
 
-On the 352 rows alone no method recovers a useful model at these budgets without public bounds: dpflow's
-plan carries an accuracy warning before any data is read (the scale step would need more than half of the
-budget: its range histograms then pick empty bins and the scales are off by orders of magnitude), and
-diffprivlib's functional mechanism, even given the true bounds, collapses too (as it does on 44,352 rows at
-these epsilons; at epsilon = 100 it reaches least squares' R^2).
+On the 352 rows alone no method recovers a useful model at these budgets without public bounds: dpflow
+predicts so before any data is read (the scale step would need more than half of the budget: its range
+histograms would pick empty bins and the scales be off by orders of magnitude) and fits the intercept-only
+model at y's private median instead, with an accuracy warning (test R^2 a little below 0, where the scale
+step's coefficients gave -1e19 to -1e64); diffprivlib's functional mechanism, even given the true bounds,
+collapses (as it does on 44,352 rows at these epsilons; at epsilon = 100 it reaches least squares' R^2).
 
 Privacy notes: dpflow's epsilon is a ``replace`` epsilon (n public); diffprivlib's is an add/remove one,
 which gives only 2 epsilon against replacement: equal nominal epsilon favours diffprivlib.  dpflow's

@@ -18,7 +18,8 @@ Why central quantiles: an extreme one (CWZ's 1%/99%) is ``0.01 n`` ranks from th
 under a small epsilon the mechanism picks the empty stretch between the data and the range's end (its
 width dwarfs the data's gaps); the median and the 75% quantile are at least ``n/4`` ranks from either
 end, which outweighs any range located by the histogram.  Declared policy: a column with more than 75% of its values
-on its median (an indicator column, typically) has spread 0 and is given scale 1 (left unscaled).
+on its median (an indicator column, typically) has spread 0 and is given scale 1 (left unscaled); so is one whose
+spread was searched below ``2^-59`` (:data:`SPREAD_FLOOR`: the modal ``|x - c|`` was 0).
 
 >>> import dpflow as dp
 >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -127,15 +128,22 @@ def stack(*values: Any) -> np.ndarray:
     return out
 
 
-def spread_scale(*spreads: Any) -> np.ndarray:
-    """The released spreads as scales in Gaussian units (``spread / 1.1503``); a zero (or NaN) spread
-    gives scale 1 (the declared policy for columns with most values on their median).
+SPREAD_FLOOR = 2.0**-58
+"""A spread at most this was searched in the range of the two lowest log-scale bins (below ``2^-59``): the
+modal ``|x - c|`` was 0, most values on the median (a 0/1 column with 70% zeros, say).  It counts as a zero
+spread; dividing by it would blow the column up by ``2^58`` or more."""
 
-    >>> spread_scale(0.0, 1.1503493803760079).tolist()
-    [1.0, 1.0]
+
+def spread_scale(*spreads: Any) -> np.ndarray:
+    """The released spreads as scales in Gaussian units (``spread / 1.1503``); a zero (or NaN) spread, or one
+    at most :data:`SPREAD_FLOOR`, gives scale 1 (the declared policy for columns with most values on their
+    median).
+
+    >>> spread_scale(0.0, 1.1503493803760079, 1e-18).tolist()
+    [1.0, 1.0, 1.0]
     """
     v = np.nan_to_num(stack(*spreads), nan=0.0)
-    out: np.ndarray = np.where(v > 0, v / SPREAD_SIGMAS, 1.0)
+    out: np.ndarray = np.where(v > SPREAD_FLOOR, v / SPREAD_SIGMAS, 1.0)
     return out
 
 

@@ -96,7 +96,7 @@ def test_too_few_rows_for_the_scale_step_is_a_public_warning() -> None:
 
 
 def test_spread_scale_and_coefficient_maps() -> None:
-    assert S.spread_scale(0.0, np.nan, 2 * S.SPREAD_SIGMAS).tolist() == [1.0, 1.0, 2.0]
+    assert S.spread_scale(0.0, np.nan, 2 * S.SPREAD_SIGMAS, S.SPREAD_FLOOR).tolist() == [1.0, 1.0, 2.0, 1.0]
     assert S.inverse_diag(np.array([4.0, 0.0])).tolist() == [[0.25, 0.0], [0.0, 0.0]]
     # the standardised least-squares fit mapped back is the raw one
     rng = np.random.default_rng(0)
