@@ -109,8 +109,8 @@ def into_ball(mean: Any, radius: Any) -> np.ndarray:
     """``mean`` projected onto the public ball ``||mu||_2 <= radius`` (a mean with a public bound is clamped
     into it: post-processing); a non-finite mean maps to the ball's centre 0.
 
-    >>> into_ball(np.array([3.0, 4.0]), 1.0).tolist(), into_ball(np.array([np.nan, 1.0]), 1.0).tolist()
-    ([0.6, 0.8], [0.0, 0.0])
+    >>> into_ball(np.array([3.0, 4.0]), 5.0).tolist(), into_ball(np.array([6.0, 8.0]), 5.0).tolist()
+    ([3.0, 4.0], [3.0, 4.0])
     """
     m = np.asarray(mean, dtype=float).reshape(-1)
     r = max(float(radius), 0.0)
