@@ -42,7 +42,6 @@ array([2.9, 1. , 0.3])
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Literal
 
 import attrs
@@ -483,6 +482,26 @@ def covariance_error(m: int, d: int, u: float, rho: float, kurtosis: float, typi
     return s_f / floor if floor > 0 else math.inf
 
 
+def predicted_errors(n: int, d: int, rho: float, R: float, K: float, lower: float, kurtosis: float, split: float,
+                     typical: bool) -> tuple[float, float]:
+    """(covariance, mean): the predicted relative spectral error of the covariance (:func:`covariance_error`)
+    and Mahalanobis error of the mean of :func:`plan`'s estimation under ``rho`` (its share after any scale
+    step), from public inputs only.  The mean's rows are whitened by the released covariance, so their
+    covariance is at most ``I / (1 - e_c)`` and the Mahalanobis error is ``sqrt(1 + e_c)`` times the whitened
+    one (:func:`mean_radii`); never more than ``2 R / sqrt(lower)`` (the mean is clamped into its ball).
+
+    >>> [round(x, 3) for x in predicted_errors(100_000, 10, 0.49, 12.65, 20.0, 0.01, 9.0, 0.5, True)]
+    [0.516, 0.048]
+    """
+    e_c = covariance_error(n // 2, d, K / lower, rho * split, kurtosis, typical)
+    clamp = 2.0 * R / math.sqrt(lower)
+    if not e_c < 1.0:
+        return e_c, clamp
+    _, _, e_w = mean_radii(n, d, R / math.sqrt(lower), 2.0, rho * (1 - split) / 4, rho * (1 - split) * 3 / 4,
+                           kurtosis, 1.0 / (1.0 - e_c))
+    return e_c, min(e_w * math.sqrt(1.0 + e_c), clamp)
+
+
 ROUTES = ("clipped",)
 """The routes of :func:`plan`: ``"clipped"`` (HT_PCE, then the two-step clipped mean of the whitened rows).
 A median-of-means route does not exist in dpflow; the Gaussian route is :func:`dpflow.estimators.gaussian.fit`
@@ -551,13 +570,7 @@ def plan(d: int, n: int, budget: Measure, R: float | None = None, K: float | Non
     N.param(b, "algorithm", 0.0, f"{REF_HTPCE}; {REF_MEAN}" + ("; after the private scale step" if scaled else ""))
     units = "in units of the released column scales" if scaled else "in the data's units"
     # predictions before data (public inputs only)
-    e_c = covariance_error(n // 2, d, K_ / lower, rho * split * rest, kurtosis, typical)
-    clamp = 2.0 * R_ / math.sqrt(lower)  # the clamped mean is within 2R of the truth, Sigma >= lower I
-    maha = clamp
-    if e_c < 1.0:  # whitened by Sigma_hat: the rows' covariance is at most I / (1 - e_c)
-        _, _, e_w = mean_radii(n, d, R_ / math.sqrt(lower), 2.0, rho * (1 - split) * rest / 4,
-                               rho * (1 - split) * rest * 3 / 4, kurtosis, 1.0 / (1.0 - e_c))
-        maha = min(e_w * math.sqrt(1.0 + e_c), clamp)
+    e_c, maha = predicted_errors(n, d, rho * rest, R_, K_, lower, kurtosis, split, typical)
     why = (f"the assumptions: ||mu|| <= {R_:.6g}, {lower:.6g} I <= Sigma <= {K_:.6g} I {units}, directional "
            f"kurtosis <= {kurtosis:g}")
     routes = {"clipped": Prediction("mean", "mahalanobis", maha, CONFIDENCE,
@@ -639,18 +652,20 @@ def fit(X: Any, budget: Measure, mean_bound: float | None = None, cov_bound: flo
         raise DomainError("heavy_tailed.fit", f"X has shape {shape}", "pass an (n, d) array")
     n, d = shape
 
-    def build(rows: int) -> Plan:
-        return plan(d, rows, budget, mean_bound, cov_bound, lower, kurtosis, split, error_bound, route)
-
-    p = build(n)
-    preds = [q for q in p.check().predictions if q.metric != "l2"]
-    for q in preds:
+    p = plan(d, n, budget, mean_bound, cov_bound, lower, kurtosis, split, error_bound, route)
+    scaled = mean_bound is None
+    R_ = SCALED_R_PER_COORD * math.sqrt(d) if mean_bound is None else float(mean_bound)
+    K_ = SCALED_K_PER_COORD * d if cov_bound is None else float(cov_bound)
+    low = (SCALED_LOWER if scaled else 1.0) if lower is None else float(lower)
+    rho = float(total_rho(budget))
+    for q in [q for q in p.check().predictions if q.metric != "l2"]:
         tol = max_error if max_error is not None else (math.sqrt(d) if q.output == "mean" else 1.0)
 
-        def predict(rows: int, out: str = q.output) -> float:
-            with warnings.catch_warnings():  # the candidate plans' own accuracy warnings
-                warnings.simplefilter("ignore")
-                return next(x.value for x in build(rows).check().predictions if x.output == out and x.metric != "l2")
+        def predict(rows: int, k: int = 1 if q.output == "mean" else 0) -> float:
+            from dpflow.estimators.scale import scale_weight
+
+            rest = 1.0 - scale_weight(rows, d, budget)[0] if scaled else 1.0
+            return predicted_errors(rows, d, rho * rest, R_, K_, low, kurtosis, split, _typical(error_bound))[k]
 
         if q.value > tol or math.isinf(q.value):
             need = smallest_n(predict, tol, n)
@@ -667,4 +682,4 @@ def fit(X: Any, budget: Measure, mean_bound: float | None = None, cov_bound: flo
 
 
 __all__ = ["CONFIDENCE", "KURTOSIS", "ROUTES", "SCALED_LOWER", "Fit", "covariance", "covariance_error", "fit", "mean",
-           "mean_radii", "naive_covariance", "one_step", "plan", "tail_bias"]
+           "mean_radii", "naive_covariance", "one_step", "plan", "predicted_errors", "tail_bias"]
