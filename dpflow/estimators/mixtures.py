@@ -42,20 +42,108 @@ and spherical covariances (``sigma^2 I``, the mean eigenvalue of each part's cov
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
+import attrs
 import numpy as np
 from scipy import stats
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.errors import AccuracyWarning
+from dpflow.estimators.gaussian import steps
 from dpflow.estimators.scale import stack
 from dpflow.nodes.base import released_scalar
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
+from dpflow.planner.accuracy import Prediction
 from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, to_float_down
 
-__all__ = ["GaussianMixture", "gaussian_mixture_plan"]
+__all__ = ["GaussianMixture", "NotFound", "gaussian_mixture_plan", "predict_centres"]
+
+CONFIDENCE = 0.9
+"""The confidence of the predicted centre error."""
+
+CELL_SHARE = 0.2
+"""The share of the sample-and-aggregate groups the weakest component's largest cell holds: the low end
+measured in :func:`sa_div` (81 of 400 groups).  Public: the prediction says "not found" when this share of
+the groups is below the cell histogram's release threshold."""
+
+SCALED_RADIUS_PER_COORD, SCALED_SIGMA_RANGE = 4.0, (0.01, 2.0)
+"""The public bounds used without any (``GaussianMixture`` with neither ``radius`` nor ``sigma_range``: the
+scale step runs first): means within ``4 sqrt(d)`` and component scales in ``[0.01, 2]`` in units of the
+released column scales (a component is at most as wide as its column)."""
+
+
+@attrs.frozen
+class NotFound:
+    """The typed "not found" of :class:`GaussianMixture`: fewer components than asked for were released
+    (``n_found`` of ``n_components``), and why (``reason``: the public prediction when n is too small for the
+    budget, else the separation the estimator needs)."""
+
+    n_components: int
+    n_found: int
+    reason: str
+
+
+def _cell_threshold(plan: Plan) -> tuple[float, float]:
+    """(threshold, rho of the smallest ball sum) of a certified mixture plan (no data read): the release
+    threshold of the cell histogram (``inf`` when there is none) and the rho of the noisiest leaf-mean sum."""
+    from fractions import Fraction
+
+    from dpflow.nodes.stability import GaussianStabilityHistogram
+
+    records = {r.id: r for r in plan.records}
+    thr, rho_sum = math.inf, math.inf
+    for e in plan.check().entries:
+        rec = records.get(e.node)
+        if rec is None or e.event is None:
+            continue
+        rho = Fraction(e.event.cost.rho) if e.event.cost.rho is not None else None
+        if rho is None:
+            continue
+        if isinstance(rec.node, GaussianStabilityHistogram):  # group counts of cells, replace: l1 4, l2 2
+            thr = rec.node.scale_threshold(4.0, 2.0, rho)[1]
+        elif rec.node.kind == "GaussianMech" and rec.inputs and records[rec.inputs[0]].node.kind == "Sum":
+            rho_sum = min(rho_sum, float(rho))
+    return thr, rho_sum
+
+
+def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: float, sigma_max: float,
+                    method: str, units: str) -> tuple[Prediction, str]:
+    """The predicted centre error (max over the components, l2, at :data:`CONFIDENCE`) of a certified mixture
+    plan, from public facts only, and the feasibility text.  Sample-and-aggregate with k >= 2 finds the parts
+    only if the weakest component's largest cell (:data:`CELL_SHARE` of the ``n // block_size`` groups)
+    clears the cell histogram's release threshold: if not, the prediction is infinite ("not found" is
+    expected).  Otherwise, given separation at least ``(sqrt k + 2 / sqrt w_min) sigma`` (the AM05-type
+    condition, :data:`DEFAULT_METHOD`), each part's second mean is a clipped sum over the ball of radius
+    ``gram_widen(d) sigma_max sqrt(chi2_d^-1(0.97))`` (l2 sensitivity twice that, Gaussian noise at the plan's
+    certified rho) over at least ``t = w_min n / 2`` rows, plus the sampling error ``sigma_max chi_d / sqrt t``
+    (a union bound over the k components).  Never above ``2 radius`` (the means are clamped into their ball).
+    RPGMP and the warm-up have no prediction here (infinite)."""
+    t = max(1.0, w_min * n / 2)
+    clamp = 2.0 * radius
+    need = f"separation >= (sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} sigma"
+    if method != "sample_aggregate":
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE,
+                          f"no prediction for method={method!r}", method), ""
+    thr, rho_sum = _cell_threshold(plan)
+    groups = n // block_size(n, k, w_min)
+    if k >= 2 and CELL_SHARE * groups < thr:
+        why = (f"n={n} rows give {groups} groups of {block_size(n, k, w_min)} rows; the weakest component's cell "
+               f"holds about {CELL_SHARE:g} of them ({CELL_SHARE * groups:.3g}) and the cell histogram releases "
+               f"only cells above {thr:.4g} groups: the components cannot be found at this n and budget")
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    q = 1.0 - (1.0 - CONFIDENCE) / (2 * k)
+    chi = math.sqrt(float(stats.chi2.ppf(q, d)))
+    rg = gram_widen(d) * sigma_max * math.sqrt(float(stats.chi2.ppf(0.97, d)))
+    noise = 2.0 * rg / math.sqrt(2.0 * rho_sum) * chi / t if rho_sum < math.inf else 0.0
+    err = min(noise + sigma_max * chi / math.sqrt(t), clamp)
+    return Prediction("means", "l2 (max over components)", err, CONFIDENCE,
+                      f"clipped ball mean noise + sampling over t={t:.0f} rows per part {units}, given {need}; "
+                      "routes: sample_aggregate (rpgmp has no prediction)", method), ""
+
 
 BETA = 0.05
 """Failure probability of each accuracy margin (AboveThreshold, terrific certification): mixtures.md 10."""
@@ -172,7 +260,7 @@ def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
 def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float = 1e4,
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
                           seed: int = 0, standardize: bool = False, method: str = DEFAULT_METHOD,
-                          means: str = "parts") -> Plan:
+                          means: str = "parts", prediction: Prediction | None = None) -> Plan:
     """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from sample-and-aggregate
     (``method="sample_aggregate"``, the default: :data:`DEFAULT_METHOD`; with k = 1 the rows in the bounding
     ball are the one part) or from RPGMP (``method="rpgmp"``) or the warm-up chain (``method="warmup"``),
@@ -240,6 +328,11 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         Rb = N.GridValue(values=radii_b)(jb)
         Xb = N.Clip(radius=Rb, center=c)(X)
     out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
+    N.param(b, "mean_clamp", radius, "post-processing (GaussianMixture.fit): each mean found projected onto its "
+                                     "public ball ||mu|| <= radius")
+    if prediction is not None:
+        N.predicted_error(b, prediction.output, prediction.metric, prediction.value, prediction.confidence,
+                          prediction.derivation, prediction.route)
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     starts: list[Any] = []
     given: list[Any] = []
@@ -469,10 +562,10 @@ class GaussianMixture:
     (2, True)
     """
 
-    def __init__(self, n_components: int, budget: Measure, radius: float = 1e4,
-                 sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                 method: str = DEFAULT_METHOD, seed: int = 0, noise: Any = None, standardize: bool = False,
-                 means: str = "parts") -> None:
+    def __init__(self, n_components: int, budget: Measure, radius: float | None = None,
+                 sigma_range: tuple[float, float] | None = None, w_min: float | None = None,
+                 method: str = DEFAULT_METHOD, seed: int = 0, noise: Any = None, standardize: bool | None = None,
+                 means: str = "parts", max_error: float | None = None, strict: bool = False) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if means not in MEANS:
@@ -481,7 +574,8 @@ class GaussianMixture:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         self.n_components, self.budget, self.radius = int(n_components), budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
-        self.standardize, self.means = standardize, means
+        self.standardize, self.means, self.max_error, self.strict = standardize, means, max_error, strict
+        self.not_found_: NotFound | None = None
         self.centre_: np.ndarray | None = None
         self.scale_: np.ndarray | None = None
         self.means_: np.ndarray | None = None
@@ -499,24 +593,40 @@ class GaussianMixture:
         if Xa.ndim != 2 or Xa.dtype.kind not in "biuf":
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
-        plan = gaussian_mixture_plan(d, n, self.n_components, self.budget, self.radius, self.sigma_range,
-                                     self.w_min, self.seed, self.standardize, self.method, self.means)
+        k = self.n_components
+        std = (self.radius is None and self.sigma_range is None) if self.standardize is None else self.standardize
+        radius = self.radius if self.radius is not None else (SCALED_RADIUS_PER_COORD * math.sqrt(d) if std else 1e4)
+        srange = self.sigma_range if self.sigma_range is not None else (SCALED_SIGMA_RANGE if std else (0.01, 100.0))
+        w_min = self.w_min if self.w_min is not None else 1.0 / k
+
+        def build(pred: Prediction | None) -> Plan:
+            return gaussian_mixture_plan(d, n, k, self.budget, radius, srange, self.w_min, self.seed, std,
+                                         self.method, self.means, prediction=pred)
+
+        units = "in units of the released column scales" if std else "in the data's units"
+        pred, infeasible = predict_centres(build(None), n, d, k, w_min, radius, srange[1], self.method, units)
+        plan = build(pred)
+        from dpflow.estimators.tolerance import enforce
+
+        enforce([pred], self.max_error if self.max_error is not None else radius, self.strict,
+                "GaussianMixture.fit", "more rows or a larger budget" + (" (or public bounds)" if std else ""))
         result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
         rel = result.released
         t = float(rel["t"])
         parts = []
         leaves = len([k for k in rel if k.endswith("_n")])
-        floor = (self.sigma_range[0] ** 2) / 4
+        floor = (srange[0] ** 2) / 4
         for i in range(leaves):
             m = released_scalar(rel[f"leaf{i}_n"])
             mean = np.asarray(rel[f"leaf{i}_mean"], dtype=float).reshape(-1)
             if not (m >= t / 2 and np.all(np.isfinite(mean))):
                 continue
+            mean = steps.into_ball(mean, radius)  # post-processing into the public ball (the plan's mean_clamp)
             cov = _psd(np.nan_to_num(np.asarray(rel[f"leaf{i}_gram"], dtype=float)) / m, floor)
             if self.method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
                 cov = max(float(np.trace(cov)) / d, floor) * np.eye(d)
             parts.append((m, mean, cov))
-        if self.standardize:  # back to the data's units (post-processing of released values)
+        if std:  # back to the data's units (post-processing of released values)
             from dpflow.estimators.scale import unstandardize
 
             self.centre_ = np.asarray(rel["centre"], dtype=float).reshape(-1)
@@ -526,6 +636,14 @@ class GaussianMixture:
         parts.sort(key=lambda p: -p[0])
         parts = parts[: self.n_components]
         self.n_found_ = len(parts)
+        self.not_found_ = None
+        if self.n_found_ < k:
+            reason = infeasible or (f"the data did not split into {k} parts: the estimator needs separation >= "
+                                    f"(sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} "
+                                    "sigma and enough rows per component")
+            self.not_found_ = NotFound(k, self.n_found_, reason)
+            warnings.warn(f"GaussianMixture: {self.n_found_} of {k} components found: {reason}", AccuracyWarning,
+                          stacklevel=2)
         if parts:
             total = sum(p[0] for p in parts)
             self.weights_ = np.array([p[0] / total for p in parts])
@@ -540,7 +658,7 @@ class GaussianMixture:
         if self.means_ is None or self.weights_ is None or self.covariances_ is None:
             raise ValueError("call fit before predict")
         if self.n_found_ == 0:
-            raise ValueError("no component was found (see report_): nothing to predict with")
+            raise ValueError(f"no component was found (not_found_: {self.not_found_}): nothing to predict with")
         Xa = np.asarray(X, dtype=float)
         logp = np.stack([np.log(w) + stats.multivariate_normal(m, c, allow_singular=True).logpdf(Xa)
                          for w, m, c in zip(self.weights_, self.means_, self.covariances_, strict=True)], axis=-1)
