@@ -4,13 +4,15 @@ recomposition of the ledger's per-mechanism charges."""
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 
 import dpflow as dp
-from dpflow.estimators.mixtures import GaussianMixture, gaussian_mixture_plan
+from dpflow.estimators.mixtures import GaussianMixture, NotFound, gaussian_mixture_plan
 from dpflow.planner.certify import certify
 from dpflow.planner.ledger import recompose
 
@@ -362,3 +364,56 @@ def test_warmup_finds_strongly_bounded_spherical_components() -> None:
     for c in gm.covariances_:  # spherical: sigma^2 I
         assert np.allclose(c, c[0, 0] * np.eye(3)) and abs(c[0, 0] - 1.0) < 0.15
     assert _misclassified(gm.predict(X), labels, 3) < 0.01
+
+
+# ------------------------------------------------------------------------------ no bounds, accuracy contract
+
+
+def test_no_bounds_at_all_predicts_and_measures_within_the_prediction() -> None:
+    """GaussianMixture(n_components, budget) and nothing else on raw-scale data: the scale step runs first,
+    the centre error is predicted before data (recorded in the ledger) and the measured error, in units of
+    the released scales, is within it."""
+    means = np.array([[0.0, 0.0], [25.0, 10.0]])
+    Z, labels = _mixture(6000, means, 1)
+    unit, shift = np.array([1000.0, 0.01]), np.array([5e4, -3.0])
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), noise=dp.SeededNoise(1)).fit(Z * unit + shift)
+    assert gm.n_found_ == 2 and gm.not_found_ is None and gm.scale_ is not None and gm.centre_ is not None
+    (pred,) = gm.report_.ledger.predictions
+    assert pred.output == "means" and pred.route == "sample_aggregate" and math.isfinite(pred.value)
+    order = np.argsort(gm.means_[:, 0])
+    err = np.linalg.norm((gm.means_[order] - (means * unit + shift)) / gm.scale_, axis=1).max()
+    assert err <= pred.value
+    assert _misclassified(gm.predict(Z * unit + shift), labels, 2) < 0.01
+
+
+def test_breast_cancer_without_bounds_is_finite_and_explains_what_it_did_not_find() -> None:
+    """Issue 29: on sklearn's breast-cancer features (n = 569, d = 30) at (1, 1e-6)-DP nothing was found,
+    silently.  The prediction (before data) says the cell histogram's threshold is out of reach at this n: an
+    infinite prediction and a warning; the result is the typed NotFound, and nothing released is NaN or inf."""
+    from sklearn.datasets import load_breast_cancer
+
+    X = load_breast_cancer().data
+    with pytest.warns(dp.AccuracyWarning, match="cannot be found at this n"):
+        gm = GaussianMixture(2, dp.ApproxDP(1.0, 1e-6), noise=dp.SeededNoise(0)).fit(X)
+    assert isinstance(gm.not_found_, NotFound) and gm.not_found_.n_found == gm.n_found_ < 2
+    assert "groups" in gm.not_found_.reason
+    assert math.isinf(gm.report_.ledger.predictions[0].value)
+    for a in (gm.means_, gm.covariances_, gm.weights_, gm.centre_, gm.scale_):
+        assert a is not None and np.all(np.isfinite(a))
+    assert np.all(np.linalg.norm((gm.means_ - gm.centre_) / gm.scale_, axis=1) <= 4 * math.sqrt(30) * (1 + 1e-9))
+    with pytest.raises(dp.AccuracyError):
+        GaussianMixture(2, dp.ApproxDP(1.0, 1e-6), strict=True).fit(X)
+
+
+def test_init_keeps_the_parameters_as_given_and_the_ledger_depends_on_public_facts_only() -> None:
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), max_error=0.5, strict=False, noise=dp.SeededNoise(0))
+    assert (gm.radius, gm.sigma_range, gm.standardize, gm.max_error, gm.strict) == (None, None, None, 0.5, False)
+    rng = np.random.default_rng(0)
+    X1, X2 = rng.normal(size=(4000, 2)), rng.standard_t(2, size=(4000, 2)) * 1e5
+    ledgers = []
+    for X in (X1, X2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dp.AccuracyWarning)
+            ledgers.append(GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), noise=dp.SeededNoise(0)).fit(X).report_.ledger)
+    assert ledgers[0].predictions == ledgers[1].predictions
+    assert [(e.kind, e.noise) for e in ledgers[0].entries] == [(e.kind, e.noise) for e in ledgers[1].entries]
