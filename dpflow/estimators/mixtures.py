@@ -87,27 +87,38 @@ class NotFound:
     reason: str
 
 
-def _cell_threshold(plan: Plan) -> tuple[float, float]:
-    """(threshold, rho of the smallest ball sum) of a certified mixture plan (no data read): the release
-    threshold of the cell histogram (``inf`` when there is none) and the rho of the noisiest leaf-mean sum."""
+def _feasibility(plan: Plan) -> tuple[float, float, str]:
+    """What a certified mixture plan can find, before data: the release threshold of the sample-and-aggregate
+    cell histogram (``inf`` when there is none), the rho of the noisiest leaf-mean sum, and the text of a
+    radius search that cannot run (an ``AboveThreshold`` with a public threshold whose accuracy margin at its
+    certified epsilon lowers it below its ``min_threshold``: it releases "not found" whatever the data, as
+    RPGMP's and the warm-up's terrific balls do at small n), or ``""``."""
     from fractions import Fraction
 
+    from dpflow.nodes.sparse_vector import AboveThreshold, margin, svt_split
     from dpflow.nodes.stability import GaussianStabilityHistogram
 
     records = {r.id: r for r in plan.records}
-    thr, rho_sum = math.inf, math.inf
+    thr, rho_sum, blocked = math.inf, math.inf, ""
     for e in plan.check().entries:
         rec = records.get(e.node)
         if rec is None or e.event is None:
             continue
-        rho = Fraction(e.event.cost.rho) if e.event.cost.rho is not None else None
-        if rho is None:
-            continue
-        if isinstance(rec.node, GaussianStabilityHistogram):  # group counts of cells, replace: l1 4, l2 2
-            thr = rec.node.scale_threshold(4.0, 2.0, rho)[1]
-        elif rec.node.kind == "GaussianMech" and rec.inputs and records[rec.inputs[0]].node.kind == "Sum":
-            rho_sum = min(rho_sum, float(rho))
-    return thr, rho_sum
+        node, cost = rec.node, e.event.cost
+        if isinstance(node, GaussianStabilityHistogram) and cost.rho is not None:
+            thr = node.scale_threshold(4.0, 2.0, Fraction(cost.rho))[1]  # group counts, replace: l1 4, l2 2
+        elif node.kind == "GaussianMech" and cost.rho is not None and records[rec.inputs[0]].node.kind == "Sum":
+            rho_sum = min(rho_sum, float(cost.rho))
+        elif (isinstance(node, AboveThreshold) and isinstance(node.threshold, float) and node.min_threshold is not None
+              and node.margin_beta is not None and cost.pure_eps is not None and "=" in e.sensitivity):
+            delta = float(e.sensitivity.rsplit("=", 1)[1])
+            m = len(getattr(records[rec.inputs[0]].node, "radii", ())) or 1
+            eps1, eps2 = svt_split(Fraction(cost.pure_eps))
+            alpha = margin(delta, m, float(eps1), float(eps2), node.margin_beta)
+            if node.threshold - alpha < node.min_threshold and not blocked:
+                blocked = (f"the radius search {e.node} cannot run: its accuracy margin {alpha:.4g} at the certified "
+                           f"epsilon lowers its threshold {node.threshold:.4g} below {node.min_threshold:.4g}")
+    return thr, rho_sum, blocked
 
 
 def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: float, sigma_max: float,
@@ -121,28 +132,32 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
     ``gram_widen(d) sigma_max sqrt(chi2_d^-1(0.97))`` (l2 sensitivity twice that, Gaussian noise at the plan's
     certified rho) over at least ``t = w_min n / 2`` rows, plus the sampling error ``sigma_max chi_d / sqrt t``
     (a union bound over the k components).  Never above ``2 radius`` (the means are clamped into their ball).
-    RPGMP and the warm-up have no prediction here (infinite)."""
+    RPGMP and the warm-up: infinite when a terrific ball's radius search cannot run at this n and budget
+    (:func:`_feasibility`), else the same per-part terms (their second mean is not widened).  The method is the
+    user's (``method=``): the routes are not compared, as only sample-and-aggregate's feasibility is predicted
+    from the cell histogram."""
     t = max(1.0, w_min * n / 2)
     clamp = 2.0 * radius
     need = f"separation >= (sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} sigma"
-    if method != "sample_aggregate":
-        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE,
-                          f"no prediction for method={method!r}", method), ""
-    thr, rho_sum = _cell_threshold(plan)
+    thr, rho_sum, blocked = _feasibility(plan)
     groups = n // block_size(n, k, w_min)
-    if k >= 2 and CELL_SHARE * groups < thr:
+    if k >= 2 and blocked:
+        why = f"n={n} rows are too few for {method} at this budget: {blocked}"
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    if k >= 2 and method == "sample_aggregate" and CELL_SHARE * groups < thr:
         why = (f"n={n} rows give {groups} groups of {block_size(n, k, w_min)} rows; the weakest component's cell "
                f"holds about {CELL_SHARE:g} of them ({CELL_SHARE * groups:.3g}) and the cell histogram releases "
                f"only cells above {thr:.4g} groups: the components cannot be found at this n and budget")
         return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
     q = 1.0 - (1.0 - CONFIDENCE) / (2 * k)
     chi = math.sqrt(float(stats.chi2.ppf(q, d)))
-    rg = gram_widen(d) * sigma_max * math.sqrt(float(stats.chi2.ppf(0.97, d)))
+    rg = (gram_widen(d) if method == "sample_aggregate" else 1.0) * sigma_max * math.sqrt(
+        float(stats.chi2.ppf(0.97, d)))
     noise = 2.0 * rg / math.sqrt(2.0 * rho_sum) * chi / t if rho_sum < math.inf else 0.0
     err = min(noise + sigma_max * chi / math.sqrt(t), clamp)
     return Prediction("means", "l2 (max over components)", err, CONFIDENCE,
                       f"clipped ball mean noise + sampling over t={t:.0f} rows per part {units}, given {need}; "
-                      "routes: sample_aggregate (rpgmp has no prediction)", method), ""
+                      f"method={method!r} (forced by method=)", method), ""
 
 
 BETA = 0.05
