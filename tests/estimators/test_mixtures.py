@@ -417,3 +417,25 @@ def test_init_keeps_the_parameters_as_given_and_the_ledger_depends_on_public_fac
             ledgers.append(GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), noise=dp.SeededNoise(0)).fit(X).report_.ledger)
     assert ledgers[0].predictions == ledgers[1].predictions
     assert [(e.kind, e.noise) for e in ledgers[0].entries] == [(e.kind, e.noise) for e in ledgers[1].entries]
+
+
+@pytest.mark.parametrize("method", ["sample_aggregate", "rpgmp"])
+def test_the_prediction_says_before_data_whether_the_parts_can_be_found(method: str) -> None:
+    """k = 3, d = 5, n = 4000 at (2, 1e-6)-DP: RPGMP's first radius search cannot run at this n (its margin
+    lowers the threshold below its floor: public), so its prediction is infinite and it finds fewer parts;
+    sample-and-aggregate's prediction is finite and its measured centre error is within it."""
+    X, _, means = _benchmark_mixture(4000, 3, 5, 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=1e4, sigma_range=(0.5, 2.0), method=method,
+                             noise=dp.SeededNoise(0)).fit(X)
+    (pred,) = gm.report_.ledger.predictions
+    assert pred.route == method
+    if method == "rpgmp":
+        assert math.isinf(pred.value) and "cannot run" in pred.derivation
+        assert gm.n_found_ < 3 and gm.not_found_ is not None and "cannot run" in gm.not_found_.reason
+        assert any("components found" in str(w.message) for w in caught)
+    else:
+        assert gm.n_found_ == 3 and gm.not_found_ is None
+        err = max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means)
+        assert err <= pred.value < 2.0
