@@ -486,7 +486,8 @@ def predicted_errors(n: int, d: int, rho: float, R: float, K: float, lower: floa
                      typical: bool) -> tuple[float, float]:
     """(covariance, mean): the predicted relative spectral error of the covariance (:func:`covariance_error`)
     and Mahalanobis error of the mean of :func:`plan`'s estimation under ``rho`` (its share after any scale
-    step), from public inputs only.  The mean's rows are whitened by the released covariance, so their
+    step), from public inputs only (:func:`plan` makes both infinite when the scale step's share was capped:
+    its units are then unreliable).  The mean's rows are whitened by the released covariance, so their
     covariance is at most ``I / (1 - e_c)`` and the Mahalanobis error is ``sqrt(1 + e_c)`` times the whitened
     one (:func:`mean_radii`); never more than ``2 R / sqrt(lower)`` (the mean is clamped into its ball).
 
@@ -571,6 +572,9 @@ def plan(d: int, n: int, budget: Measure, R: float | None = None, K: float | Non
     units = "in units of the released column scales" if scaled else "in the data's units"
     # predictions before data (public inputs only)
     e_c, maha = predicted_errors(n, d, rho * rest, R_, K_, lower, kurtosis, split, typical)
+    if capped:  # the scale step is unreliable at this n: its units, and so every prediction, are not bounded
+        e_c = maha = math.inf
+        units += f" (unreliable: n={n} is too few for the scale step of {d} columns under this budget)"
     why = (f"the assumptions: ||mu|| <= {R_:.6g}, {lower:.6g} I <= Sigma <= {K_:.6g} I {units}, directional "
            f"kurtosis <= {kurtosis:g}")
     routes = {"clipped": Prediction("mean", "mahalanobis", maha, CONFIDENCE,
@@ -664,8 +668,10 @@ def fit(X: Any, budget: Measure, mean_bound: float | None = None, cov_bound: flo
         def predict(rows: int, k: int = 1 if q.output == "mean" else 0) -> float:
             from dpflow.estimators.scale import scale_weight
 
-            rest = 1.0 - scale_weight(rows, d, budget)[0] if scaled else 1.0
-            return predicted_errors(rows, d, rho * rest, R_, K_, low, kurtosis, split, _typical(error_bound))[k]
+            w, capped = scale_weight(rows, d, budget) if scaled else (0.0, False)
+            if capped:
+                return math.inf
+            return predicted_errors(rows, d, rho * (1.0 - w), R_, K_, low, kurtosis, split, _typical(error_bound))[k]
 
         if q.value > tol or math.isinf(q.value):
             need = smallest_n(predict, tol, n)

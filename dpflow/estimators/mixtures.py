@@ -122,7 +122,7 @@ def _feasibility(plan: Plan) -> tuple[float, float, str]:
 
 
 def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: float, sigma_max: float,
-                    method: str, units: str) -> tuple[Prediction, str]:
+                    method: str, units: str, scale_capped: bool = False) -> tuple[Prediction, str]:
     """The predicted centre error (max over the components, l2, at :data:`CONFIDENCE`) of a certified mixture
     plan, from public facts only, and the feasibility text.  Sample-and-aggregate with k >= 2 finds the parts
     only if the weakest component's largest cell (:data:`CELL_SHARE` of the ``n // block_size`` groups)
@@ -132,6 +132,7 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
     ``gram_widen(d) sigma_max sqrt(chi2_d^-1(0.97))`` (l2 sensitivity twice that, Gaussian noise at the plan's
     certified rho) over at least ``t = w_min n / 2`` rows, plus the sampling error ``sigma_max chi_d / sqrt t``
     (a union bound over the k components).  Never above ``2 radius`` (the means are clamped into their ball).
+    Infinite when the scale step ran with a capped share (``scale_capped``: its units are unreliable).
     RPGMP and the warm-up: infinite when a terrific ball's radius search cannot run at this n and budget
     (:func:`_feasibility`), else the same per-part terms (their second mean is not widened).  The method is the
     user's (``method=``): the routes are not compared, as only sample-and-aggregate's feasibility is predicted
@@ -148,6 +149,10 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
         why = (f"n={n} rows give {groups} groups of {block_size(n, k, w_min)} rows; the weakest component's cell "
                f"holds about {CELL_SHARE:g} of them ({CELL_SHARE * groups:.3g}) and the cell histogram releases "
                f"only cells above {thr:.4g} groups: the components cannot be found at this n and budget")
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    if scale_capped:
+        why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget: the "
+               "standardised units, and so the centres, are not bounded")
         return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
     q = 1.0 - (1.0 - CONFIDENCE) / (2 * k)
     chi = math.sqrt(float(stats.chi2.ppf(q, d)))
@@ -619,7 +624,10 @@ class GaussianMixture:
                                          self.method, self.means, prediction=pred)
 
         units = "in units of the released column scales" if std else "in the data's units"
-        pred, infeasible = predict_centres(build(None), n, d, k, w_min, radius, srange[1], self.method, units)
+        from dpflow.estimators.scale import scale_weight
+
+        capped = std and scale_weight(n, d, self.budget)[1]
+        pred, infeasible = predict_centres(build(None), n, d, k, w_min, radius, srange[1], self.method, units, capped)
         plan = build(pred)
         from dpflow.estimators.tolerance import enforce
 

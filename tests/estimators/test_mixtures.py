@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dpflow as dp
 from dpflow.estimators.mixtures import GaussianMixture, NotFound, gaussian_mixture_plan
@@ -439,3 +441,25 @@ def test_the_prediction_says_before_data_whether_the_parts_can_be_found(method: 
         assert gm.n_found_ == 3 and gm.not_found_ is None
         err = max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means)
         assert err <= pred.value < 2.0
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(4, 300), d=st.integers(1, 3), k=st.integers(1, 2), eps=st.floats(0.1, 4.0),
+       kind=st.sampled_from(["normal", "nan_rows", "huge", "constant", "t1"]), seed=st.integers(0, 3))
+def test_no_nan_or_inf_is_released_without_bounds(n: int, d: int, k: int, eps: float, kind: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if kind == "nan_rows":
+        X[: n // 3] = np.nan
+    elif kind == "huge":
+        X = X * 1e300
+    elif kind == "constant":
+        X[:, 0] = 3.0
+    elif kind == "t1":
+        X = rng.standard_t(1, size=(n, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gm = GaussianMixture(k, dp.ApproxDP(eps, 1e-6), noise=dp.SeededNoise(seed)).fit(X)
+    for a in (gm.means_, gm.covariances_, gm.weights_, gm.centre_, gm.scale_):
+        assert a is not None and np.all(np.isfinite(a))
+    assert (gm.not_found_ is None) == (gm.n_found_ == k)
