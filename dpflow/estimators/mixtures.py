@@ -28,10 +28,18 @@ part's released location, then within the radius that holds 97% of the part's ro
 the 97% radius measured again about the mean: :data:`RECENTRE_SHARE`).  Parts whose noisy count is below
 ``t / 2`` are empty: fewer parts than asked for is a released outcome (``GaussianMixture.n_found_``).
 
-Raw-scale data (``standardize=True``): the private per-column scale step
-(:func:`dpflow.estimators.scale.column_scales`) releases a centre ``c`` and scale ``s`` per column first, the
-plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the released means and
+Raw-scale data (``standardize=True``, the default of :class:`GaussianMixture` when neither ``radius`` nor
+``sigma_range`` is given: then :data:`SCALED_RADIUS_PER_COORD`, :data:`SCALED_SIGMA_RANGE`): the private
+per-column scale step (:func:`dpflow.estimators.scale.column_scales`) releases a centre ``c`` and scale ``s``
+per column first, the plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the released means and
 covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
+
+Accuracy contract (issue 29): before data, :func:`predict_centres` predicts the centre error (max over the
+components, l2, confidence 0.9) from the certified plan, or "not found" (infinite) when the plan cannot find the
+parts at this n and budget (the cell histogram's threshold out of reach, or a radius search whose margin stops
+it); it is recorded in ``Ledger.predictions`` and checked against ``max_error`` (``strict=True`` refuses before
+data).  Fewer parts than asked for is the typed :class:`NotFound` (``GaussianMixture.not_found_``) with an
+:class:`dpflow.errors.AccuracyWarning`; every mean found is projected onto its public ball (post-processing).
 
 ``method="warmup"`` is Algorithm 1 (mixtures.md 7) for strongly bounded spherical mixtures: no private
 bounding step (``radius`` is taken to bound the means tightly: every row is clipped to the public ball it
@@ -554,11 +562,14 @@ class GaussianMixture:
 
     ``budget`` is an ``ApproxZCDP(rho, delta)`` or ``ApproxDP(epsilon, delta)`` (the heavy-cell search is a
     stability histogram, which needs a delta).  Public bounds: the component means lie within ``radius`` of
-    the origin, the component scales (standard deviations) in ``sigma_range``; ``w_min`` (default
+    the origin, the component scales (standard deviations) in ``sigma_range`` (with neither, the scale step runs
+    first: ``standardize`` defaults to that); ``w_min`` (default
     ``1/k``: the target part size is ``t = w_min n / 2``, so a component of weight ``w >= w_min / 2``
     still holds ``t`` rows) is the smallest weight looked for.  After ``fit``: ``means_``, ``covariances_``,
     ``weights_`` (the parts found, by decreasing weight; fewer than ``n_components`` when the data do not
-    split: ``n_found_``), ``plan_`` and ``report_``.  ``standardize=True`` takes raw-scale data: a private
+    split: ``n_found_``, and ``not_found_``: :class:`NotFound`, with a warning), ``plan_`` and ``report_``.
+    ``max_error`` (default: ``radius``) and ``strict``: the tolerance on the predicted centre error
+    (:func:`predict_centres`), checked before any data is read.  ``standardize=True`` takes raw-scale data: a private
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
     as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"sample_aggregate"`` (default:
     finds the parts at smaller n, faster; ``min(k, d) <= 6``; :data:`DEFAULT_METHOD`), ``"rpgmp"`` (the paper's
