@@ -31,8 +31,8 @@ the 97% radius measured again about the mean: :data:`RECENTRE_SHARE`).  Parts wh
 Raw-scale data (``standardize=True``, the default of :class:`GaussianMixture` when neither ``radius`` nor
 ``sigma_range`` is given: then :data:`SCALED_RADIUS_PER_COORD`, :data:`SCALED_SIGMA_RANGE`): the private
 per-column scale step (:func:`dpflow.estimators.scale.column_scales`) releases a centre ``c`` and scale ``s``
-per column first, the plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the released means and
-covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
+per column first, the plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the
+released means and covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
 
 Accuracy contract (issue 29): before data, :func:`predict_centres` predicts the centre error (max over the
 components, l2, confidence 0.9) from the certified plan, or "not found" (infinite) when the plan cannot find the
