@@ -59,7 +59,7 @@ from scipy import stats
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.errors import AccuracyWarning
+from dpflow.errors import AccuracyWarning, DomainError
 from dpflow.estimators.gaussian import steps
 from dpflow.estimators.scale import stack
 from dpflow.nodes.base import released_scalar
@@ -324,6 +324,10 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     if method == "sample_aggregate" and min(k, d) > 6:
         raise ValueError(f"sample_aggregate keys cells of at most 6 dimensions (the k-dimensional projection, or "
                          f"the data when d <= k): min(n_components, d) <= 6, got k={k}, d={d}; use method='rpgmp'")
+    if method == "sample_aggregate" and k >= 2 and n < block_size(n, k, w_min):
+        raise DomainError("GaussianMixture", f"n={n} rows do not fill one sample-and-aggregate block of "
+                          f"{block_size(n, k, w_min)} rows (k={k}, w_min={w_min:.3g})",
+                          "pass more rows, fewer components or method='rpgmp'")
     if method == "sample_aggregate" and k >= 2:
         # the cell histogram's own delta0: a quarter of an (eps, delta) budget (the planner's zCDP mode then
         # certifies rho by CKS at delta - delta0, dpflow.privacy.approx_zcdp_to_approx_dp), all of an approximate
@@ -557,6 +561,10 @@ def _psd(S: np.ndarray, floor: float) -> np.ndarray:
     return out
 
 
+_GM_PARAMS = ("n_components", "budget", "radius", "sigma_range", "w_min", "method", "seed", "noise", "standardize",
+              "means", "max_error", "strict")
+
+
 class GaussianMixture:
     """A differentially private Gaussian mixture (KSSU19 RPGMP + PGME) with a scikit-learn surface.
 
@@ -603,7 +611,7 @@ class GaussianMixture:
             raise ValueError(f"means must be one of {MEANS}, got {means!r}")
         if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
-        self.n_components, self.budget, self.radius = int(n_components), budget, radius
+        self.n_components, self.budget, self.radius = n_components, budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
         self.standardize, self.means, self.max_error, self.strict = standardize, means, max_error, strict
         self.not_found_: NotFound | None = None
@@ -616,6 +624,19 @@ class GaussianMixture:
         self.plan_: Plan | None = None
         self.report_: Any = None
 
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters, as given (scikit-learn's estimator protocol: ``clone`` works)."""
+        return {k: getattr(self, k) for k in _GM_PARAMS}
+
+    def set_params(self, **params: Any) -> GaussianMixture:
+        """Set constructor parameters (scikit-learn's estimator protocol)."""
+        bad = sorted(set(params) - set(_GM_PARAMS))
+        if bad:
+            raise ValueError(f"invalid parameters {bad} for GaussianMixture; valid: {list(_GM_PARAMS)}")
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
     def fit(self, X: Any) -> GaussianMixture:
         """Certify and run the plan on ``X`` (n x d); public shape errors raise first."""
         from dpflow.interpreter.noise import SecureNoise
@@ -624,7 +645,7 @@ class GaussianMixture:
         if Xa.ndim != 2 or Xa.dtype.kind not in "biuf":
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
-        k = self.n_components
+        k = int(self.n_components)
         std = (self.radius is None and self.sigma_range is None) if self.standardize is None else self.standardize
         radius = self.radius if self.radius is not None else (SCALED_RADIUS_PER_COORD * math.sqrt(d) if std else 1e4)
         srange = self.sigma_range if self.sigma_range is not None else (SCALED_SIGMA_RANGE if std else (0.01, 100.0))

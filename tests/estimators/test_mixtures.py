@@ -410,6 +410,14 @@ def test_breast_cancer_without_bounds_is_finite_and_explains_what_it_did_not_fin
 def test_init_keeps_the_parameters_as_given_and_the_ledger_depends_on_public_facts_only() -> None:
     gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), max_error=0.5, strict=False, noise=dp.SeededNoise(0))
     assert (gm.radius, gm.sigma_range, gm.standardize, gm.max_error, gm.strict) == (None, None, None, 0.5, False)
+    from sklearn.base import clone
+
+    twin = clone(gm)
+    assert twin is not gm and {k: v for k, v in twin.get_params().items() if k != "noise"} == {
+        k: v for k, v in gm.get_params().items() if k != "noise"}
+    assert clone(gm.set_params(strict=True)).strict is True
+    with pytest.raises(ValueError, match="invalid parameters"):
+        gm.set_params(tolerance=1.0)
     rng = np.random.default_rng(0)
     X1, X2 = rng.normal(size=(4000, 2)), rng.standard_t(2, size=(4000, 2)) * 1e5
     ledgers = []
@@ -457,6 +465,10 @@ def test_no_nan_or_inf_is_released_without_bounds(n: int, d: int, k: int, eps: f
         X[:, 0] = 3.0
     elif kind == "t1":
         X = rng.standard_t(1, size=(n, d))
+    if k == 2 and n < 6:  # public: fewer rows than one block (k + 1 rows, 3 per component)
+        with pytest.raises(dp.DomainError, match="one sample-and-aggregate block"):
+            GaussianMixture(k, dp.ApproxDP(eps, 1e-6)).fit(X)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         gm = GaussianMixture(k, dp.ApproxDP(eps, 1e-6), noise=dp.SeededNoise(seed)).fit(X)
