@@ -142,9 +142,9 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
     (a union bound over the k components).  Never above ``2 radius`` (the means are clamped into their ball).
     Infinite when the scale step ran with a capped share (``scale_capped``: its units are unreliable).
     RPGMP and the warm-up: infinite when a terrific ball's radius search cannot run at this n and budget
-    (:func:`_feasibility`), else the same per-part terms (their second mean is not widened).  The method is the
-    user's (``method=``): the routes are not compared, as only sample-and-aggregate's feasibility is predicted
-    from the cell histogram."""
+    (:func:`_feasibility`), else the same per-part terms (their second mean is not widened).
+    :class:`GaussianMixture` compares sample-and-aggregate's and RPGMP's predictions (``choose_route``) unless
+    ``method=`` forces one."""
     t = max(1.0, w_min * n / 2)
     clamp = 2.0 * radius
     need = f"separation >= (sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} sigma"
@@ -170,7 +170,7 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
     err = min(noise + sigma_max * chi / math.sqrt(t), clamp)
     return Prediction("means", "l2 (max over components)", err, CONFIDENCE,
                       f"clipped ball mean noise + sampling over t={t:.0f} rows per part {units}, given {need}; "
-                      f"method={method!r} (forced by method=)", method), ""
+                      f"method={method!r}", method), ""
 
 
 BETA = 0.05
@@ -579,11 +579,13 @@ class GaussianMixture:
     ``max_error`` (default: ``radius``) and ``strict``: the tolerance on the predicted centre error
     (:func:`predict_centres`), checked before any data is read.  ``standardize=True`` takes raw-scale data: a private
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
-    as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"sample_aggregate"`` (default:
-    finds the parts at smaller n, faster; ``min(k, d) <= 6``; :data:`DEFAULT_METHOD`), ``"rpgmp"`` (the paper's
-    recursive partition) or ``"warmup"`` (strongly bounded spherical mixtures: ``radius`` a tight public bound
-    on the means); with ``"sample_aggregate"``, ``means="blocks"`` averages the blocks' matched centres instead
-    of each part's rows (less accurate, :data:`MEANS`).
+    as ``centre_`` and ``scale_``; see the module docstring).  ``method``: by default (``None``) the route with
+    the smaller predicted centre error (:func:`predict_centres`) of ``"sample_aggregate"`` (finds the parts at
+    smaller n, faster; ``min(k, d) <= 6``; :data:`DEFAULT_METHOD`, which wins ties) and ``"rpgmp"`` (the paper's
+    recursive partition), chosen before data and released as ``method_``; or forced: one of those or
+    ``"warmup"`` (strongly bounded spherical mixtures: ``radius`` a tight public bound on the means); with
+    ``"sample_aggregate"``, ``means="blocks"`` averages the blocks' matched centres instead of each part's rows
+    (less accurate, :data:`MEANS`).
 
     Covariances need more rows than means: each part's Gram matrix gets Gaussian noise scaled by the square of
     its radius (about ``d`` component variances), so the spectral error falls as ``d^1.5 / (rows per part)``.
@@ -603,9 +605,9 @@ class GaussianMixture:
 
     def __init__(self, n_components: int, budget: Measure, radius: float | None = None,
                  sigma_range: tuple[float, float] | None = None, w_min: float | None = None,
-                 method: str = DEFAULT_METHOD, seed: int = 0, noise: Any = None, standardize: bool | None = None,
+                 method: str | None = None, seed: int = 0, noise: Any = None, standardize: bool | None = None,
                  means: str = "parts", max_error: float | None = None, strict: bool = False) -> None:
-        if method not in METHODS:
+        if method is not None and method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if means not in MEANS:
             raise ValueError(f"means must be one of {MEANS}, got {means!r}")
@@ -615,6 +617,7 @@ class GaussianMixture:
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
         self.standardize, self.means, self.max_error, self.strict = standardize, means, max_error, strict
         self.not_found_: NotFound | None = None
+        self.method_: str | None = None
         self.centre_: np.ndarray | None = None
         self.scale_: np.ndarray | None = None
         self.means_: np.ndarray | None = None
@@ -623,6 +626,15 @@ class GaussianMixture:
         self.n_found_ = 0
         self.plan_: Plan | None = None
         self.report_: Any = None
+
+    def _routes(self, k: int, d: int) -> list[str]:
+        """The methods compared (public): the one forced by ``method=``, else sample-and-aggregate (first:
+        it wins ties; only when ``min(k, d) <= 6`` and always with ``means="blocks"``) and RPGMP."""
+        if self.method is not None:
+            return [self.method]
+        if self.means == "blocks":
+            return ["sample_aggregate"]
+        return (["sample_aggregate"] if min(k, d) <= 6 else []) + ["rpgmp"]
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's parameters, as given (scikit-learn's estimator protocol: ``clone`` works)."""
@@ -651,17 +663,24 @@ class GaussianMixture:
         srange = self.sigma_range if self.sigma_range is not None else (SCALED_SIGMA_RANGE if std else (0.01, 100.0))
         w_min = self.w_min if self.w_min is not None else 1.0 / k
 
-        def build(pred: Prediction | None) -> Plan:
+        def build(method: str, pred: Prediction | None) -> Plan:
             return gaussian_mixture_plan(d, n, k, self.budget, radius, srange, self.w_min, self.seed, std,
-                                         self.method, self.means, prediction=pred)
+                                         method, self.means, prediction=pred)
+
+        from dpflow.estimators.scale import scale_weight
+        from dpflow.estimators.tolerance import choose_route, enforce
 
         units = "in units of the released column scales" if std else "in the data's units"
-        from dpflow.estimators.scale import scale_weight
-
         capped = std and scale_weight(n, d, self.budget)[1]
-        pred, infeasible = predict_centres(build(None), n, d, k, w_min, radius, srange[1], self.method, units, capped)
-        plan = build(pred)
-        from dpflow.estimators.tolerance import enforce
+        routes = {m: predict_centres(build(m, None), n, d, k, w_min, radius, srange[1], m, units, capped)
+                  for m in self._routes(k, d)}
+        method = choose_route({m: p for m, (p, _) in routes.items()}, self.method)
+        compared = ", ".join(f"{m} {p.value:.4g}" for m, (p, _) in routes.items())
+        pred, infeasible = routes[method]
+        pred = attrs.evolve(pred, derivation=f"{pred.derivation}; routes compared: {compared}"
+                            + (" (forced by method=)" if self.method is not None else ""))
+        plan = build(method, pred)
+        self.method_ = method
 
         enforce([pred], self.max_error if self.max_error is not None else radius, self.strict,
                 "GaussianMixture.fit", "more rows or a larger budget" + (" (or public bounds)" if std else ""))
@@ -678,7 +697,7 @@ class GaussianMixture:
                 continue
             mean = steps.into_ball(mean, radius)  # post-processing into the public ball (the plan's mean_clamp)
             cov = _psd(np.nan_to_num(np.asarray(rel[f"leaf{i}_gram"], dtype=float)) / m, floor)
-            if self.method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
+            if method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
                 cov = max(float(np.trace(cov)) / d, floor) * np.eye(d)
             parts.append((m, mean, cov))
         if std:  # back to the data's units (post-processing of released values)

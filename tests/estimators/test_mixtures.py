@@ -288,7 +288,7 @@ def test_the_default_is_sample_aggregate_and_one_component_is_the_bounding_ball(
     bounding ball, estimated from its within-ball mean (and the (eps, delta) budget is used as given)."""
     from dpflow.estimators.mixtures import DEFAULT_METHOD
 
-    assert DEFAULT_METHOD == "sample_aggregate" and GaussianMixture(2, dp.ApproxDP(2.0, 1e-6)).method == DEFAULT_METHOD
+    assert DEFAULT_METHOD == "sample_aggregate" and GaussianMixture(2, dp.ApproxDP(2.0, 1e-6)).method is None
     kinds = {e.kind for e in certify(gaussian_mixture_plan(d=5, n=4000, k=3, budget=dp.ApproxDP(2.0, 1e-6),
                                                            sigma_range=(0.5, 2.0))).ledger.events()}
     assert "GaussianStabilityHistogram" in kinds and "StabilityHistogram" not in kinds
@@ -381,7 +381,8 @@ def test_no_bounds_at_all_predicts_and_measures_within_the_prediction() -> None:
     gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), noise=dp.SeededNoise(1)).fit(Z * unit + shift)
     assert gm.n_found_ == 2 and gm.not_found_ is None and gm.scale_ is not None and gm.centre_ is not None
     (pred,) = gm.report_.ledger.predictions
-    assert pred.output == "means" and pred.route == "sample_aggregate" and math.isfinite(pred.value)
+    assert pred.output == "means" and pred.route == gm.method_ == "sample_aggregate" and math.isfinite(pred.value)
+    assert "routes compared: sample_aggregate" in pred.derivation and ", rpgmp " in pred.derivation
     order = np.argsort(gm.means_[:, 0])
     err = np.linalg.norm((gm.means_[order] - (means * unit + shift)) / gm.scale_, axis=1).max()
     assert err <= pred.value
@@ -399,7 +400,9 @@ def test_breast_cancer_without_bounds_is_finite_and_explains_what_it_did_not_fin
         gm = GaussianMixture(2, dp.ApproxDP(1.0, 1e-6), noise=dp.SeededNoise(0)).fit(X)
     assert isinstance(gm.not_found_, NotFound) and gm.not_found_.n_found == gm.n_found_ < 2
     assert "groups" in gm.not_found_.reason
-    assert math.isinf(gm.report_.ledger.predictions[0].value)
+    (pred,) = gm.report_.ledger.predictions
+    assert math.isinf(pred.value) and "routes compared: sample_aggregate inf, rpgmp inf" in pred.derivation
+    assert gm.method_ == "sample_aggregate"  # ties go to the first route
     for a in (gm.means_, gm.covariances_, gm.weights_, gm.centre_, gm.scale_):
         assert a is not None and np.all(np.isfinite(a))
     assert np.all(np.linalg.norm((gm.means_ - gm.centre_) / gm.scale_, axis=1) <= 4 * math.sqrt(30) * (1 + 1e-9))
