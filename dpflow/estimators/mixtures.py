@@ -28,10 +28,18 @@ part's released location, then within the radius that holds 97% of the part's ro
 the 97% radius measured again about the mean: :data:`RECENTRE_SHARE`).  Parts whose noisy count is below
 ``t / 2`` are empty: fewer parts than asked for is a released outcome (``GaussianMixture.n_found_``).
 
-Raw-scale data (``standardize=True``): the private per-column scale step
-(:func:`dpflow.estimators.scale.column_scales`) releases a centre ``c`` and scale ``s`` per column first, the
-plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the released means and
-covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
+Raw-scale data (``standardize=True``, the default of :class:`GaussianMixture` when neither ``radius`` nor
+``sigma_range`` is given: then :data:`SCALED_RADIUS_PER_COORD`, :data:`SCALED_SIGMA_RANGE`): the private
+per-column scale step (:func:`dpflow.estimators.scale.column_scales`) releases a centre ``c`` and scale ``s``
+per column first, the plan above runs on ``(x - c) / s`` (the public bounds then in units of ``s``), and the
+released means and covariances are mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).
+
+Accuracy contract (issue 29): before data, :func:`predict_centres` predicts the centre error (max over the
+components, l2, confidence 0.9) from the certified plan, or "not found" (infinite) when the plan cannot find the
+parts at this n and budget (the cell histogram's threshold out of reach, or a radius search whose margin stops
+it); it is recorded in ``Ledger.predictions`` and checked against ``max_error`` (``strict=True`` refuses before
+data).  Fewer parts than asked for is the typed :class:`NotFound` (``GaussianMixture.not_found_``) with an
+:class:`dpflow.errors.AccuracyWarning`; every mean found is projected onto its public ball (post-processing).
 
 ``method="warmup"`` is Algorithm 1 (mixtures.md 7) for strongly bounded spherical mixtures: no private
 bounding step (``radius`` is taken to bound the means tightly: every row is clipped to the public ball it
@@ -42,20 +50,128 @@ and spherical covariances (``sigma^2 I``, the mean eigenvalue of each part's cov
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
+import attrs
 import numpy as np
 from scipy import stats
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.errors import AccuracyWarning, DomainError
+from dpflow.estimators.gaussian import steps
 from dpflow.estimators.scale import stack
 from dpflow.nodes.base import released_scalar
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
+from dpflow.planner.accuracy import Prediction
 from dpflow.privacy import ApproxDP, ApproxZCDP, Measure, to_float_down
 
-__all__ = ["GaussianMixture", "gaussian_mixture_plan"]
+__all__ = ["GaussianMixture", "NotFound", "gaussian_mixture_plan", "predict_centres"]
+
+CONFIDENCE = 0.9
+"""The confidence of the predicted centre error."""
+
+CELL_SHARE = 0.2
+"""The share of the sample-and-aggregate groups the weakest component's largest cell holds: the low end
+measured in :func:`sa_div` (81 of 400 groups).  Public: the prediction says "not found" when this share of
+the groups is below the cell histogram's release threshold."""
+
+SCALED_RADIUS_PER_COORD, SCALED_SIGMA_RANGE = 4.0, (0.01, 2.0)
+"""The public bounds used without any (``GaussianMixture`` with neither ``radius`` nor ``sigma_range``: the
+scale step runs first): means within ``4 sqrt(d)`` and component scales in ``[0.01, 2]`` in units of the
+released column scales (a component is at most as wide as its column)."""
+
+
+@attrs.frozen
+class NotFound:
+    """The typed "not found" of :class:`GaussianMixture`: fewer components than asked for were released
+    (``n_found`` of ``n_components``), and why (``reason``: the public prediction when n is too small for the
+    budget, else the separation the estimator needs)."""
+
+    n_components: int
+    n_found: int
+    reason: str
+
+
+def _feasibility(plan: Plan) -> tuple[float, float, str]:
+    """What a certified mixture plan can find, before data: the release threshold of the sample-and-aggregate
+    cell histogram (``inf`` when there is none), the rho of the noisiest leaf-mean sum, and the text of a
+    radius search that cannot run (an ``AboveThreshold`` with a public threshold whose accuracy margin at its
+    certified epsilon lowers it below its ``min_threshold``: it releases "not found" whatever the data, as
+    RPGMP's and the warm-up's terrific balls do at small n), or ``""``."""
+    from fractions import Fraction
+
+    from dpflow.nodes.sparse_vector import AboveThreshold, margin, svt_split
+    from dpflow.nodes.stability import GaussianStabilityHistogram
+
+    records = {r.id: r for r in plan.records}
+    thr, rho_sum, blocked = math.inf, math.inf, ""
+    for e in plan.check().entries:
+        rec = records.get(e.node)
+        if rec is None or e.event is None:
+            continue
+        node, cost = rec.node, e.event.cost
+        if isinstance(node, GaussianStabilityHistogram) and cost.rho is not None:
+            thr = node.scale_threshold(4.0, 2.0, Fraction(cost.rho))[1]  # group counts, replace: l1 4, l2 2
+        elif node.kind == "GaussianMech" and cost.rho is not None and records[rec.inputs[0]].node.kind == "Sum":
+            rho_sum = min(rho_sum, float(cost.rho))
+        elif (isinstance(node, AboveThreshold) and isinstance(node.threshold, float) and node.min_threshold is not None
+              and node.margin_beta is not None and cost.pure_eps is not None and "=" in e.sensitivity):
+            delta = float(e.sensitivity.rsplit("=", 1)[1])
+            m = len(getattr(records[rec.inputs[0]].node, "radii", ())) or 1
+            eps1, eps2 = svt_split(Fraction(cost.pure_eps))
+            alpha = margin(delta, m, float(eps1), float(eps2), node.margin_beta)
+            if node.threshold - alpha < node.min_threshold and not blocked:
+                blocked = (f"the radius search {e.node} cannot run: its accuracy margin {alpha:.4g} at the certified "
+                           f"epsilon lowers its threshold {node.threshold:.4g} below {node.min_threshold:.4g}")
+    return thr, rho_sum, blocked
+
+
+def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: float, sigma_max: float,
+                    method: str, units: str, scale_capped: bool = False) -> tuple[Prediction, str]:
+    """The predicted centre error (max over the components, l2, at :data:`CONFIDENCE`) of a certified mixture
+    plan, from public facts only, and the feasibility text.  Sample-and-aggregate with k >= 2 finds the parts
+    only if the weakest component's largest cell (:data:`CELL_SHARE` of the ``n // block_size`` groups)
+    clears the cell histogram's release threshold: if not, the prediction is infinite ("not found" is
+    expected).  Otherwise, given separation at least ``(sqrt k + 2 / sqrt w_min) sigma`` (the AM05-type
+    condition, :data:`DEFAULT_METHOD`), each part's second mean is a clipped sum over the ball of radius
+    ``gram_widen(d) sigma_max sqrt(chi2_d^-1(0.97))`` (l2 sensitivity twice that, Gaussian noise at the plan's
+    certified rho) over at least ``t = w_min n / 2`` rows, plus the sampling error ``sigma_max chi_d / sqrt t``
+    (a union bound over the k components).  Never above ``2 radius`` (the means are clamped into their ball).
+    Infinite when the scale step ran with a capped share (``scale_capped``: its units are unreliable).
+    RPGMP and the warm-up: infinite when a terrific ball's radius search cannot run at this n and budget
+    (:func:`_feasibility`), else the same per-part terms (their second mean is not widened).
+    :class:`GaussianMixture` compares sample-and-aggregate's and RPGMP's predictions (``choose_route``) unless
+    ``method=`` forces one."""
+    t = max(1.0, w_min * n / 2)
+    clamp = 2.0 * radius
+    need = f"separation >= (sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} sigma"
+    thr, rho_sum, blocked = _feasibility(plan)
+    groups = n // block_size(n, k, w_min)
+    if k >= 2 and blocked:
+        why = f"n={n} rows are too few for {method} at this budget: {blocked}"
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    if k >= 2 and method == "sample_aggregate" and CELL_SHARE * groups < thr:
+        why = (f"n={n} rows give {groups} groups of {block_size(n, k, w_min)} rows; the weakest component's cell "
+               f"holds about {CELL_SHARE:g} of them ({CELL_SHARE * groups:.3g}) and the cell histogram releases "
+               f"only cells above {thr:.4g} groups: the components cannot be found at this n and budget")
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    if scale_capped:
+        why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget: the "
+               "standardised units, and so the centres, are not bounded")
+        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    q = 1.0 - (1.0 - CONFIDENCE) / (2 * k)
+    chi = math.sqrt(float(stats.chi2.ppf(q, d)))
+    rg = (gram_widen(d) if method == "sample_aggregate" else 1.0) * sigma_max * math.sqrt(
+        float(stats.chi2.ppf(0.97, d)))
+    noise = 2.0 * rg / math.sqrt(2.0 * rho_sum) * chi / t if rho_sum < math.inf else 0.0
+    err = min(noise + sigma_max * chi / math.sqrt(t), clamp)
+    return Prediction("means", "l2 (max over components)", err, CONFIDENCE,
+                      f"clipped ball mean noise + sampling over t={t:.0f} rows per part {units}, given {need}; "
+                      f"method={method!r}", method), ""
+
 
 BETA = 0.05
 """Failure probability of each accuracy margin (AboveThreshold, terrific certification): mixtures.md 10."""
@@ -172,7 +288,7 @@ def _clip_radius(radius: float, sigma_max: float, d: int, n: int) -> float:
 def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float = 1e4,
                           sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
                           seed: int = 0, standardize: bool = False, method: str = DEFAULT_METHOD,
-                          means: str = "parts") -> Plan:
+                          means: str = "parts", prediction: Prediction | None = None) -> Plan:
     """The PGME plan for ``n`` rows in R^d and ``k`` components: the parts from sample-and-aggregate
     (``method="sample_aggregate"``, the default: :data:`DEFAULT_METHOD`; with k = 1 the rows in the bounding
     ball are the one part) or from RPGMP (``method="rpgmp"``) or the warm-up chain (``method="warmup"``),
@@ -208,6 +324,10 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     if method == "sample_aggregate" and min(k, d) > 6:
         raise ValueError(f"sample_aggregate keys cells of at most 6 dimensions (the k-dimensional projection, or "
                          f"the data when d <= k): min(n_components, d) <= 6, got k={k}, d={d}; use method='rpgmp'")
+    if method == "sample_aggregate" and k >= 2 and n < block_size(n, k, w_min):
+        raise DomainError("GaussianMixture", f"n={n} rows do not fill one sample-and-aggregate block of "
+                          f"{block_size(n, k, w_min)} rows (k={k}, w_min={w_min:.3g})",
+                          "pass more rows, fewer components or method='rpgmp'")
     if method == "sample_aggregate" and k >= 2:
         # the cell histogram's own delta0: a quarter of an (eps, delta) budget (the planner's zCDP mode then
         # certifies rho by CKS at delta - delta0, dpflow.privacy.approx_zcdp_to_approx_dp), all of an approximate
@@ -240,6 +360,11 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         Rb = N.GridValue(values=radii_b)(jb)
         Xb = N.Clip(radius=Rb, center=c)(X)
     out: dict[str, Any] = {"t": N.param(b, "t", float(t), f"ceil(w_min n / 2), w_min = {w_min:.6g}"), **scaled}
+    N.param(b, "mean_clamp", radius, "post-processing (GaussianMixture.fit): each mean found projected onto its "
+                                     "public ball ||mu|| <= radius")
+    if prediction is not None:
+        N.predicted_error(b, prediction.output, prediction.metric, prediction.value, prediction.confidence,
+                          prediction.derivation, prediction.route)
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     starts: list[Any] = []
     given: list[Any] = []
@@ -436,22 +561,31 @@ def _psd(S: np.ndarray, floor: float) -> np.ndarray:
     return out
 
 
+_GM_PARAMS = ("n_components", "budget", "radius", "sigma_range", "w_min", "method", "seed", "noise", "standardize",
+              "means", "max_error", "strict")
+
+
 class GaussianMixture:
     """A differentially private Gaussian mixture (KSSU19 RPGMP + PGME) with a scikit-learn surface.
 
     ``budget`` is an ``ApproxZCDP(rho, delta)`` or ``ApproxDP(epsilon, delta)`` (the heavy-cell search is a
     stability histogram, which needs a delta).  Public bounds: the component means lie within ``radius`` of
-    the origin, the component scales (standard deviations) in ``sigma_range``; ``w_min`` (default
+    the origin, the component scales (standard deviations) in ``sigma_range`` (with neither, the scale step runs
+    first: ``standardize`` defaults to that); ``w_min`` (default
     ``1/k``: the target part size is ``t = w_min n / 2``, so a component of weight ``w >= w_min / 2``
     still holds ``t`` rows) is the smallest weight looked for.  After ``fit``: ``means_``, ``covariances_``,
     ``weights_`` (the parts found, by decreasing weight; fewer than ``n_components`` when the data do not
-    split: ``n_found_``), ``plan_`` and ``report_``.  ``standardize=True`` takes raw-scale data: a private
+    split: ``n_found_``, and ``not_found_``: :class:`NotFound`, with a warning), ``plan_`` and ``report_``.
+    ``max_error`` (default: ``radius``) and ``strict``: the tolerance on the predicted centre error
+    (:func:`predict_centres`), checked before any data is read.  ``standardize=True`` takes raw-scale data: a private
     per-column centre and scale first (``radius`` and ``sigma_range`` are then in units of those scales, released
-    as ``centre_`` and ``scale_``; see the module docstring).  ``method``: ``"sample_aggregate"`` (default:
-    finds the parts at smaller n, faster; ``min(k, d) <= 6``; :data:`DEFAULT_METHOD`), ``"rpgmp"`` (the paper's
-    recursive partition) or ``"warmup"`` (strongly bounded spherical mixtures: ``radius`` a tight public bound
-    on the means); with ``"sample_aggregate"``, ``means="blocks"`` averages the blocks' matched centres instead
-    of each part's rows (less accurate, :data:`MEANS`).
+    as ``centre_`` and ``scale_``; see the module docstring).  ``method``: by default (``None``) the route with
+    the smaller predicted centre error (:func:`predict_centres`) of ``"sample_aggregate"`` (finds the parts at
+    smaller n, faster; ``min(k, d) <= 6``; :data:`DEFAULT_METHOD`, which wins ties) and ``"rpgmp"`` (the paper's
+    recursive partition), chosen before data and released as ``method_``; or forced: one of those or
+    ``"warmup"`` (strongly bounded spherical mixtures: ``radius`` a tight public bound on the means); with
+    ``"sample_aggregate"``, ``means="blocks"`` averages the blocks' matched centres instead of each part's rows
+    (less accurate, :data:`MEANS`).
 
     Covariances need more rows than means: each part's Gram matrix gets Gaussian noise scaled by the square of
     its radius (about ``d`` component variances), so the spectral error falls as ``d^1.5 / (rows per part)``.
@@ -469,19 +603,21 @@ class GaussianMixture:
     (2, True)
     """
 
-    def __init__(self, n_components: int, budget: Measure, radius: float = 1e4,
-                 sigma_range: tuple[float, float] = (0.01, 100.0), w_min: float | None = None,
-                 method: str = DEFAULT_METHOD, seed: int = 0, noise: Any = None, standardize: bool = False,
-                 means: str = "parts") -> None:
-        if method not in METHODS:
+    def __init__(self, n_components: int, budget: Measure, radius: float | None = None,
+                 sigma_range: tuple[float, float] | None = None, w_min: float | None = None,
+                 method: str | None = None, seed: int = 0, noise: Any = None, standardize: bool | None = None,
+                 means: str = "parts", max_error: float | None = None, strict: bool = False) -> None:
+        if method is not None and method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if means not in MEANS:
             raise ValueError(f"means must be one of {MEANS}, got {means!r}")
         if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
-        self.n_components, self.budget, self.radius = int(n_components), budget, radius
+        self.n_components, self.budget, self.radius = n_components, budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
-        self.standardize, self.means = standardize, means
+        self.standardize, self.means, self.max_error, self.strict = standardize, means, max_error, strict
+        self.not_found_: NotFound | None = None
+        self.method_: str | None = None
         self.centre_: np.ndarray | None = None
         self.scale_: np.ndarray | None = None
         self.means_: np.ndarray | None = None
@@ -491,6 +627,28 @@ class GaussianMixture:
         self.plan_: Plan | None = None
         self.report_: Any = None
 
+    def _routes(self, k: int, d: int) -> list[str]:
+        """The methods compared (public): the one forced by ``method=``, else sample-and-aggregate (first:
+        it wins ties; only when ``min(k, d) <= 6`` and always with ``means="blocks"``) and RPGMP."""
+        if self.method is not None:
+            return [self.method]
+        if self.means == "blocks":
+            return ["sample_aggregate"]
+        return (["sample_aggregate"] if min(k, d) <= 6 else []) + ["rpgmp"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters, as given (scikit-learn's estimator protocol: ``clone`` works)."""
+        return {k: getattr(self, k) for k in _GM_PARAMS}
+
+    def set_params(self, **params: Any) -> GaussianMixture:
+        """Set constructor parameters (scikit-learn's estimator protocol)."""
+        bad = sorted(set(params) - set(_GM_PARAMS))
+        if bad:
+            raise ValueError(f"invalid parameters {bad} for GaussianMixture; valid: {list(_GM_PARAMS)}")
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
     def fit(self, X: Any) -> GaussianMixture:
         """Certify and run the plan on ``X`` (n x d); public shape errors raise first."""
         from dpflow.interpreter.noise import SecureNoise
@@ -499,24 +657,50 @@ class GaussianMixture:
         if Xa.ndim != 2 or Xa.dtype.kind not in "biuf":
             raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
-        plan = gaussian_mixture_plan(d, n, self.n_components, self.budget, self.radius, self.sigma_range,
-                                     self.w_min, self.seed, self.standardize, self.method, self.means)
+        k = int(self.n_components)
+        std = (self.radius is None and self.sigma_range is None) if self.standardize is None else self.standardize
+        radius = self.radius if self.radius is not None else (SCALED_RADIUS_PER_COORD * math.sqrt(d) if std else 1e4)
+        srange = self.sigma_range if self.sigma_range is not None else (SCALED_SIGMA_RANGE if std else (0.01, 100.0))
+        w_min = self.w_min if self.w_min is not None else 1.0 / k
+
+        def build(method: str, pred: Prediction | None) -> Plan:
+            return gaussian_mixture_plan(d, n, k, self.budget, radius, srange, self.w_min, self.seed, std,
+                                         method, self.means, prediction=pred)
+
+        from dpflow.estimators.scale import scale_weight
+        from dpflow.estimators.tolerance import choose_route, enforce
+
+        units = "in units of the released column scales" if std else "in the data's units"
+        capped = std and scale_weight(n, d, self.budget)[1]
+        routes = {m: predict_centres(build(m, None), n, d, k, w_min, radius, srange[1], m, units, capped)
+                  for m in self._routes(k, d)}
+        method = choose_route({m: p for m, (p, _) in routes.items()}, self.method)
+        compared = ", ".join(f"{m} {p.value:.4g}" for m, (p, _) in routes.items())
+        pred, infeasible = routes[method]
+        pred = attrs.evolve(pred, derivation=f"{pred.derivation}; routes compared: {compared}"
+                            + (" (forced by method=)" if self.method is not None else ""))
+        plan = build(method, pred)
+        self.method_ = method
+
+        enforce([pred], self.max_error if self.max_error is not None else radius, self.strict,
+                "GaussianMixture.fit", "more rows or a larger budget" + (" (or public bounds)" if std else ""))
         result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
         rel = result.released
         t = float(rel["t"])
         parts = []
         leaves = len([k for k in rel if k.endswith("_n")])
-        floor = (self.sigma_range[0] ** 2) / 4
+        floor = (srange[0] ** 2) / 4
         for i in range(leaves):
             m = released_scalar(rel[f"leaf{i}_n"])
             mean = np.asarray(rel[f"leaf{i}_mean"], dtype=float).reshape(-1)
             if not (m >= t / 2 and np.all(np.isfinite(mean))):
                 continue
+            mean = steps.into_ball(mean, radius)  # post-processing into the public ball (the plan's mean_clamp)
             cov = _psd(np.nan_to_num(np.asarray(rel[f"leaf{i}_gram"], dtype=float)) / m, floor)
-            if self.method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
+            if method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
                 cov = max(float(np.trace(cov)) / d, floor) * np.eye(d)
             parts.append((m, mean, cov))
-        if self.standardize:  # back to the data's units (post-processing of released values)
+        if std:  # back to the data's units (post-processing of released values)
             from dpflow.estimators.scale import unstandardize
 
             self.centre_ = np.asarray(rel["centre"], dtype=float).reshape(-1)
@@ -526,6 +710,14 @@ class GaussianMixture:
         parts.sort(key=lambda p: -p[0])
         parts = parts[: self.n_components]
         self.n_found_ = len(parts)
+        self.not_found_ = None
+        if self.n_found_ < k:
+            reason = infeasible or (f"the data did not split into {k} parts: the estimator needs separation >= "
+                                    f"(sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} "
+                                    "sigma and enough rows per component")
+            self.not_found_ = NotFound(k, self.n_found_, reason)
+            warnings.warn(f"GaussianMixture: {self.n_found_} of {k} components found: {reason}", AccuracyWarning,
+                          stacklevel=2)
         if parts:
             total = sum(p[0] for p in parts)
             self.weights_ = np.array([p[0] / total for p in parts])
@@ -540,7 +732,7 @@ class GaussianMixture:
         if self.means_ is None or self.weights_ is None or self.covariances_ is None:
             raise ValueError("call fit before predict")
         if self.n_found_ == 0:
-            raise ValueError("no component was found (see report_): nothing to predict with")
+            raise ValueError(f"no component was found (not_found_: {self.not_found_}): nothing to predict with")
         Xa = np.asarray(X, dtype=float)
         logp = np.stack([np.log(w) + stats.multivariate_normal(m, c, allow_singular=True).logpdf(Xa)
                          for w, m, c in zip(self.weights_, self.means_, self.covariances_, strict=True)], axis=-1)

@@ -4,13 +4,17 @@ recomposition of the ledger's per-mechanism charges."""
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dpflow as dp
-from dpflow.estimators.mixtures import GaussianMixture, gaussian_mixture_plan
+from dpflow.estimators.mixtures import GaussianMixture, NotFound, gaussian_mixture_plan
 from dpflow.planner.certify import certify
 from dpflow.planner.ledger import recompose
 
@@ -284,7 +288,7 @@ def test_the_default_is_sample_aggregate_and_one_component_is_the_bounding_ball(
     bounding ball, estimated from its within-ball mean (and the (eps, delta) budget is used as given)."""
     from dpflow.estimators.mixtures import DEFAULT_METHOD
 
-    assert DEFAULT_METHOD == "sample_aggregate" and GaussianMixture(2, dp.ApproxDP(2.0, 1e-6)).method == DEFAULT_METHOD
+    assert DEFAULT_METHOD == "sample_aggregate" and GaussianMixture(2, dp.ApproxDP(2.0, 1e-6)).method is None
     kinds = {e.kind for e in certify(gaussian_mixture_plan(d=5, n=4000, k=3, budget=dp.ApproxDP(2.0, 1e-6),
                                                            sigma_range=(0.5, 2.0))).ledger.events()}
     assert "GaussianStabilityHistogram" in kinds and "StabilityHistogram" not in kinds
@@ -362,3 +366,115 @@ def test_warmup_finds_strongly_bounded_spherical_components() -> None:
     for c in gm.covariances_:  # spherical: sigma^2 I
         assert np.allclose(c, c[0, 0] * np.eye(3)) and abs(c[0, 0] - 1.0) < 0.15
     assert _misclassified(gm.predict(X), labels, 3) < 0.01
+
+
+# ------------------------------------------------------------------------------ no bounds, accuracy contract
+
+
+def test_no_bounds_at_all_predicts_and_measures_within_the_prediction() -> None:
+    """GaussianMixture(n_components, budget) and nothing else on raw-scale data: the scale step runs first,
+    the centre error is predicted before data (recorded in the ledger) and the measured error, in units of
+    the released scales, is within it."""
+    means = np.array([[0.0, 0.0], [25.0, 10.0]])
+    Z, labels = _mixture(6000, means, 1)
+    unit, shift = np.array([1000.0, 0.01]), np.array([5e4, -3.0])
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), noise=dp.SeededNoise(1)).fit(Z * unit + shift)
+    assert gm.n_found_ == 2 and gm.not_found_ is None and gm.scale_ is not None and gm.centre_ is not None
+    (pred,) = gm.report_.ledger.predictions
+    assert pred.output == "means" and pred.route == gm.method_ == "sample_aggregate" and math.isfinite(pred.value)
+    assert "routes compared: sample_aggregate" in pred.derivation and ", rpgmp " in pred.derivation
+    order = np.argsort(gm.means_[:, 0])
+    err = np.linalg.norm((gm.means_[order] - (means * unit + shift)) / gm.scale_, axis=1).max()
+    assert err <= pred.value
+    assert _misclassified(gm.predict(Z * unit + shift), labels, 2) < 0.01
+
+
+def test_breast_cancer_without_bounds_is_finite_and_explains_what_it_did_not_find() -> None:
+    """Issue 29: on sklearn's breast-cancer features (n = 569, d = 30) at (1, 1e-6)-DP nothing was found,
+    silently.  The prediction (before data) says the cell histogram's threshold is out of reach at this n: an
+    infinite prediction and a warning; the result is the typed NotFound, and nothing released is NaN or inf."""
+    from sklearn.datasets import load_breast_cancer
+
+    X = load_breast_cancer().data
+    with pytest.warns(dp.AccuracyWarning, match="cannot be found at this n"):
+        gm = GaussianMixture(2, dp.ApproxDP(1.0, 1e-6), noise=dp.SeededNoise(0)).fit(X)
+    assert isinstance(gm.not_found_, NotFound) and gm.not_found_.n_found == gm.n_found_ < 2
+    assert "groups" in gm.not_found_.reason
+    (pred,) = gm.report_.ledger.predictions
+    assert math.isinf(pred.value) and "routes compared: sample_aggregate inf, rpgmp inf" in pred.derivation
+    assert gm.method_ == "sample_aggregate"  # ties go to the first route
+    for a in (gm.means_, gm.covariances_, gm.weights_, gm.centre_, gm.scale_):
+        assert a is not None and np.all(np.isfinite(a))
+    assert np.all(np.linalg.norm((gm.means_ - gm.centre_) / gm.scale_, axis=1) <= 4 * math.sqrt(30) * (1 + 1e-9))
+    with pytest.raises(dp.AccuracyError):
+        GaussianMixture(2, dp.ApproxDP(1.0, 1e-6), strict=True).fit(X)
+
+
+def test_init_keeps_the_parameters_as_given_and_the_ledger_depends_on_public_facts_only() -> None:
+    gm = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), max_error=0.5, strict=False, noise=dp.SeededNoise(0))
+    assert (gm.radius, gm.sigma_range, gm.standardize, gm.max_error, gm.strict) == (None, None, None, 0.5, False)
+    from sklearn.base import clone
+
+    twin = clone(gm)
+    assert twin is not gm and {k: v for k, v in twin.get_params().items() if k != "noise"} == {
+        k: v for k, v in gm.get_params().items() if k != "noise"}
+    assert clone(gm.set_params(strict=True)).strict is True
+    with pytest.raises(ValueError, match="invalid parameters"):
+        gm.set_params(tolerance=1.0)
+    rng = np.random.default_rng(0)
+    X1, X2 = rng.normal(size=(4000, 2)), rng.standard_t(2, size=(4000, 2)) * 1e5
+    ledgers = []
+    for X in (X1, X2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dp.AccuracyWarning)
+            ledgers.append(GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), noise=dp.SeededNoise(0)).fit(X).report_.ledger)
+    assert ledgers[0].predictions == ledgers[1].predictions
+    assert [(e.kind, e.noise) for e in ledgers[0].entries] == [(e.kind, e.noise) for e in ledgers[1].entries]
+
+
+@pytest.mark.parametrize("method", ["sample_aggregate", "rpgmp"])
+def test_the_prediction_says_before_data_whether_the_parts_can_be_found(method: str) -> None:
+    """k = 3, d = 5, n = 4000 at (2, 1e-6)-DP: RPGMP's first radius search cannot run at this n (its margin
+    lowers the threshold below its floor: public), so its prediction is infinite and it finds fewer parts;
+    sample-and-aggregate's prediction is finite and its measured centre error is within it."""
+    X, _, means = _benchmark_mixture(4000, 3, 5, 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gm = GaussianMixture(3, dp.ApproxDP(2.0, 1e-6), radius=1e4, sigma_range=(0.5, 2.0), method=method,
+                             noise=dp.SeededNoise(0)).fit(X)
+    (pred,) = gm.report_.ledger.predictions
+    assert pred.route == method
+    if method == "rpgmp":
+        assert math.isinf(pred.value) and "cannot run" in pred.derivation
+        assert gm.n_found_ < 3 and gm.not_found_ is not None and "cannot run" in gm.not_found_.reason
+        assert any("components found" in str(w.message) for w in caught)
+    else:
+        assert gm.n_found_ == 3 and gm.not_found_ is None
+        err = max(np.linalg.norm(gm.means_ - m, axis=1).min() for m in means)
+        assert err <= pred.value < 2.0
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(4, 300), d=st.integers(1, 3), k=st.integers(1, 2), eps=st.floats(0.1, 4.0),
+       kind=st.sampled_from(["normal", "nan_rows", "huge", "constant", "t1"]), seed=st.integers(0, 3))
+def test_no_nan_or_inf_is_released_without_bounds(n: int, d: int, k: int, eps: float, kind: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if kind == "nan_rows":
+        X[: n // 3] = np.nan
+    elif kind == "huge":
+        X = X * 1e300
+    elif kind == "constant":
+        X[:, 0] = 3.0
+    elif kind == "t1":
+        X = rng.standard_t(1, size=(n, d))
+    if k == 2 and n < 6:  # public: fewer rows than one block (k + 1 rows, 3 per component)
+        with pytest.raises(dp.DomainError, match="one sample-and-aggregate block"):
+            GaussianMixture(k, dp.ApproxDP(eps, 1e-6)).fit(X)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gm = GaussianMixture(k, dp.ApproxDP(eps, 1e-6), noise=dp.SeededNoise(seed)).fit(X)
+    for a in (gm.means_, gm.covariances_, gm.weights_, gm.centre_, gm.scale_):
+        assert a is not None and np.all(np.isfinite(a))
+    assert (gm.not_found_ is None) == (gm.n_found_ == k)

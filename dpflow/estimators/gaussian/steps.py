@@ -105,6 +105,22 @@ def scaled_norm(A: Any, R: Any) -> float:
     return float(np.linalg.norm(_finite(A), 2)) * float(R)
 
 
+def into_ball(mean: Any, radius: Any) -> np.ndarray:
+    """``mean`` projected onto the public ball ``||mu||_2 <= radius`` (a mean with a public bound is clamped
+    into it: post-processing); a non-finite mean maps to the ball's centre 0.
+
+    >>> into_ball(np.array([3.0, 4.0]), 5.0).tolist(), into_ball(np.array([6.0, 8.0]), 5.0).tolist()
+    ([3.0, 4.0], [3.0, 4.0])
+    """
+    m = np.asarray(mean, dtype=float).reshape(-1)
+    r = max(float(radius), 0.0)
+    if not np.all(np.isfinite(m)):
+        return np.zeros_like(m)
+    norm = float(np.linalg.norm(m))
+    out: np.ndarray = m if norm <= r else m * (r / norm)
+    return out
+
+
 def unmap_mean(A: Any, c: Any) -> np.ndarray:
     """``A^{-1} c`` (least squares when A is singular): the mean back in the original coordinates."""
     out: np.ndarray = np.linalg.lstsq(_finite(A), _finite(c), rcond=None)[0]
