@@ -32,12 +32,13 @@ from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.errors import DomainError, PlanTypeError
 from dpflow.estimators.covariance import naive_pce
-from dpflow.estimators.gaussian import coinpress, klsu, kv, steps, unbounded
+from dpflow.estimators.gaussian import coinpress, klsu, kv, routes, steps, unbounded
 from dpflow.estimators.mean import clipped_mean
 from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
+from dpflow.planner.accuracy import Prediction
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, gaussian_budget_rho
 from dpflow.privacy.split import sequential_split
 from dpflow.references import spec
@@ -307,11 +308,20 @@ def gaussian(
     t_cov: int | None = None,
     t_mean: int | None = None,
     split: float = 0.5,
+    lower: float | None = None,
+    note: str | None = None,
 ) -> Plan:
     """Unknown mean and covariance (gaussian.md 1.4): CoinPress covariance on the ``n // 2`` pair
     differences with ``split`` of the budget, then CoinPress mean on all n rows whitened by the released
-    preconditioner ``A`` (ball ``B(0, ||A|| R)``) with the rest; ``mu = A^{-1} c``.  Both parts read every
-    record: sequential composition.  ``||mu|| <= R``, ``Sigma <= K I``.  Outputs ``mean``, ``covariance``.
+    preconditioner ``A`` (ball ``B(0, ||A|| R)``) with the rest; ``mu = A^{-1} c``, projected into the public
+    ball (:func:`steps.into_ball`, free).  Both parts read every record: sequential composition.
+    ``||mu|| <= R``, ``Sigma <= K I``.  Outputs ``mean``, ``covariance`` (PSD: the rounds' second moments
+    are projected onto the PSD cone).
+
+    The plan records its predicted errors before data (:mod:`.routes`: :func:`routes.joint`; under
+    ``PureDP`` the Laplace rounds' :func:`coinpress.laplace_cov_schedule` and radius schedule), in the
+    Mahalanobis metrics when ``lower`` says that ``Sigma >= lower I`` is known (the rows are then in units of
+    ``lower``: :func:`fit` after its scale search); ``note`` (a route comparison) is added to the ledger.
 
     A ``PureDP`` budget runs the same rounds with Laplace noise (:mod:`.coinpress`, ``mech="laplace"``:
     each round a clipped mean or a clipped second moment, l1 sensitivities ``2 clip sqrt(d) / n`` and
@@ -342,6 +352,7 @@ def gaussian(
     if (t_cov is not None and t_cov < 1) or (t_mean is not None and t_mean < 1):
         raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
     sched: tuple[Fraction, ...] | None = None
+    predicted = math.inf
     eps = float(budget.epsilon) if isinstance(budget, PureDP) else 0.0
     if pure:  # Laplace rounds: the schedule from their per-round contraction (coinpress.laplace_cov_schedule)
         sched, predicted = coinpress.laplace_cov_schedule(n // 2, d, eps * split, K, t_cov)
@@ -378,7 +389,90 @@ def gaussian(
     init = N.Pack(names=coinpress.MEAN_STATE)(b.public(np.zeros(d)), radius)
     state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean, mech=mech)
     mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
+    mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
+                                                              "estimate is projected into it (post-processing)"))
+    if pure:
+        forecast = _pure_forecast(n, d, eps, R, K, split, t_mean, predicted)
+    else:
+        forecast = routes.joint(n, d, rho, R, K, split, t_cov, t_mean, lower)
+    _record(b, forecast, note)
     return b.build(mean=mu, covariance=cov)
+
+
+def diagonal_gaussian(
+    d: int,
+    n: int,
+    budget: Measure,
+    R: float,
+    K: float,
+    split: float = 0.5,
+    t_mean: int | None = None,
+    note: str | None = None,
+) -> Plan:
+    """The route for when the full covariance cannot be learned at this n: the mean under the isotropic
+    bound ``Sigma <= K I`` (CoinPress mean of the rows scaled by ``1 / sqrt(K)``, projected into the ball
+    ``||mu|| <= R``) with ``1 - split`` of the budget, and only the diagonal of the covariance: one clipped
+    second moment of the ``n // 2`` pair differences scaled by ``1 / sqrt(K)`` (a one-round CoinPress
+    covariance) with ``split``, its diagonal kept and floored at 0 (:func:`steps.diagonal_part`; the
+    off-diagonal entries are 0: not estimated).  Predictions: :func:`routes.diagonal`.  Outputs ``mean``,
+    ``covariance``.
+
+    >>> import dpflow as dp
+    >>> p = diagonal_gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0)
+    >>> p.check().totals[0].rho, [q.route for q in p.check().predictions]
+    (Fraction(1, 2), ['diagonal', 'diagonal'])
+    """
+    where = "gaussian.diagonal_gaussian"
+    rho = _check_common(where, d, n, budget)
+    _check_bound(where, "R", R, 0.0)
+    _check_bound(where, "K", K, 1e-300)
+    if not 0.0 < split < 1.0:
+        raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    sigma = math.sqrt(K)
+    t_mean = default_rounds(R / sigma, d, 2) if t_mean is None else t_mean
+    if t_mean < 1:
+        raise _refuse(where, f"t_mean={t_mean}", "use t_mean >= 1")
+    b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_diagonal")
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, f"{coinpress.REF_MEAN} under Sigma <= K I; the variances from one clipped "
+                                 f"second moment ({coinpress.REF_COV}, one round), off-diagonal not estimated")
+    N.param(b, "split", [split, 1.0 - split], "budget shares: covariance (diagonal), mean")
+    cov, _ = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, 1, None)
+    rho_mean = coinpress.part_rhos(rho, [(split, 1), (1.0 - split, t_mean)])[1]
+    mu = _mean_part(b, X, n, d, R, rho_mean, 1.0 - split, t_mean, 0.01, sigma)
+    mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
+                                                              "estimate is projected into it (post-processing)"))
+    cov = N.Apply(fn=steps.diagonal_part, shape=(d, d))(cov)
+    _record(b, routes.diagonal(n, d, rho, R, K, split, t_mean), note)
+    return b.build(mean=mu, covariance=cov)
+
+
+def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None) -> None:
+    """The route's predictions (``PredictedError`` nodes) and the route comparison, on the plan."""
+    if note is not None:
+        N.param(b, "routes", 0.0, note)
+    for p in (forecast.mean, forecast.covariance):
+        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+
+
+def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float, t_mean: int,
+                   cov_error: float) -> routes.Forecast:
+    """The ``PureDP`` :func:`gaussian` plan's predictions: the covariance from
+    :func:`coinpress.laplace_cov_schedule` (``cov_error``, relative; times K: absolute), the mean from the
+    Laplace rounds' radius schedule (:func:`steps.mvm_next_radius_laplace` at ``eps (1 - split) s_k``)."""
+    from dpflow.estimators.tails import chi_radius
+
+    gamma, r = chi_radius(d, 0.01), float(R)
+    for s_k in coinpress.schedule(t_mean):
+        clip = steps.mvm_clip(r, gamma)
+        r = steps.mvm_next_radius_laplace(clip, 1.0 / (eps * (1.0 - split) * float(s_k)), gamma, n, d)
+    mean = Prediction("mean", "l2", min(r * math.sqrt(K * (1.0 + cov_error)), 2.0 * R), routes.CONFIDENCE,
+                      f"Laplace CoinPress mean, {t_mean} rounds at epsilon {eps * (1 - split):.4g}: last radius "
+                      f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress")
+    cov = Prediction("covariance", "spectral (absolute)", K * cov_error, routes.CONFIDENCE,
+                     "Laplace CoinPress covariance: coinpress.laplace_cov_schedule (relative error) times K",
+                     "coinpress")
+    return routes.Forecast("coinpress", mean, cov)
 
 
 SCALED_R_PER_COORD = 4.0
