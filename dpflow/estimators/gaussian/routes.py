@@ -18,9 +18,9 @@ floor ``Sigma >= lower I`` (after the eigenvalue search) the Mahalanobis errors
 >>> from fractions import Fraction
 >>> f = joint(10_000, 5, Fraction(1, 2), R=10.0, K=4.0)
 >>> f.route, f.covariance.metric, round(f.covariance.value, 3)
-('coinpress', 'spectral (absolute)', 0.267)
+('coinpress', 'spectral (absolute)', 0.413)
 >>> round(diagonal(10_000, 5, Fraction(1, 2), R=10.0, K=4.0).covariance.value, 3)
-4.174
+4.322
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Forecast:
 
         >>> from fractions import Fraction
         >>> joint(10_000, 5, Fraction(1, 2), R=10.0, K=4.0).describe()
-        'coinpress: mean <= 0.122 (l2), covariance <= 1.07 (spectral (absolute))'
+        'coinpress: mean <= 0.104 (l2), covariance <= 0.413 (spectral (absolute))'
         """
         return (f"{self.route}: mean <= {self.mean.value:.3g} ({self.mean.metric}), "
                 f"covariance <= {self.covariance.value:.3g} ({self.covariance.metric})")
@@ -116,7 +116,7 @@ def diagonal_noise(m: int, d: int, rho: Fraction, beta: float = 0.1) -> float:
     two-sided quantile ``sqrt(2 ln(2 d / (1 - CONFIDENCE)))`` over the d entries.
 
     >>> round(diagonal_noise(5000, 5, Fraction(1, 4)), 4)
-    0.0632
+    0.0806
     """
     g2 = chi_radius(d, beta) ** 2
     z = math.sqrt(2.0 * math.log(2.0 * d / (1.0 - CONFIDENCE)))
@@ -124,12 +124,13 @@ def diagonal_noise(m: int, d: int, rho: Fraction, beta: float = 0.1) -> float:
 
 
 def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0.5, t_mean: int | None = None,
-             sigma: float | None = None, units: str = "") -> Forecast:
+             sigma: float | None = None, clip: float | None = None, units: str = "") -> Forecast:
     """The ``diagonal`` route (:func:`dpflow.estimators.gaussian.diagonal_gaussian`): the mean under
     ``Sigma <= sigma^2 I`` (``sigma`` default ``sqrt(K)``; CoinPress mean, radius schedule
     :func:`coinpress.predicted_mean_radii`, capped at ``2 R``), and the diagonal of one clipped second moment
-    (:func:`diagonal_noise` times ``K``) plus the off-diagonal part it leaves out: ``||Sigma - diag(Sigma)||_2
-    <= K`` (its eigenvalues lie in ``[-K, K]`` when ``0 <= Sigma <= K I``), none when d = 1.
+    (:func:`diagonal_noise` times ``clip``, the bound its rows are scaled by: default ``K``) plus the off-diagonal
+    part it leaves out: ``||Sigma - diag(Sigma)||_2 <= K`` (its eigenvalues lie in ``[-K, K]`` when
+    ``0 <= Sigma <= K I``), none when d = 1.
     """
     from dpflow.estimators.gaussian import default_rounds
 
@@ -140,12 +141,12 @@ def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0
     mean = Prediction("mean", f"l2{units}", _ball(s * r, R, 1.0), CONFIDENCE,
                       f"CoinPress mean under Sigma <= {s * s:.4g} I, {t_mean} rounds at rho {float(rho_mean):.4g}: "
                       f"last radius {r:.4g} x {s:.4g} (coinpress.predicted_mean_radii)", "diagonal")
-    noise = diagonal_noise(n // 2, d, rho_cov)
-    off = 1.0 if d > 1 else 0.0
-    cov = Prediction("covariance", f"spectral (absolute){units}", K * (off + noise), CONFIDENCE,
+    noise = (K if clip is None else clip) * diagonal_noise(n // 2, d, rho_cov)
+    off = K if d > 1 else 0.0
+    cov = Prediction("covariance", f"spectral (absolute){units}", off + noise, CONFIDENCE,
                      f"diagonal only: variances from one clipped second moment of {n // 2} pair differences at rho "
-                     f"{float(rho_cov):.4g} err <= {K * noise:.4g} (routes.diagonal_noise); the off-diagonal part is "
-                     f"not estimated (0), ||Sigma - diag Sigma|| <= K = {K:.4g}", "diagonal")
+                     f"{float(rho_cov):.4g} err <= {noise:.4g} (routes.diagonal_noise); the off-diagonal part is "
+                     f"not estimated (0), ||Sigma - diag Sigma|| <= {off:.4g}", "diagonal")
     return Forecast("diagonal", mean, cov)
 
 

@@ -223,8 +223,8 @@ def into_ball(mu: Any, R: Any) -> np.ndarray:
     """``mu`` projected into the public ball ``||mu||_2 <= R`` (the truth lies there: the projection never
     moves the estimate away from it); a non-finite estimate goes to the centre 0.
 
-    >>> into_ball([3.0, 4.0], 1.0).tolist(), into_ball([np.nan, 1.0], 2.0).tolist()
-    ([0.6, 0.8], [0.0, 0.0])
+    >>> into_ball([6.0, 8.0], 5.0).tolist(), into_ball([np.nan, 1.0], 2.0).tolist()
+    ([3.0, 4.0], [0.0, 0.0])
     """
     m = np.asarray(mu, dtype=float).ravel()
     if not np.all(np.isfinite(m)):
