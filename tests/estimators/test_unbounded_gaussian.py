@@ -198,9 +198,9 @@ def test_fit_without_bounds_never_raises_on_hostile_data(kind: str, budget: dp.M
         warnings.simplefilter("ignore")
         f = gaussian.fit(X, budget=budget, noise=dp.SeededNoise(0))
     assert f.mean.shape == (d,) and f.covariance.shape == (d, d)
-    if kind == "all_equal" and isinstance(budget, dp.ApproxZCDP):
-        assert f.scale is not None and f.scale.bounds.found
-        assert np.allclose(f.mean, 42.0, atol=1.0)
+    assert np.all(np.isfinite(f.mean)) and np.all(np.isfinite(f.covariance))
+    if kind == "all_equal" and isinstance(budget, dp.ApproxZCDP):  # the per-column scale route at this n
+        assert f.route.startswith("scaled") and np.allclose(f.mean, 42.0, atol=1.0)
 
 
 def test_fit_without_bounds_zero_and_tiny_row_counts_are_public_refusals_or_results() -> None:

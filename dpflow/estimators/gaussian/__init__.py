@@ -364,6 +364,7 @@ def gaussian(
     t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
     t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_full")
+    _alerts(b, alerts)
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{spec('gaussian.md', '1.4')} [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
     N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
@@ -399,7 +400,7 @@ def gaussian(
         forecast = _pure_forecast(n, d, eps, R, K, split, t_mean, predicted)
     else:
         forecast = routes.joint(n, d, rho, R, K, split, t_cov, t_mean, lower)
-    _record(b, forecast, note, alerts)
+    _record(b, forecast, note)
     return b.build(mean=mu, covariance=cov)
 
 
@@ -438,6 +439,7 @@ def diagonal_gaussian(
     if t_mean < 1:
         raise _refuse(where, f"t_mean={t_mean}", "use t_mean >= 1")
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_diagonal")
+    _alerts(b, alerts)
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{coinpress.REF_MEAN} under Sigma <= K I; the variances from one clipped "
                                  f"second moment ({coinpress.REF_COV}, one round), off-diagonal not estimated")
@@ -448,17 +450,21 @@ def diagonal_gaussian(
     mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
                                                               "estimate is projected into it (post-processing)"))
     cov = N.Apply(fn=steps.diagonal_part, shape=(d, d))(cov)
-    _record(b, routes.diagonal(n, d, rho, R, K, split, t_mean), note, alerts)
+    _record(b, routes.diagonal(n, d, rho, R, K, split, t_mean), note)
     return b.build(mean=mu, covariance=cov)
 
 
-def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None, alerts: tuple[str, ...] = ()) -> None:
-    """The route's predictions (``PredictedError`` nodes), the route comparison and the tolerance warnings
-    (already emitted as Python warnings; here listed in ``Ledger.warnings``), on the plan."""
-    if note is not None:
-        N.param(b, "routes", 0.0, note)
+def _alerts(b: PlanBuilder, alerts: tuple[str, ...]) -> None:
+    """The tolerance warnings :func:`fit` emitted before building the plan, listed first in its
+    ``Ledger.warnings`` (the order they were emitted in)."""
     for line in alerts:
         N.param(b, WARNING, 0.0, line)
+
+
+def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None) -> None:
+    """The route's predictions (``PredictedError`` nodes) and the route comparison, on the plan."""
+    if note is not None:
+        N.param(b, "routes", 0.0, note)
     for p in (forecast.mean, forecast.covariance):
         N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
 
@@ -587,6 +593,7 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     t_cov, t_mean = default_rounds(K, d, 3), default_rounds(R, d, 2)
     rest = 1.0 - weight
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_scaled")
+    _alerts(b, alerts)
     warn_if_capped(b, n, d, capped)
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"private scale step; then {spec('gaussian.md', '1.4')} [REC] on the standardised "
@@ -596,7 +603,7 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     Z = standardize(X, centre, scale, d)
     if chosen == "diagonal":
         mean, cov = _scaled_diagonal(b, Z, n, d, rho * Fraction(rest), split, rest, centre, scale)
-        _record(b, forecasts[chosen], note, alerts)
+        _record(b, forecasts[chosen], note)
         return b.build(mean=mean, covariance=cov, centre=centre, scale=scale)
     cov_z, A = _cov_part(b, N.PairDifferences()(Z), n // 2, d, K, "coinpress", split * rest, t_cov, None)
     assert A is not None
@@ -611,7 +618,7 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     mu_z = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
     mean = N.Apply(fn=unstandardize, shape=(d,))(mu_z, centre, scale)
     cov = N.Apply(fn=unscale_covariance, shape=(d, d))(cov_z, scale)
-    _record(b, forecasts[chosen], note, alerts)
+    _record(b, forecasts[chosen], note)
     return b.build(mean=mean, covariance=cov, centre=centre, scale=scale)
 
 

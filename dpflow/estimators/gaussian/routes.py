@@ -51,10 +51,10 @@ class Forecast:
 
         >>> from fractions import Fraction
         >>> joint(10_000, 5, Fraction(1, 2), R=10.0, K=4.0).describe()
-        'coinpress: mean <= 0.104 (l2), covariance <= 0.413 (spectral (absolute))'
+        'coinpress: mean at most 0.104 (l2), covariance at most 0.413 (spectral (absolute))'
         """
-        return (f"{self.route}: mean <= {self.mean.value:.3g} ({self.mean.metric}), "
-                f"covariance <= {self.covariance.value:.3g} ({self.covariance.metric})")
+        return (f"{self.route}: mean at most {self.mean.value:.3g} ({self.mean.metric}), "
+                f"covariance at most {self.covariance.value:.3g} ({self.covariance.metric})")
 
 
 def compare(forecasts: dict[str, Forecast], chosen: str, forced: bool) -> str:
@@ -94,14 +94,14 @@ def joint(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0.5,
     r = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)[-1]
     cov_how = (f"CoinPress covariance, {t_cov} rounds over {n // 2} pair differences at rho {float(rho_cov):.4g}: "
                f"Wigner noise norm per round, sampling 2 sqrt(d/m), preconditioner contraction "
-               f"(coinpress.predicted_cov_errors), Sigma <= {K:.4g} I")
+               f"(coinpress.predicted_cov_errors), Sigma at most {K:.4g} I")
     mean_how = (f"CoinPress mean, {t_mean} rounds at rho {float(rho_mean):.4g} from the ball of radius {R:.4g}: "
                 f"last radius {r:.4g} (coinpress.predicted_mean_radii) in whitened units")
     if lower is not None:
         mean = Prediction("mean", "Mahalanobis", _ball(r * math.sqrt(1.0 + mahal), R, 1.0), CONFIDENCE,
                           mean_how + ", times sqrt(1 + covariance error)", "coinpress")
         cov = Prediction("covariance", "Mahalanobis (spectral, relative)", mahal, CONFIDENCE,
-                         cov_how + f" and >= I (the found floor {lower:.4g})", "coinpress")
+                         cov_how + f" and at least {lower:.4g} I (Mahalanobis: the floor's contraction)", "coinpress")
         return Forecast("coinpress", mean, cov)
     mean = Prediction("mean", f"l2{units}", _ball(r * math.sqrt(K * (1.0 + absolute)), R, 1.0), CONFIDENCE,
                       mean_how + ", times sqrt(K (1 + covariance error / K))", "coinpress")
@@ -139,14 +139,14 @@ def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0
     rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, 1), (1.0 - split, t_mean)])
     r = coinpress.predicted_mean_radii(n, d, R / s, rho_mean, t_mean)[-1]
     mean = Prediction("mean", f"l2{units}", _ball(s * r, R, 1.0), CONFIDENCE,
-                      f"CoinPress mean under Sigma <= {s * s:.4g} I, {t_mean} rounds at rho {float(rho_mean):.4g}: "
+                      f"CoinPress mean under Sigma at most {s * s:.4g} I, {t_mean} rounds at rho {float(rho_mean):.4g}: "
                       f"last radius {r:.4g} x {s:.4g} (coinpress.predicted_mean_radii)", "diagonal")
     noise = (K if clip is None else clip) * diagonal_noise(n // 2, d, rho_cov)
     off = K if d > 1 else 0.0
     cov = Prediction("covariance", f"spectral (absolute){units}", off + noise, CONFIDENCE,
                      f"diagonal only: variances from one clipped second moment of {n // 2} pair differences at rho "
-                     f"{float(rho_cov):.4g} err <= {noise:.4g} (routes.diagonal_noise); the off-diagonal part is "
-                     f"not estimated (0), ||Sigma - diag Sigma|| <= {off:.4g}", "diagonal")
+                     f"{float(rho_cov):.4g} err at most {noise:.4g} (routes.diagonal_noise); the off-diagonal part is "
+                     f"not estimated (0), ||Sigma - diag Sigma|| at most {off:.4g}", "diagonal")
     return Forecast("diagonal", mean, cov)
 
 
