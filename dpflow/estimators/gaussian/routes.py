@@ -146,7 +146,7 @@ def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0
     cov = Prediction("covariance", f"spectral (absolute){units}", off + noise, CONFIDENCE,
                      f"diagonal only: variances from one clipped second moment of {n // 2} pair differences at rho "
                      f"{float(rho_cov):.4g} err at most {noise:.4g} (routes.diagonal_noise); the off-diagonal part is "
-                     f"not estimated (0), ||Sigma - diag Sigma|| at most {off:.4g}", "diagonal")
+                     f"not estimated (0): the norm of Sigma - diag(Sigma) is at most {off:.4g}", "diagonal")
     return Forecast("diagonal", mean, cov)
 
 
