@@ -313,6 +313,7 @@ def gaussian(
     lower: float | None = None,
     note: str | None = None,
     alerts: tuple[str, ...] = (),
+    units: str = "",
 ) -> Plan:
     """Unknown mean and covariance (gaussian.md 1.4): CoinPress covariance on the ``n // 2`` pair
     differences with ``split`` of the budget, then CoinPress mean on all n rows whitened by the released
@@ -324,8 +325,8 @@ def gaussian(
     The plan records its predicted errors before data (:mod:`.routes`: :func:`routes.joint`; under
     ``PureDP`` the Laplace rounds' :func:`coinpress.laplace_cov_schedule` and radius schedule), in the
     Mahalanobis metrics when ``lower`` says that ``Sigma >= lower I`` is known (the rows are then in units of
-    ``lower``: :func:`fit` after its scale search); ``note`` (a route comparison) and
-    ``alerts`` (tolerance warnings already emitted) are added to the ledger.
+    ``lower``: :func:`fit` after its scale search); ``note`` (a route comparison) and ``alerts`` (tolerance
+    warnings already emitted) are added to the ledger; ``units`` names the units of the rows in the metrics.
 
     A ``PureDP`` budget runs the same rounds with Laplace noise (:mod:`.coinpress`, ``mech="laplace"``:
     each round a clipped mean or a clipped second moment, l1 sensitivities ``2 clip sqrt(d) / n`` and
@@ -397,9 +398,9 @@ def gaussian(
     mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
                                                               "estimate is projected into it (post-processing)"))
     if pure:
-        forecast = _pure_forecast(n, d, eps, R, K, split, t_mean, predicted)
+        forecast = _pure_forecast(n, d, eps, R, K, split, t_mean, predicted, units)
     else:
-        forecast = routes.joint(n, d, rho, R, K, split, t_cov, t_mean, lower)
+        forecast = routes.joint(n, d, rho, R, K, split, t_cov, t_mean, lower, units)
     _record(b, forecast, note)
     return b.build(mean=mu, covariance=cov)
 
@@ -414,6 +415,7 @@ def diagonal_gaussian(
     t_mean: int | None = None,
     note: str | None = None,
     alerts: tuple[str, ...] = (),
+    units: str = "",
 ) -> Plan:
     """The route for when the full covariance cannot be learned at this n: the mean under the isotropic
     bound ``Sigma <= K I`` (CoinPress mean of the rows scaled by ``1 / sqrt(K)``, projected into the ball
@@ -450,7 +452,7 @@ def diagonal_gaussian(
     mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
                                                               "estimate is projected into it (post-processing)"))
     cov = N.Apply(fn=steps.diagonal_part, shape=(d, d))(cov)
-    _record(b, routes.diagonal(n, d, rho, R, K, split, t_mean), note)
+    _record(b, routes.diagonal(n, d, rho, R, K, split, t_mean, units=units), note)
     return b.build(mean=mu, covariance=cov)
 
 
@@ -470,7 +472,7 @@ def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None) -> None
 
 
 def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float, t_mean: int,
-                   cov_error: float) -> routes.Forecast:
+                   cov_error: float, units: str = "") -> routes.Forecast:
     """The ``PureDP`` :func:`gaussian` plan's predictions: the covariance from
     :func:`coinpress.laplace_cov_schedule` (``cov_error``, relative; times K: absolute), the mean from the
     Laplace rounds' radius schedule (:func:`steps.mvm_next_radius_laplace` at ``eps (1 - split) s_k``)."""
@@ -480,10 +482,10 @@ def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float,
     for s_k in coinpress.schedule(t_mean):
         clip = steps.mvm_clip(r, gamma)
         r = steps.mvm_next_radius_laplace(clip, 1.0 / (eps * (1.0 - split) * float(s_k)), gamma, n, d)
-    mean = Prediction("mean", "l2", min(r * math.sqrt(K * (1.0 + cov_error)), 2.0 * R), routes.CONFIDENCE,
+    mean = Prediction("mean", f"l2{units}", min(r * math.sqrt(K * (1.0 + cov_error)), 2.0 * R), routes.CONFIDENCE,
                       f"Laplace CoinPress mean, {t_mean} rounds at epsilon {eps * (1 - split):.4g}: last radius "
                       f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress")
-    cov = Prediction("covariance", "spectral (absolute)", K * cov_error, routes.CONFIDENCE,
+    cov = Prediction("covariance", f"spectral (absolute){units}", K * cov_error, routes.CONFIDENCE,
                      "Laplace CoinPress covariance: coinpress.laplace_cov_schedule (relative error) times K",
                      "coinpress")
     return routes.Forecast("coinpress", mean, cov)
@@ -774,7 +776,8 @@ def fit(
 
 
 def bounded_forecasts(d: int, n: int, budget: Measure, R: float, K: float, split: float = 0.5,
-                      t_cov: int | None = None, t_mean: int | None = None) -> dict[str, routes.Forecast]:
+                      t_cov: int | None = None, t_mean: int | None = None,
+                      units: str = "") -> dict[str, routes.Forecast]:
     """The predicted errors of :func:`fit`'s routes under the bounds ``||mu|| <= R``, ``Sigma <= K I``
     (public): ``coinpress`` (:func:`routes.joint`) and ``diagonal`` (:func:`routes.diagonal`); under ``PureDP``
     only ``coinpress`` (its Laplace rounds' predictions).
@@ -788,19 +791,20 @@ def bounded_forecasts(d: int, n: int, budget: Measure, R: float, K: float, split
         eps = float(budget.epsilon)
         _, predicted = coinpress.laplace_cov_schedule(n // 2, d, eps * split, K, t_cov)
         t_m = default_rounds(R, d, 2) if t_mean is None else t_mean
-        return {"coinpress": _pure_forecast(n, d, eps, R, K, split, t_m, predicted)}
+        return {"coinpress": _pure_forecast(n, d, eps, R, K, split, t_m, predicted, units)}
     rho = total_rho(budget)
-    return {"coinpress": routes.joint(n, d, rho, R, K, split, t_cov, t_mean),
-            "diagonal": routes.diagonal(n, d, rho, R, K, split, t_mean)}
+    return {"coinpress": routes.joint(n, d, rho, R, K, split, t_cov, t_mean, units=units),
+            "diagonal": routes.diagonal(n, d, rho, R, K, split, t_mean, units=units)}
 
 
 def _bounded_plan(chosen: str, d: int, n: int, budget: Measure, R: float, K: float, t_cov: int | None,
-                  t_mean: int | None, split: float, lower: float | None, note: str, alerts: tuple[str, ...]) -> Plan:
+                  t_mean: int | None, split: float, lower: float | None, note: str, alerts: tuple[str, ...],
+                  units: str = "") -> Plan:
     if chosen == "diagonal":
         return diagonal_gaussian(d=d, n=n, budget=budget, R=R, K=K, split=split, t_mean=t_mean, note=note,
-                                 alerts=alerts)
+                                 alerts=alerts, units=units)
     return gaussian(d=d, n=n, budget=budget, R=R, K=K, t_cov=t_cov, t_mean=t_mean, split=split, lower=lower,
-                    note=note, alerts=alerts)
+                    note=note, alerts=alerts, units=units)
 
 
 def _enforce(forecast: routes.Forecast, tolerances: tuple[float, float], max_error: float | None, strict: bool,
@@ -897,7 +901,8 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
         return _fit_scaled(X, b_fit, split, noise, cov_route or None, max_error, False,
                            f"{lost}: fallback to the per-column scale route with the rest of the budget "
                            f"({b_fit.describe()}, decided before data)", found, "kmssu->scaled")
-    forecasts = bounded_forecasts(d, n, b_fit, sc.R, sc.K, split, t_cov, t_mean)
+    units = " (rows in units of the square root of the search's floor)"
+    forecasts = bounded_forecasts(d, n, b_fit, sc.R, sc.K, split, t_cov, t_mean, units)
     chosen = _choose(where, forecasts, cov_route or None)
     lower = None if pure else 1.0  # rows in units of the found floor: Sigma >= I there
     shown = forecasts[chosen] if pure or chosen == "diagonal" else routes.joint(
@@ -906,7 +911,7 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
     lines = _enforce(shown, tol, max_error, False, where)
     note = f"{outlook}; bounds from the search (rows in units of its floor): R = {sc.R:.4g}, K = {sc.K:.4g}; " + \
         routes.compare(forecasts, chosen, bool(cov_route))
-    plan = _bounded_plan(chosen, d, n, b_fit, sc.R, sc.K, t_cov, t_mean, split, lower, note, lines)
+    plan = _bounded_plan(chosen, d, n, b_fit, sc.R, sc.K, t_cov, t_mean, split, lower, note, lines, units)
     s = math.sqrt(sc.lower)
     with np.errstate(all="ignore"):  # a public map of the rows; non-finite rows are clipped by the plan
         Y = (np.asarray(X, dtype=float) - sc.center) / s

@@ -139,7 +139,7 @@ def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0
     rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, 1), (1.0 - split, t_mean)])
     r = coinpress.predicted_mean_radii(n, d, R / s, rho_mean, t_mean)[-1]
     mean = Prediction("mean", f"l2{units}", _ball(s * r, R, 1.0), CONFIDENCE,
-                      f"CoinPress mean under Sigma at most {s * s:.4g} I, {t_mean} rounds at rho {float(rho_mean):.4g}: "
+                      f"CoinPress mean under Sigma at most {s * s:.4g} I, {t_mean} rounds, rho {float(rho_mean):.4g}: "
                       f"last radius {r:.4g} x {s:.4g} (coinpress.predicted_mean_radii)", "diagonal")
     noise = (K if clip is None else clip) * diagonal_noise(n // 2, d, rho_cov)
     off = K if d > 1 else 0.0
