@@ -597,12 +597,12 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     rho = _check_common(where, d, n, budget)
     if not 0.0 < split < 1.0:
         raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    forecasts = scaled_forecasts(d, n, budget, split, weight)  # before the default: a capped share predicts inf
     capped = False
     if weight is None:
         weight, capped = _scale_weight(n, d, budget)
     if not 0.0 < weight < 1.0:
         raise _refuse(where, f"weight={weight}", "pass 0 < weight < 1 (the scale step's share)")
-    forecasts = scaled_forecasts(d, n, budget, split, weight)
     chosen = _choose(where, forecasts, route)
     note = routes.compare(forecasts, chosen, route is not None) + (f"; {note}" if note else "")
     R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
