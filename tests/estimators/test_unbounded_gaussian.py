@@ -287,3 +287,18 @@ def test_approx_dp_split_stays_basic() -> None:
     assert joint < 0.55 * basic
     fit_basic = float(gaussian_budget_rho(basic_fit))
     assert fit_basic < float(rho) * 4 / 5 < 1.02 * fit_basic
+
+
+@pytest.mark.parametrize(("d", "n", "budget"), [(5, 20_000, dp.ApproxZCDP(Fraction(1, 5), "2e-7")),
+                                                 (50, 10_000, dp.ApproxDP(Fraction(1, 5), "2e-7")),
+                                                 (3, 3000, dp.ZCDP(Fraction(1, 5)))])
+def test_search_outlook_agrees_with_the_plans_own_warning(d: int, n: int, budget: dp.Measure) -> None:
+    """``search_outlook`` (public, before data) predicts failure exactly when the scale plan's eigenvalue
+    fragment warns that its modal bucket is too small (the same block-size model), so ``fit`` picks the
+    per-column route instead of spending budget on a search expected to release 'not found'."""
+    ok, why = U.search_outlook(d, n, budget)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        U.scale_plan(d, n, budget)
+    warned = any("EigenvalueEstimator" in str(r.message) for r in rec)
+    assert ok != warned and ("needed" in why)
