@@ -69,9 +69,8 @@ def test_forced_route_and_refusals() -> None:
 
 
 def test_strict_refuses_before_reading_data_and_max_error_warns() -> None:
-    """``strict=True`` raises AccuracyError from the predictions alone: the rows are never read (an object
-    array that fails on any arithmetic); without ``strict`` the same tolerance gives an AccuracyWarning that
-    the ledger lists."""
+    """``strict=True`` raises AccuracyError from the predictions alone (before any plan runs, with or without
+    bounds); without ``strict`` the same tolerance gives an AccuracyWarning that the ledger lists."""
     X = np.random.default_rng(3).normal(size=(500, 4))
     with pytest.raises(AccuracyError, match="Nothing was read or charged"):
         G.fit(X, budget=dp.ZCDP(0.1), mean_bound=10.0, cov_bound=30.0, max_error=1e-6, strict=True)
@@ -180,7 +179,6 @@ def test_diabetes_table_prediction_is_honest_and_warns() -> None:
     assert np.linalg.norm(f.covariance - np.cov(X.T), 2) <= pred["covariance"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("bounded", [True, False])
 def test_predicted_errors_hold_on_seeds(bounded: bool) -> None:
     """Measured within predicted (each output in its own metric) in at least 90% of seeds and cells."""
