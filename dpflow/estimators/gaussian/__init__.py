@@ -169,6 +169,12 @@ def mean(
         if t < 1:
             raise _refuse(where, f"t={t} rounds", "use t >= 1")
         out = _mean_part(b, X, n, d, R, rho, 1.0, t, 0.01 if beta is None else beta, sigma)
+        out = N.Apply(fn=steps.into_ball, shape=(d,))(out, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
+                                                                    "estimate is projected into it (post-processing)"))
+        r = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, 0.01 if beta is None else beta)[-1]
+        N.predicted_error(b, "mean", "l2", min(sigma * r, 2.0 * R), routes.CONFIDENCE,
+                          f"CoinPress mean under Sigma at most {sigma * sigma:.4g} I, {t} rounds: last radius {r:.4g} "
+                          f"x {sigma:.4g} (coinpress.predicted_mean_radii), capped at 2R", "coinpress")
     elif method == "kv":
         out = kv.coordinate_mean(X, n, d, sigma, R, 1.0, 1.0, 0.1 if beta is None else beta)
     elif method == "pme":
@@ -298,6 +304,11 @@ def covariance(
         t = default_rounds(K, d, 3)
         N.param(b, "rounds", float(t), "default_rounds(K, d, 3)")
     cov, _ = _cov_part(b, rows, m, d, K, method, 1.0, t or 1, beta)
+    if method == "coinpress":
+        absolute, _ = coinpress.predicted_cov_errors(m, d, total_rho(budget), K, t or 1, 0.1 if beta is None else beta)
+        N.predicted_error(b, "covariance", "spectral (absolute)", K * absolute, routes.CONFIDENCE,
+                          f"CoinPress covariance, {t} rounds over {m} rows (coinpress.predicted_cov_errors), Sigma "
+                          f"at most {K:.4g} I", "coinpress")
     return b.build(covariance=cov)
 
 
