@@ -75,7 +75,7 @@ def bench_unbounded(d: int, ns: list[int], trials: int, pure: bool = True) -> tu
                     res["nobounds_pure"].append((math.nan, math.nan))
                 lo = float(scales.min() ** 2)  # the oracle: true floor, ||mu|| and kappa, rows rescaled publicly
                 s = math.sqrt(lo)
-                o = G.fit(X / s, budget=BUDGET, mean_bound=max(mu_norm / s, 1.0) * 1.01,
+                o = G.fit(X / s, budget=BUDGET, mean_bound=max(mu_norm / s, 1.0) * 1.01, route="coinpress",
                           cov_bound=max(float(scales.max() ** 2) / lo, 1.0) * 1.01, noise=dp.SeededNoise(t))
                 res["oracle"].append(_errors(s * o.mean, lo * o.covariance, mu, W))
                 Xc = X - X.mean(axis=0)

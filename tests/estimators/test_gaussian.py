@@ -382,3 +382,30 @@ def test_project_ball_fast_path_keeps_only_rows_exactly_inside(centre_norm: floa
             assert sum((F(float(a)) - F(float(b))) ** 2 for a, b in zip(y, c, strict=True)) <= F(r) ** 2
         # every row: inside up to the rounding of adding the centre back
         assert np.linalg.norm(y - c) <= r * (1 + 1e-12) + 4 * np.finfo(float).eps * centre_norm
+
+
+def test_predicted_cov_errors_laws() -> None:
+    """The covariance prediction (issue 29) falls with more rows and more budget, the Mahalanobis error at
+    condition K is at least the absolute error relative to K at condition 1, and noisy preconditioning rounds
+    switch to the growth bound (Mahalanobis = K times absolute)."""
+    base = coinpress.predicted_cov_errors(5000, 10, Fraction(1, 10), 100.0, 4)
+    assert coinpress.predicted_cov_errors(50_000, 10, Fraction(1, 10), 100.0, 4)[0] < base[0]
+    assert coinpress.predicted_cov_errors(5000, 10, Fraction(1, 1), 100.0, 4)[0] < base[0]
+    assert base[1] >= base[0] * 0.99
+    absolute, mahal = coinpress.predicted_cov_errors(5000, 50, Fraction(14, 1000), 100.0, 4)
+    assert absolute > 100.0 and mahal == pytest.approx(100.0 * absolute)
+
+
+def test_post_processing_steps_into_ball_and_diagonal_part() -> None:
+    """The mean's projection never leaves the public ball nor moves a point inside it; the diagonal part is
+    PSD whatever the input (NaN, negative variances)."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x, R = rng.normal(size=4) * 10.0 ** rng.uniform(-3, 3), float(rng.uniform(0.1, 10.0))
+        y = steps.into_ball(x, R)
+        assert np.linalg.norm(y) <= R * (1 + 1e-12)
+        if np.linalg.norm(x) <= R:
+            assert np.array_equal(y, x)
+    assert np.array_equal(steps.into_ball([np.inf, 1.0], 3.0), [0.0, 0.0])
+    D = steps.diagonal_part([[np.nan, 2.0], [2.0, -1.0]])
+    assert np.array_equal(D, np.zeros((2, 2)))

@@ -15,6 +15,7 @@ from conftest import run_zero
 
 import dpflow as dp
 from dpflow import nodes as N
+from dpflow.errors import AccuracyWarning
 from dpflow.estimators import gaussian
 from dpflow.estimators.gaussian import unbounded as U
 from dpflow.planner.certify import certify
@@ -147,11 +148,13 @@ def test_pure_fit_never_raises_on_hostile_data(kind: str) -> None:
 def test_pure_fit_too_few_rows_is_not_found_never_absurd() -> None:
     """n = 10,000, d = 5, PureDP(1): the exponent-grid histograms' largest noisy count does not clear the
     height noise alone reaches (noise_level x the certified scale), so the search releases 'not found' and the
-    estimates are NaN (before the rule, the argmax of an empty bin gave estimates of 1e150)."""
+    fit says so: ``found`` is False, the estimates are zeros (never NaN: issue 29) and an AccuracyWarning names
+    the fix (before the rule, the argmax of an empty bin gave estimates of 1e150)."""
     X = np.random.default_rng(0).normal(size=(10_000, 5)) * np.sqrt(np.logspace(-3, 3, 5)) + 1e4
-    f = gaussian.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(0))
-    assert f.scale is not None and not f.scale.bounds.found
-    assert np.all(np.isnan(f.mean)) and np.all(np.isnan(f.covariance))
+    with pytest.warns(AccuracyWarning, match="no fallback route"):
+        f = gaussian.fit(X, budget=dp.PureDP(1), noise=dp.SeededNoise(0))
+    assert f.scale is not None and not f.scale.bounds.found and not f.found
+    assert np.all(f.mean == 0.0) and np.all(f.covariance == 0.0)
     assert U.grid_value([0.0, 30.0, 1.0], [0.0, 1.0, 2.0, 3.0], 2.0, 14.0) == 2.0  # 30 >= 2 * 14: found
     assert math.isnan(U.grid_value([0.0, 27.9, 1.0], [0.0, 1.0, 2.0, 3.0], 2.0, 14.0))
     assert U.noise_level("laplace", 8600) == 2.0 * (math.log(4300.0) + math.log(100.0))

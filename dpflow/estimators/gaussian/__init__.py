@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -30,14 +31,16 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
-from dpflow.errors import DomainError, PlanTypeError
+from dpflow.errors import AccuracyWarning, DomainError, PlanTypeError
 from dpflow.estimators.covariance import naive_pce
-from dpflow.estimators.gaussian import coinpress, klsu, kv, steps, unbounded
+from dpflow.estimators.gaussian import coinpress, klsu, kv, routes, steps, unbounded
 from dpflow.estimators.mean import clipped_mean
+from dpflow.estimators.tolerance import choose_route, enforce
 from dpflow.handles import Released, Rows, Sensitive
-from dpflow.nodes.postprocess import accuracy_warning
+from dpflow.nodes.postprocess import WARNING, _caller_level, accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
+from dpflow.planner.accuracy import Prediction
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP, gaussian_budget_rho
 from dpflow.privacy.split import sequential_split
 from dpflow.references import spec
@@ -166,6 +169,12 @@ def mean(
         if t < 1:
             raise _refuse(where, f"t={t} rounds", "use t >= 1")
         out = _mean_part(b, X, n, d, R, rho, 1.0, t, 0.01 if beta is None else beta, sigma)
+        out = N.Apply(fn=steps.into_ball, shape=(d,))(out, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
+                                                                    "estimate is projected into it (post-processing)"))
+        r = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, 0.01 if beta is None else beta)[-1]
+        N.predicted_error(b, "mean", "l2", min(sigma * r, 2.0 * R), routes.CONFIDENCE,
+                          f"CoinPress mean under Sigma at most {sigma * sigma:.4g} I, {t} rounds: last radius {r:.4g} "
+                          f"x {sigma:.4g} (coinpress.predicted_mean_radii), capped at 2R", "coinpress")
     elif method == "kv":
         out = kv.coordinate_mean(X, n, d, sigma, R, 1.0, 1.0, 0.1 if beta is None else beta)
     elif method == "pme":
@@ -295,6 +304,11 @@ def covariance(
         t = default_rounds(K, d, 3)
         N.param(b, "rounds", float(t), "default_rounds(K, d, 3)")
     cov, _ = _cov_part(b, rows, m, d, K, method, 1.0, t or 1, beta)
+    if method == "coinpress":
+        absolute, _ = coinpress.predicted_cov_errors(m, d, total_rho(budget), K, t or 1, 0.1 if beta is None else beta)
+        N.predicted_error(b, "covariance", "spectral (absolute)", K * absolute, routes.CONFIDENCE,
+                          f"CoinPress covariance, {t} rounds over {m} rows (coinpress.predicted_cov_errors), Sigma "
+                          f"at most {K:.4g} I", "coinpress")
     return b.build(covariance=cov)
 
 
@@ -307,11 +321,23 @@ def gaussian(
     t_cov: int | None = None,
     t_mean: int | None = None,
     split: float = 0.5,
+    lower: float | None = None,
+    note: str | None = None,
+    alerts: tuple[str, ...] = (),
+    units: str = "",
 ) -> Plan:
     """Unknown mean and covariance (gaussian.md 1.4): CoinPress covariance on the ``n // 2`` pair
     differences with ``split`` of the budget, then CoinPress mean on all n rows whitened by the released
-    preconditioner ``A`` (ball ``B(0, ||A|| R)``) with the rest; ``mu = A^{-1} c``.  Both parts read every
-    record: sequential composition.  ``||mu|| <= R``, ``Sigma <= K I``.  Outputs ``mean``, ``covariance``.
+    preconditioner ``A`` (ball ``B(0, ||A|| R)``) with the rest; ``mu = A^{-1} c``, projected into the public
+    ball (:func:`steps.into_ball`, free).  Both parts read every record: sequential composition.
+    ``||mu|| <= R``, ``Sigma <= K I``.  Outputs ``mean``, ``covariance`` (PSD: the rounds' second moments
+    are projected onto the PSD cone).
+
+    The plan records its predicted errors before data (:mod:`.routes`: :func:`routes.joint`; under
+    ``PureDP`` the Laplace rounds' :func:`coinpress.laplace_cov_schedule` and radius schedule), in the
+    Mahalanobis metrics when ``lower`` says that ``Sigma >= lower I`` is known (the rows are then in units of
+    ``lower``: :func:`fit` after its scale search); ``note`` (a route comparison) and ``alerts`` (tolerance
+    warnings already emitted) are added to the ledger; ``units`` names the units of the rows in the metrics.
 
     A ``PureDP`` budget runs the same rounds with Laplace noise (:mod:`.coinpress`, ``mech="laplace"``:
     each round a clipped mean or a clipped second moment, l1 sensitivities ``2 clip sqrt(d) / n`` and
@@ -342,6 +368,7 @@ def gaussian(
     if (t_cov is not None and t_cov < 1) or (t_mean is not None and t_mean < 1):
         raise _refuse(where, f"t_cov={t_cov}, t_mean={t_mean}", "use at least one round each")
     sched: tuple[Fraction, ...] | None = None
+    predicted = math.inf
     eps = float(budget.epsilon) if isinstance(budget, PureDP) else 0.0
     if pure:  # Laplace rounds: the schedule from their per-round contraction (coinpress.laplace_cov_schedule)
         sched, predicted = coinpress.laplace_cov_schedule(n // 2, d, eps * split, K, t_cov)
@@ -349,6 +376,7 @@ def gaussian(
     t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
     t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_full")
+    _alerts(b, alerts)
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"{spec('gaussian.md', '1.4')} [REC]: {coinpress.REF_COV}; then {coinpress.REF_MEAN}")
     N.param(b, "split", [split, 1.0 - split], "budget shares: covariance, mean (user-overridable)")
@@ -378,7 +406,100 @@ def gaussian(
     init = N.Pack(names=coinpress.MEAN_STATE)(b.public(np.zeros(d)), radius)
     state = coinpress.mvm_rec(Y, init, n, d, 1.0 - split, t_mean, mech=mech)
     mu = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
+    mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
+                                                              "estimate is projected into it (post-processing)"))
+    if pure:
+        forecast = _pure_forecast(n, d, eps, R, K, split, t_mean, predicted, units)
+    else:
+        forecast = routes.joint(n, d, rho, R, K, split, t_cov, t_mean, lower, units)
+    _record(b, forecast, note)
     return b.build(mean=mu, covariance=cov)
+
+
+def diagonal_gaussian(
+    d: int,
+    n: int,
+    budget: Measure,
+    R: float,
+    K: float,
+    split: float = 0.5,
+    t_mean: int | None = None,
+    note: str | None = None,
+    alerts: tuple[str, ...] = (),
+    units: str = "",
+) -> Plan:
+    """The route for when the full covariance cannot be learned at this n: the mean under the isotropic
+    bound ``Sigma <= K I`` (CoinPress mean of the rows scaled by ``1 / sqrt(K)``, projected into the ball
+    ``||mu|| <= R``) with ``1 - split`` of the budget, and only the diagonal of the covariance: one clipped
+    second moment of the ``n // 2`` pair differences scaled by ``1 / sqrt(K)`` (a one-round CoinPress
+    covariance) with ``split``, its diagonal kept and floored at 0 (:func:`steps.diagonal_part`; the
+    off-diagonal entries are 0: not estimated).  Predictions: :func:`routes.diagonal`.  Outputs ``mean``,
+    ``covariance``.
+
+    >>> import dpflow as dp
+    >>> p = diagonal_gaussian(d=3, n=4000, budget=dp.ZCDP(0.5), R=10.0, K=30.0)
+    >>> p.check().totals[0].rho, [q.route for q in p.check().predictions]
+    (Fraction(1, 2), ['diagonal', 'diagonal'])
+    """
+    where = "gaussian.diagonal_gaussian"
+    rho = _check_common(where, d, n, budget)
+    _check_bound(where, "R", R, 0.0)
+    _check_bound(where, "K", K, 1e-300)
+    if not 0.0 < split < 1.0:
+        raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    sigma = math.sqrt(K)
+    t_mean = default_rounds(R / sigma, d, 2) if t_mean is None else t_mean
+    if t_mean < 1:
+        raise _refuse(where, f"t_mean={t_mean}", "use t_mean >= 1")
+    b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_diagonal")
+    _alerts(b, alerts)
+    X = b.source("X", Vectors(d=d), n=n)
+    N.param(b, "algorithm", 0.0, f"{coinpress.REF_MEAN} under Sigma <= K I; the variances from one clipped "
+                                 f"second moment ({coinpress.REF_COV}, one round), off-diagonal not estimated")
+    N.param(b, "split", [split, 1.0 - split], "budget shares: covariance (diagonal), mean")
+    cov, _ = _cov_part(b, N.PairDifferences()(X), n // 2, d, K, "coinpress", split, 1, None)
+    rho_mean = coinpress.part_rhos(rho, [(split, 1), (1.0 - split, t_mean)])[1]
+    mu = _mean_part(b, X, n, d, R, rho_mean, 1.0 - split, t_mean, 0.01, sigma)
+    mu = N.Apply(fn=steps.into_ball, shape=(d,))(mu, N.param(b, "ball", R, "public bound ||mu|| <= R: the "
+                                                              "estimate is projected into it (post-processing)"))
+    cov = N.Apply(fn=steps.diagonal_part, shape=(d, d))(cov)
+    _record(b, routes.diagonal(n, d, rho, R, K, split, t_mean, units=units), note)
+    return b.build(mean=mu, covariance=cov)
+
+
+def _alerts(b: PlanBuilder, alerts: tuple[str, ...]) -> None:
+    """The tolerance warnings :func:`fit` emitted before building the plan, listed first in its
+    ``Ledger.warnings`` (the order they were emitted in)."""
+    for line in alerts:
+        N.param(b, WARNING, 0.0, line)
+
+
+def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None) -> None:
+    """The route's predictions (``PredictedError`` nodes) and the route comparison, on the plan."""
+    if note is not None:
+        N.param(b, "routes", 0.0, note)
+    for p in (forecast.mean, forecast.covariance):
+        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+
+
+def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float, t_mean: int,
+                   cov_error: float, units: str = "") -> routes.Forecast:
+    """The ``PureDP`` :func:`gaussian` plan's predictions: the covariance from
+    :func:`coinpress.laplace_cov_schedule` (``cov_error``, relative; times K: absolute), the mean from the
+    Laplace rounds' radius schedule (:func:`steps.mvm_next_radius_laplace` at ``eps (1 - split) s_k``)."""
+    from dpflow.estimators.tails import chi_radius
+
+    gamma, r = chi_radius(d, 0.01), float(R)
+    for s_k in coinpress.schedule(t_mean):
+        clip = steps.mvm_clip(r, gamma)
+        r = steps.mvm_next_radius_laplace(clip, 1.0 / (eps * (1.0 - split) * float(s_k)), gamma, n, d)
+    mean = Prediction("mean", f"l2{units}", min(r * math.sqrt(K * (1.0 + cov_error)), 2.0 * R), routes.CONFIDENCE,
+                      f"Laplace CoinPress mean, {t_mean} rounds at epsilon {eps * (1 - split):.4g}: last radius "
+                      f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress")
+    cov = Prediction("covariance", f"spectral (absolute){units}", K * cov_error, routes.CONFIDENCE,
+                     "Laplace CoinPress covariance: coinpress.laplace_cov_schedule (relative error) times K",
+                     "coinpress")
+    return routes.Forecast("coinpress", mean, cov)
 
 
 SCALED_R_PER_COORD = 4.0
@@ -401,16 +522,77 @@ def unscale_covariance(cov: Any, scale: Any) -> np.ndarray:
     return out
 
 
-def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight: float | None = None) -> Plan:
+def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
+                     weight: float | None = None) -> dict[str, routes.Forecast]:
+    """The predicted errors of :func:`scaled_gaussian`'s two routes on the standardised rows (public: n, d,
+    the budget), in the units of the private column scales: ``coinpress`` (:func:`routes.joint` at
+    ``R = 4 sqrt(d)``, ``K = 2d``) and ``diagonal`` (:func:`routes.diagonal`: the mean under
+    ``Sigma_z <= 2 I``, the variances of rows scaled by ``1 / sqrt 2``, the off-diagonal part left out
+    bounded by ``K = 2d``), with the rho of the budget's CoinPress share.  When the scale step's default share
+    is capped (n is too small for it: :func:`dpflow.estimators.scale.scale_weight`) its centres and scales may be
+    off by many orders of magnitude, so every prediction is infinite (measured: at n = 500, d = 2 .. 20 and at
+    n = 2,000, d = 20, errors up to 1e18 in about half the seeds).
+
+    >>> import dpflow as dp
+    >>> f = scaled_forecasts(50, 10_000, dp.ApproxDP(1, 1e-6))
+    >>> f["coinpress"].covariance.value > f["diagonal"].covariance.value
+    True
+    >>> scaled_forecasts(5, 500, dp.ApproxDP(1, 1e-6))["diagonal"].mean.value
+    inf
+    """
+    capped = False
+    if weight is None:
+        weight, capped = _scale_weight(n, d, budget)
+    rho = total_rho(budget) * Fraction(1.0 - weight)
+    R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
+    units = " (standardised rows: units of the private column scales)"
+    out = {"diagonal": routes.diagonal(n, d, rho, R, K, split, sigma=math.sqrt(SCALED_K_PER_COORD),
+                                       clip=SCALED_K_PER_COORD, units=units),
+           "coinpress": routes.joint(n, d, rho, R, K, split, units=units)}  # diagonal first: it wins ties
+    if not capped:
+        return out
+    why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget (its share "
+           "is capped): the centres and scales may be far off; ")
+    return {r: attrs.evolve(f, mean=attrs.evolve(f.mean, value=math.inf, derivation=why + f.mean.derivation),
+                            covariance=attrs.evolve(f.covariance, value=math.inf,
+                                                    derivation=why + f.covariance.derivation))
+            for r, f in out.items()}
+
+
+SCALE_WEIGHT_FACTOR = 2.0
+""":func:`scaled_gaussian`'s scale step gets this many times the share
+:func:`dpflow.estimators.scale.scale_weight` names (capped at its ``MAX_SCALE_WEIGHT``): that share sizes each
+column's range histogram for its modal bin to beat about 120 Laplace noises with epsilon ``75 / n``, but the
+largest of 120 noises of scale ``2 / epsilon`` exceeds the margin ``n / 8`` with probability about 0.5, and a
+column whose range is off by 1e11 ruins every estimate.  Measured (d = 50, n = 10,000, ApproxDP(1, 1e-6),
+20 seeds): 3 seeds with a column scale off by more than e at 1x, none at 2x (mean error 2.6x -> 3.0x the
+non-private one)."""
+
+
+def _scale_weight(n: int, d: int, budget: Measure) -> tuple[float, bool]:
+    from dpflow.estimators.scale import MAX_SCALE_WEIGHT, scale_weight
+
+    weight, capped = scale_weight(n, d, budget)
+    want = SCALE_WEIGHT_FACTOR * weight
+    return min(want, MAX_SCALE_WEIGHT), capped or want > MAX_SCALE_WEIGHT
+
+
+def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight: float | None = None,
+                    route: str | None = None, note: str | None = None, alerts: tuple[str, ...] = ()) -> Plan:
     """:func:`gaussian` with no bounds at all: the private per-column scale step first
     (:func:`dpflow.estimators.scale.column_scales`, ``weight`` of the budget, by default the share the data
-    size needs), then CoinPress on the standardised rows ``(x - c) / s`` with the public bounds
-    ``R = 4 sqrt(d)`` and ``K = 2d`` that standardisation makes true (up to the scales' error), and the
-    estimates mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``: post-processing).  Location- and
-    scale-invariant.  The plan is no longer all-Gaussian (the scale step's histograms and quantiles), so an
-    ``ApproxDP`` budget is met by the planner's general rule (PLD / zCDP + CKS) instead of the exact
-    Gaussian-DP profile; the predicted radius schedule in the ledger uses the Gaussian-DP rho times the
-    CoinPress share (an approximation: it only feeds the warnings).  Outputs ``mean``, ``covariance``,
+    size needs), then on the standardised rows ``(x - c) / s`` the route with the smaller predicted
+    covariance error (:func:`scaled_forecasts`; ``route=`` forces one): ``coinpress``, CoinPress with the public
+    bounds ``R = 4 sqrt(d)`` and ``K = 2d`` that standardisation makes true (up to the scales' error), or
+    ``diagonal`` (when the full covariance cannot be learned at this n), the mean under ``Sigma_z <= 2 I`` (each
+    standardised coordinate has variance about 1; correlated columns make the clipping radius cover less)
+    and the variances only; the estimates mapped back (``c + s mu``, ``diag(s) Sigma diag(s)``:
+    post-processing).  Location- and scale-invariant.  The plan is no longer all-Gaussian (the scale step's
+    histograms and quantiles), so an ``ApproxDP`` budget is met by the planner's general rule (PLD / zCDP +
+    CKS) instead of the exact Gaussian-DP profile; the predictions (radius schedule, :func:`scaled_forecasts`)
+    use the Gaussian-DP rho times the CoinPress share (an approximation: the planner's rho is within a few
+    percent of it).  The scale step's share is :data:`SCALE_WEIGHT_FACTOR` times the one
+    :func:`dpflow.estimators.scale.scale_weight` names.  Outputs ``mean``, ``covariance``,
     ``centre``, ``scale``.
 
     >>> import numpy as np, dpflow as dp
@@ -420,21 +602,25 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     >>> bool(np.all(np.abs(out["mean"] - X.mean(axis=0)) < 0.05 * X.std(axis=0)))
     True
     """
-    from dpflow.estimators.scale import column_scales, scale_weight, standardize, unstandardize, warn_if_capped
+    from dpflow.estimators.scale import column_scales, standardize, unstandardize, warn_if_capped
 
     where = "gaussian.scaled_gaussian"
     rho = _check_common(where, d, n, budget)
     if not 0.0 < split < 1.0:
         raise _refuse(where, f"split={split}", "pass 0 < split < 1 (the covariance's share of the budget)")
+    forecasts = scaled_forecasts(d, n, budget, split, weight)  # before the default: a capped share predicts inf
     capped = False
     if weight is None:
-        weight, capped = scale_weight(n, d, budget)
+        weight, capped = _scale_weight(n, d, budget)
     if not 0.0 < weight < 1.0:
         raise _refuse(where, f"weight={weight}", "pass 0 < weight < 1 (the scale step's share)")
+    chosen = _choose(where, forecasts, route)
+    note = routes.compare(forecasts, chosen, route is not None) + (f"; {note}" if note else "")
     R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
     t_cov, t_mean = default_rounds(K, d, 3), default_rounds(R, d, 2)
     rest = 1.0 - weight
     b = PlanBuilder(budget=budget, neighbors="replace", name="gaussian_scaled")
+    _alerts(b, alerts)
     warn_if_capped(b, n, d, capped)
     X = b.source("X", Vectors(d=d), n=n)
     N.param(b, "algorithm", 0.0, f"private scale step; then {spec('gaussian.md', '1.4')} [REC] on the standardised "
@@ -442,6 +628,10 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     N.param(b, "bounds", [R, K], "R = 4 sqrt(d), K = 2 d on standardised rows (public: they follow from d)")
     centre, scale = column_scales(X, d, weight)
     Z = standardize(X, centre, scale, d)
+    if chosen == "diagonal":
+        mean, cov = _scaled_diagonal(b, Z, n, d, rho * Fraction(rest), split, rest, centre, scale)
+        _record(b, forecasts[chosen], note)
+        return b.build(mean=mean, covariance=cov, centre=centre, scale=scale)
     cov_z, A = _cov_part(b, N.PairDifferences()(Z), n // 2, d, K, "coinpress", split * rest, t_cov, None)
     assert A is not None
     rho_mean = coinpress.part_rhos(Fraction(rho) * Fraction(rest),
@@ -455,7 +645,36 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     mu_z = N.Apply(fn=steps.unmap_mean, shape=(d,))(A, N.Get("centre")(state))
     mean = N.Apply(fn=unstandardize, shape=(d,))(mu_z, centre, scale)
     cov = N.Apply(fn=unscale_covariance, shape=(d, d))(cov_z, scale)
+    _record(b, forecasts[chosen], note)
     return b.build(mean=mean, covariance=cov, centre=centre, scale=scale)
+
+
+def _scaled_diagonal(b: PlanBuilder, Z: Sensitive[Rows], n: int, d: int, rho: Fraction, split: float, rest: float,
+                     centre: Released[Any], scale: Released[Any]) -> tuple[Released[Any], Released[Any]]:
+    """The ``diagonal`` route of :func:`scaled_gaussian` on the standardised rows ``Z``: the variances of the
+    pair differences scaled by ``1 / sqrt 2`` (one clipped second moment) and the CoinPress mean under
+    ``Sigma_z <= 2 I`` in the ball ``4 sqrt(d)``, both mapped back."""
+    from dpflow.estimators.scale import unstandardize
+
+    R, k_z = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD
+    sigma = math.sqrt(k_z)
+    t_mean = default_rounds(R / sigma, d, 2)
+    N.param(b, "bounds", [R, k_z], "diagonal route: R = 4 sqrt(d), Sigma_z <= 2 I on standardised rows (each "
+                                   "coordinate's variance is about 1 after the scale step)")
+    cov_z, _ = _cov_part(b, N.PairDifferences()(Z), n // 2, d, k_z, "coinpress", split * rest, 1, None)
+    rho_mean = coinpress.part_rhos(rho, [(split, 1), (1.0 - split, t_mean)])[1]
+    mu_z = _mean_part(b, Z, n, d, R, rho_mean, (1.0 - split) * rest, t_mean, 0.01, sigma)
+    mu_z = N.Apply(fn=steps.into_ball, shape=(d,))(mu_z, b.public(R))
+    mean = N.Apply(fn=unstandardize, shape=(d,))(mu_z, centre, scale)
+    diag = N.Apply(fn=steps.diagonal_part, shape=(d, d))(cov_z)
+    return mean, N.Apply(fn=unscale_covariance, shape=(d, d))(diag, scale)
+
+
+def _choose(where: str, forecasts: dict[str, routes.Forecast], route: str | None) -> str:
+    """The route with the smallest predicted covariance error (public), or the forced one."""
+    if route is not None and route not in forecasts:
+        raise _refuse(where, f"unknown route {route!r}", f"use one of {sorted(forecasts)} or route=None")
+    return choose_route({r: f.covariance for r, f in forecasts.items()}, route)
 
 
 @attrs.frozen(eq=False)
@@ -472,13 +691,18 @@ class ScaleSearch:
 @attrs.frozen(eq=False)
 class Fit:
     """What :func:`fit` returns: the estimates and the report (ledger, run facts); ``scale`` holds the
-    scale search of a fit without bounds (``None`` when the bounds were given)."""
+    scale search of a fit without bounds (``None`` when the bounds were given or the search was not run);
+    ``route`` names the route that produced the estimates (``Fit.report.ledger`` lists its predicted errors
+    and the routes compared); ``found`` is False only when a ``PureDP`` scale search released "not found"
+    (no fallback exists under pure DP: the estimates are then zeros, and a warning says so)."""
 
     mean: np.ndarray
     covariance: np.ndarray
     report: Any
     plan: Plan
     scale: ScaleSearch | None = None
+    route: str = ""
+    found: bool = True
 
 
 def fit(
@@ -491,34 +715,53 @@ def fit(
     split: float = 0.5,
     noise: Any = None,
     scale_share: Fraction = unbounded.SCALE_SHARE,
+    route: str | None = None,
+    max_error: float | None = None,
+    strict: bool = False,
 ) -> Fit:
-    """Estimate the mean and covariance of the rows of ``X`` (n x d) privately with :func:`gaussian`:
-    ``mean_bound`` bounds ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I``; with neither, a
-    private scale search runs first (KMSSU under approximate budgets, a float64 exponent search under zCDP;
-    its ``scale_share`` of the budget is in ``Fit.scale``), then :func:`gaussian` on the recentred rows
-    (:func:`scaled_gaussian` is the one-plan alternative: a per-column scale step, then CoinPress).  ``X`` may
-    be a DataFrame.  ``noise`` defaults to
-    OS entropy (``dpflow.SecureNoise``).  When n is too small for d and the budget the plan's warnings are
-    emitted as :class:`dpflow.errors.AccuracyWarning` and shown by ``fit(...).report.summary()``.
+    """Estimate the mean and covariance of the rows of ``X`` (n x d) privately.  ``mean_bound`` bounds
+    ``||mu||_2``, ``cov_bound`` bounds ``Sigma <= cov_bound I`` (pass both or neither).  ``X`` may be a
+    DataFrame; ``noise`` defaults to OS entropy (``dpflow.SecureNoise``).
 
-    Without the bounds (pass neither), a first plan spends ``scale_share`` of the budget finding the
-    scale (:mod:`dpflow.estimators.gaussian.unbounded`: under ``ApproxZCDP``/``ApproxDP`` budgets with no
-    range assumed, KMSSU's EigenvalueEstimator and a stability-histogram centre; under ``ZCDP`` and
-    ``PureDP`` over the float64 exponent grid, with Gaussian or Laplace noise), then :func:`gaussian`
-    (under ``PureDP`` its Laplace rounds) runs with the rest on the rows moved to the found
-    centre and scaled by the found eigenvalue floor, and the estimates are mapped back.  The two plans
-    compose sequentially (:func:`dpflow.privacy.split.sequential_split`); ``fit(...).scale.report`` is the
-    first plan's report.  If the search releases "not found" the estimates are NaN.
+    Before any data is read every route's error is predicted from public facts (n, d, the budget, the
+    bounds: :mod:`.routes`) and the route is chosen from the predictions (``route=`` forces one); the chosen
+    route's predictions are in the ledger (``Fit.report.ledger.predictions``) with the routes compared.
+
+    With the bounds: ``coinpress`` (:func:`gaussian`: CoinPress covariance, then the whitened CoinPress mean)
+    or ``diagonal`` (:func:`diagonal_gaussian`: the mean under the isotropic bound and only the variances, when
+    the full covariance cannot be learned at this n), whichever has the smaller predicted covariance error.
+
+    Without the bounds: ``kmssu`` when the private eigenvalue search is predicted to find the scale
+    (:func:`unbounded.search_outlook`): a first plan spends ``scale_share`` of the budget finding it
+    (:mod:`dpflow.estimators.gaussian.unbounded`: under ``ApproxZCDP``/``ApproxDP`` KMSSU's EigenvalueEstimator
+    and a stability-histogram centre; under ``ZCDP`` and ``PureDP`` the float64 exponent grid), then
+    ``coinpress`` or ``diagonal`` runs with the rest on the rows moved to the found centre and scaled by the
+    found floor (``fit(...).scale.report`` is the first plan's report; the plans compose sequentially,
+    :func:`dpflow.privacy.split.sequential_split`).  Otherwise ``scaled``: :func:`scaled_gaussian` (a
+    per-column private scale step, then ``coinpress`` or ``diagonal`` on the standardised rows) with the whole
+    budget.  Routes are named ``"kmssu+coinpress"``, ``"scaled+diagonal"`` and so on; ``route="kmssu"`` forces the
+    search and leaves the rest to the predictions.  If the search runs and releases "not found", the
+    rest of the budget (decided before data: the search's share is spent) runs the ``scaled`` route, with a
+    warning; under ``PureDP`` (no scale step) the estimates are zeros, ``found`` is False and a warning
+    says so.  No estimate is ever NaN or infinite.
+
+    ``max_error`` is the largest acceptable predicted error of each output in its own metric (default: the
+    data's own spread in that metric, ``sqrt(d K)`` for the mean's l2 error and ``K`` for the covariance's
+    spectral error under ``Sigma <= K I``; ``sqrt(d)`` and 1 in the Mahalanobis metrics).  A prediction above it
+    gives an :class:`dpflow.errors.AccuracyWarning` (also listed in the ledger's warnings); with ``strict=True``
+    an :class:`dpflow.AccuracyError` refuses before any data is read and before any budget is charged (without
+    bounds: on the predictions made before the search; the second plan's predictions, made from the
+    search's release, then only warn).
 
     >>> import numpy as np, dpflow as dp
     >>> X = np.random.default_rng(0).normal(size=(5000, 3))
     >>> f = fit(X, budget=dp.ZCDP(0.5), mean_bound=10.0, cov_bound=30.0, noise=dp.SeededNoise(0))
-    >>> f.covariance.shape, f.report.ledger.totals[0].rho
-    ((3, 3), Fraction(1, 2))
+    >>> f.covariance.shape, f.report.ledger.totals[0].rho, f.route
+    ((3, 3), Fraction(1, 2), 'coinpress')
     >>> X = np.random.default_rng(0).normal(size=(40000, 2)) * [1e-4, 1e4] + [1e7, -3.0]
     >>> f = fit(X, budget=dp.ApproxZCDP(1, 1e-6), noise=dp.SeededNoise(0))
-    >>> bool(abs(f.mean[0] - 1e7) < 1e-3 and abs(f.covariance[1, 1] / 1e8 - 1) < 0.1)
-    True
+    >>> bool(abs(f.mean[0] - 1e7) < 1e-3 and abs(f.covariance[1, 1] / 1e8 - 1) < 0.1), f.route
+    (True, 'kmssu+coinpress')
     >>> round(float(f.scale.report.ledger.totals[0].rho), 9), f.report.ledger.totals[0].rho
     (0.2, Fraction(4, 5))
     >>> f = fit(X, budget=dp.PureDP(2), noise=dp.SeededNoise(0))
@@ -529,19 +772,89 @@ def fit(
     """
     from dpflow.tables import to_rows
 
-    X = to_rows(X, None, "gaussian.fit")
+    where = "gaussian.fit"
+    X = to_rows(X, None, where)
     shape = np.shape(X)
     if len(shape) != 2:
-        raise _refuse("gaussian.fit", f"X has shape {shape}", "pass an (n, d) array")
+        raise _refuse(where, f"X has shape {shape}", "pass an (n, d) array")
     if (mean_bound is None) != (cov_bound is None):
-        raise _refuse("gaussian.fit", "only one of mean_bound and cov_bound was given",
+        raise _refuse(where, "only one of mean_bound and cov_bound was given",
                       "pass both bounds, or neither (the scale is then found privately)")
+    if max_error is not None and not max_error > 0:
+        raise _refuse(where, f"max_error={max_error}", "pass a positive max_error, or None")
+    n, d = shape
     if mean_bound is not None and cov_bound is not None:
-        plan = gaussian(d=shape[1], n=shape[0], budget=budget, R=mean_bound, K=cov_bound, t_cov=t_cov,
-                        t_mean=t_mean, split=split)
+        if d < 1 or n < 2:
+            raise _refuse(where, f"d={d}, n={n}", "declare d >= 1 and n >= 2")
+        if not isinstance(budget, PureDP):
+            total_rho(budget)
+        _check_bound(where, "mean_bound", mean_bound, 0.0)
+        _check_bound(where, "cov_bound", cov_bound, 1.0)
+        forecasts = bounded_forecasts(d, n, budget, mean_bound, cov_bound, split, t_cov, t_mean)
+        chosen = _choose(where, forecasts, route)
+        lines = _enforce(forecasts[chosen], (math.sqrt(d * cov_bound), cov_bound), max_error, strict, where)
+        note = routes.compare(forecasts, chosen, route is not None)
+        plan = _bounded_plan(chosen, d, n, budget, mean_bound, cov_bound, t_cov, t_mean, split, None, note, lines)
         res = plan.run({"X": X}, noise=noise)
-        return Fit(np.asarray(res.released["mean"]), np.asarray(res.released["covariance"]), res.report, plan)
-    return _fit_unbounded(X, budget, t_cov, t_mean, split, noise, Fraction(scale_share))
+        return _finish(res.released["mean"], res.released["covariance"], res.report, plan, None, chosen)
+    return _fit_unbounded(X, budget, t_cov, t_mean, split, noise, Fraction(scale_share), route, max_error, strict)
+
+
+def bounded_forecasts(d: int, n: int, budget: Measure, R: float, K: float, split: float = 0.5,
+                      t_cov: int | None = None, t_mean: int | None = None,
+                      units: str = "") -> dict[str, routes.Forecast]:
+    """The predicted errors of :func:`fit`'s routes under the bounds ``||mu|| <= R``, ``Sigma <= K I``
+    (public): ``coinpress`` (:func:`routes.joint`) and ``diagonal`` (:func:`routes.diagonal`); under ``PureDP``
+    only ``coinpress`` (its Laplace rounds' predictions).
+
+    >>> import dpflow as dp
+    >>> f = bounded_forecasts(5, 442, dp.ApproxDP(1, 1e-6), R=400.0, K=2000.0)
+    >>> f["coinpress"].covariance.value > f["diagonal"].covariance.value
+    True
+    """
+    if isinstance(budget, PureDP):
+        eps = float(budget.epsilon)
+        _, predicted = coinpress.laplace_cov_schedule(n // 2, d, eps * split, K, t_cov)
+        t_m = default_rounds(R, d, 2) if t_mean is None else t_mean
+        return {"coinpress": _pure_forecast(n, d, eps, R, K, split, t_m, predicted, units)}
+    rho = total_rho(budget)
+    return {"coinpress": routes.joint(n, d, rho, R, K, split, t_cov, t_mean, units=units),
+            "diagonal": routes.diagonal(n, d, rho, R, K, split, t_mean, units=units)}
+
+
+def _bounded_plan(chosen: str, d: int, n: int, budget: Measure, R: float, K: float, t_cov: int | None,
+                  t_mean: int | None, split: float, lower: float | None, note: str, alerts: tuple[str, ...],
+                  units: str = "") -> Plan:
+    if chosen == "diagonal":
+        return diagonal_gaussian(d=d, n=n, budget=budget, R=R, K=K, split=split, t_mean=t_mean, note=note,
+                                 alerts=alerts, units=units)
+    return gaussian(d=d, n=n, budget=budget, R=R, K=K, t_cov=t_cov, t_mean=t_mean, split=split, lower=lower,
+                    note=note, alerts=alerts, units=units)
+
+
+def _enforce(forecast: routes.Forecast, tolerances: tuple[float, float], max_error: float | None, strict: bool,
+             where: str) -> tuple[str, ...]:
+    """:func:`dpflow.estimators.tolerance.enforce` on the route's two predictions, each against ``max_error``
+    or its default tolerance (``tolerances``: the mean's, the covariance's); returns the warning lines."""
+    fix = ("more rows, a larger budget, or tighter public bounds (mean_bound=, cov_bound=); the report lists "
+           "every route's prediction")
+    lines: tuple[str, ...] = ()
+    for p, tol in zip((forecast.mean, forecast.covariance), tolerances, strict=True):
+        lines += enforce([p], tol if max_error is None else max_error, strict, where, fix)
+    return lines
+
+
+def _finish(mean: Any, cov: Any, report: Any, plan: Plan, search: ScaleSearch | None, route: str,
+            found: bool = True) -> Fit:
+    """The :class:`Fit`, with a last guard: a non-finite entry of a released estimate (post-processing of
+    public values) becomes 0 (NaN) or the largest float (infinity), with a warning."""
+    m, c = np.asarray(mean, dtype=float), np.asarray(cov, dtype=float)
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(c))):
+        warnings.warn(f"gaussian.fit ({route}): a released estimate had non-finite entries (an overflow of the "
+                      "mapping back to the data's units); they were replaced by 0 (NaN) or the largest float",
+                      AccuracyWarning, stacklevel=_caller_level())
+        m, c = np.nan_to_num(m), np.nan_to_num(c)
+    return Fit(m, c, report, plan, search, route, found)
 
 
 def _pure_reach(n: int, d: int, b_fit: Measure, split: float) -> str | None:
@@ -560,32 +873,93 @@ def _pure_reach(n: int, d: int, b_fit: Measure, split: float) -> str | None:
             f"rows, a larger epsilon or a zCDP / approximate-DP budget fix this")
 
 
+
+
 def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
-                   share: Fraction) -> Fit:
+                   share: Fraction, route: str | None, max_error: float | None, strict: bool) -> Fit:
+    where = "gaussian.fit"
     n, d = np.shape(X)
-    require_budget(budget, "gaussian.fit", (ZCDP, ApproxZCDP, ApproxDP, PureDP))  # the user's, before the split
+    require_budget(budget, where, (ZCDP, ApproxZCDP, ApproxDP, PureDP))  # the user's, before the split
     if isinstance(budget, (ApproxZCDP, ApproxDP)) and budget.delta == 0:
-        raise _refuse("gaussian.fit", f"{budget.describe()} has delta = 0",
-                      "pass delta > 0, or a ZCDP or PureDP budget")
+        raise _refuse(where, f"{budget.describe()} has delta = 0", "pass delta > 0, or a ZCDP or PureDP budget")
     if not 0 < share < 1:
-        raise _refuse("gaussian.fit", f"scale_share={share}", "pass 0 < scale_share < 1")
+        raise _refuse(where, f"scale_share={share}", "pass 0 < scale_share < 1")
+    pure = isinstance(budget, PureDP)
+    search, _, cov_route = (route or "").partition("+")
+    if search not in ("", "kmssu", "scaled") or cov_route not in ("", "coinpress", "diagonal") or (
+            pure and (search == "scaled" or cov_route == "diagonal")):
+        raise _refuse(where, f"unknown route {route!r} for a fit without bounds under {budget.describe()}",
+                      "use 'kmssu' or 'scaled' (ZCDP / approximate budgets), optionally with '+coinpress' or "
+                      "'+diagonal'; PureDP has only 'kmssu+coinpress'")
     b_scale, b_fit = sequential_split(budget, [share, 1 - share])
+    feasible, why = unbounded.search_outlook(d, n, b_scale)
+    search = search or ("kmssu" if feasible or pure else "scaled")
+    outlook = (f"scale step: the eigenvalue search (share {share} of the budget) is "
+               f"{'' if feasible else 'not '}expected to find the scale ({why})")
+    if search == "scaled":
+        why_route = "forced by route=" if route else "chosen: the search is not expected to succeed"
+        return _fit_scaled(X, budget, split, noise, cov_route or None, max_error, strict,
+                           f"{outlook}; per-column scale route {why_route}", None, "scaled")
+    if strict or not feasible:  # before any data: the prediction at the smallest bounds the search releases
+        if not feasible:
+            inf = Prediction("mean", "Mahalanobis", math.inf, routes.CONFIDENCE, outlook, "kmssu")
+            pre = routes.Forecast("kmssu", inf, attrs.evolve(inf, output="covariance"))
+        elif pure:
+            pre = bounded_forecasts(d, n, b_fit, 8.0 * math.sqrt(d), unbounded.SMALLEST_K, split)["coinpress"]
+        else:
+            pre = routes.joint(n, d, total_rho(b_fit), 8.0 * math.sqrt(d), unbounded.SMALLEST_K, split, lower=1.0)
+        _enforce(pre, (math.sqrt(d), 1.0), max_error, strict, where)
     p1 = unbounded.scale_plan(d, n, b_scale, share, budget, _pure_reach(n, d, b_fit, split))
     r1 = p1.run({"X": X}, noise=noise)
     sc = unbounded.bounds_from(r1.released, d)
-    plan = gaussian(d=d, n=n, budget=b_fit, R=sc.R, K=sc.K, t_cov=t_cov, t_mean=t_mean, split=split)
-    search = ScaleSearch(share, r1.report, p1, sc)
-    if not sc.found:  # the private "not found": nothing more is read
-        return Fit(np.full(d, math.nan), np.full((d, d), math.nan), r1.report, p1, search)
+    found = ScaleSearch(share, r1.report, p1, sc)
+    if not sc.found:  # the private "not found": a public fact; the fallback's budget was fixed before data
+        lost = f"{where}: the private scale search released 'not found' ({outlook})"
+        if pure:
+            warnings.warn(f"{lost}; under PureDP there is no fallback route: the estimates are zeros "
+                          "(Fit.found is False). Fix: more rows, a larger epsilon, a zCDP / approximate-DP "
+                          "budget, or public bounds (mean_bound=, cov_bound=)", AccuracyWarning,
+                          stacklevel=_caller_level())
+            return Fit(np.zeros(d), np.zeros((d, d)), r1.report, p1, found, "kmssu", False)
+        warnings.warn(f"{lost}; the per-column scale route ran with the rest of the budget, "
+                      f"{b_fit.describe()}", AccuracyWarning, stacklevel=_caller_level())
+        return _fit_scaled(X, b_fit, split, noise, cov_route or None, max_error, False,
+                           f"{lost}: fallback to the per-column scale route with the rest of the budget "
+                           f"({b_fit.describe()}, decided before data)", found, "kmssu->scaled")
+    units = " (rows in units of the square root of the search's floor)"
+    forecasts = bounded_forecasts(d, n, b_fit, sc.R, sc.K, split, t_cov, t_mean, units)
+    chosen = _choose(where, forecasts, cov_route or None)
+    lower = None if pure else 1.0  # rows in units of the found floor: Sigma >= I there
+    shown = forecasts[chosen] if pure or chosen == "diagonal" else routes.joint(
+        n, d, total_rho(b_fit), sc.R, sc.K, split, t_cov, t_mean, lower)
+    tol = (math.sqrt(d), 1.0) if lower is not None and chosen == "coinpress" else (math.sqrt(d * sc.K), sc.K)
+    lines = _enforce(shown, tol, max_error, False, where)
+    note = f"{outlook}; bounds from the search (rows in units of its floor): R = {sc.R:.4g}, K = {sc.K:.4g}; " + \
+        routes.compare(forecasts, chosen, bool(cov_route))
+    plan = _bounded_plan(chosen, d, n, b_fit, sc.R, sc.K, t_cov, t_mean, split, lower, note, lines, units)
     s = math.sqrt(sc.lower)
     with np.errstate(all="ignore"):  # a public map of the rows; non-finite rows are clipped by the plan
         Y = (np.asarray(X, dtype=float) - sc.center) / s
     res = plan.run({"X": Y}, noise=noise)
-    mean = sc.center + s * np.asarray(res.released["mean"], dtype=float)
-    cov = sc.lower * np.asarray(res.released["covariance"], dtype=float)
-    return Fit(mean, cov, res.report, plan, search)
+    with np.errstate(all="ignore"):
+        mean = sc.center + s * np.asarray(res.released["mean"], dtype=float)
+        cov = sc.lower * np.asarray(res.released["covariance"], dtype=float)
+    return _finish(mean, cov, res.report, plan, found, f"kmssu+{chosen}")
 
 
-__all__ = ["Fit", "ScaleSearch", "coinpress", "covariance", "default_rounds", "fit", "gaussian", "klsu", "kv", "mean",
-           "scaled_gaussian", "steps", "total_rho", "unbounded",
-           "univariate_mean"]
+def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: str | None,
+                max_error: float | None, strict: bool, note: str, search: ScaleSearch | None, name: str) -> Fit:
+    """The ``scaled`` route of :func:`fit` (:func:`scaled_gaussian`) under ``budget``."""
+    n, d = np.shape(X)
+    forecasts = scaled_forecasts(d, n, budget, split)
+    chosen = _choose("gaussian.fit", forecasts, cov_route)
+    lines = _enforce(forecasts[chosen], (math.sqrt(SCALED_K_PER_COORD * d), SCALED_K_PER_COORD * d), max_error,
+                     strict, "gaussian.fit")
+    plan = scaled_gaussian(d=d, n=n, budget=budget, split=split, route=cov_route, note=note, alerts=lines)
+    res = plan.run({"X": X}, noise=noise)
+    return _finish(res.released["mean"], res.released["covariance"], res.report, plan, search, f"{name}+{chosen}")
+
+
+__all__ = ["Fit", "ScaleSearch", "bounded_forecasts", "coinpress", "covariance", "default_rounds",
+           "diagonal_gaussian", "fit", "gaussian", "klsu", "kv", "mean", "routes", "scaled_forecasts",
+           "scaled_gaussian", "steps", "total_rho", "unbounded", "univariate_mean"]

@@ -102,6 +102,48 @@ def predicted_mean_radii(n: int, d: int, R: float, rho: Fraction, t: int, beta: 
     return radii
 
 
+def predicted_cov_errors(m: int, d: int, rho: Fraction, K: float, t: int, beta: float = 0.1) -> tuple[float, float]:
+    """Predicted spectral errors of :func:`mvc_rec` with Gaussian rounds (schedule :func:`schedule` of ``t``
+    rounds sharing ``rho``) over ``m`` mean-zero rows from ``Sigma <= K I``: ``(absolute, mahalanobis)``.
+    Public quantities only; the confidence is about 0.9 (measured below).
+
+    Model.  Round k releases the second moment of rows clipped to ``gamma`` with Gaussian noise of
+    ``sigma_k = sqrt(2) gamma^2 / (m sqrt(2 rho_k))`` per entry, spectral norm about ``nu_k = 2 sigma_k sqrt(d)``
+    (Wigner); the sampling error of a second moment is ``s = 2 sqrt(d / m) + d / m``.  The final round errs
+    by ``nu_t + s`` in the preconditioned units.
+
+    * ``mahalanobis`` (``||Sigma^-1/2 Sigma-hat Sigma^-1/2 - I||``, when also ``Sigma >= I``): the final
+      error over the floor ``l`` of the preconditioned covariance, which rises from ``1 / K`` as
+      ``l <- l / (l + eta + 2 nu_k / (3 pi))`` (the model of :func:`laplace_cov_schedule`).
+    * ``absolute`` (``||Sigma-hat - Sigma||_2 / K``, any ``Sigma <= K I``): when every preconditioning round's
+      noise is below 1 the rounds contract and this is the Mahalanobis error at condition 1; otherwise the
+      preconditioner can be no better than the noise and the mapped-back error grows by
+      ``prod_k (1 + eta + nu_k + s)`` (each noisy round shrinks a direction by up to that factor), and the
+      Mahalanobis error is then bounded only by ``K`` times it.
+
+    Measured (8 seeds, 90th percentile; d, m, rho, K): (5, 1000, 0.1, 100) predicted 1.14 / measured 0.89
+    Mahalanobis; (20, 10000, 0.1, 100) 0.29 / 0.17; (50, 5000, 0.014, 1) 8.4 / 7.9; (10, 50000, 0.5, 1e4)
+    0.034 / 0.028; (50, 5000, 0.014, 100) (noisy rounds) absolute 1019 / 23, Mahalanobis 1e5 / 2330.
+
+    >>> [round(x, 3) for x in predicted_cov_errors(10000, 20, Fraction(1, 10), 100.0, 4)]
+    [0.247, 0.289]
+    """
+    g2 = chi_radius(d, beta) ** 2
+    eta = 0.5 * (2.0 * math.sqrt(d / m) + d / m)
+    samp = 2.0 * math.sqrt(d / m) + d / m
+    nus = [2.0 * math.sqrt(d) * g2 / (m * math.sqrt(float(r))) if r > 0 else math.inf
+           for r in _round_rhos(rho, schedule(t))]
+    floor, unit, growth = 1.0 / K, 1.0, 1.0
+    for nu in nus[:-1]:
+        floor = floor / (floor + eta + 2.0 / (3.0 * math.pi) * nu)
+        unit = unit / (unit + eta + 2.0 / (3.0 * math.pi) * nu)
+        growth *= 1.0 + eta + nu + samp
+    last = nus[-1] + samp
+    if all(nu < 1.0 for nu in nus[:-1]):
+        return last / unit, last / floor
+    return last * growth, last * growth * K
+
+
 LAPLACE_SHARES = tuple(Fraction(k, 8) for k in range(1, 8))
 """The preconditioning rounds' total shares :func:`laplace_cov_schedule` chooses from (the final round gets
 the rest)."""

@@ -233,3 +233,29 @@ def clamp(x: Any, bounds: Any) -> float:
     lo, hi = (float(v) for v in np.ravel(bounds))
     v = float(x)
     return hi if math.isnan(v) else min(max(v, lo), hi)
+
+
+def into_ball(mu: Any, R: Any) -> np.ndarray:
+    """``mu`` projected into the public ball ``||mu||_2 <= R`` (the truth lies there: the projection never
+    moves the estimate away from it); a non-finite estimate goes to the centre 0.
+
+    >>> into_ball([6.0, 8.0], 5.0).tolist(), into_ball([np.nan, 1.0], 2.0).tolist()
+    ([3.0, 4.0], [0.0, 0.0])
+    """
+    m = np.asarray(mu, dtype=float).ravel()
+    if not np.all(np.isfinite(m)):
+        return np.zeros(m.size)
+    norm, r = float(np.linalg.norm(m)), float(R)
+    out: np.ndarray = m * (r / norm) if norm > r else m
+    return out
+
+
+def diagonal_part(C: Any) -> np.ndarray:
+    """The diagonal of a covariance estimate, each variance floored at 0 (PSD), the off-diagonal set to 0.
+
+    >>> diagonal_part([[2.0, 1.0], [1.0, -0.5]]).tolist()
+    [[2.0, 0.0], [0.0, 0.0]]
+    """
+    v = np.maximum(np.diag(_finite(C)), 0.0)
+    out: np.ndarray = np.diag(v)
+    return out

@@ -517,6 +517,43 @@ def scale_plan(d: int, n: int, budget: Measure, share: Fraction | None = None, o
     return b.build(eigenvalues=lams, center=center)
 
 
+def search_outlook(d: int, n: int, budget: Measure) -> tuple[bool, str]:
+    """Before any data is read: whether :func:`scale_plan` under ``budget`` is expected to find the scale
+    (every histogram's modal bucket expected to hold the count it needs: :func:`block_size` and
+    :func:`stability_need` or :func:`grid_need` for the eigenvalues, as :func:`eigen_fragment` sizes them; the
+    centres' modal bins hold about 0.47 n rows, a bin two standard deviations wide in the worst position),
+    and the reason in words.  Public quantities only.
+
+    >>> search_outlook(5, 20_000, ApproxZCDP(Fraction(1, 5), "2e-7"))[0]
+    True
+    >>> search_outlook(50, 10_000, ApproxDP(Fraction(1, 5), "2e-7"))
+    (False, 'eigenvalue histograms: 83 blocks of 60 rows, about 37.2 in the modal bucket, 551 needed')
+    """
+    noise = _check("gaussian.fit (scale search)", d, n, budget)
+    ks = (0,) if d == 1 else (0, d - 1)
+    approx = noise == "stability"
+    centres = d if approx else 1
+    eps = _hist_epsilon(budget, len(ks), float(1 - CENTER_SHARE))
+    delta = histogram_delta(budget, len(ks) + centres)
+    m = n // 2
+    if approx:
+        assert delta is not None
+        need, width = stability_need(eps, float(delta)), SCALE_WIDTH
+    else:
+        need, width = grid_need(noise, eps, len(ZCDP_GRID) - 1), ZCDP_GRID[1] - ZCDP_GRID[0]
+    size = block_size(m, d, need, width)
+    held = (m // size) * modal_fraction(size, d, width)
+    if held < need:
+        return False, (f"eigenvalue histograms: {m // size} blocks of {size} rows, about {held:.3g} in the modal "
+                       f"bucket, {need:.3g} needed")
+    if approx:
+        assert delta is not None
+        need_c = stability_need(_hist_epsilon(budget, centres, float(CENTER_SHARE)), float(delta))
+        if 0.47 * n < need_c:
+            return False, f"centre histograms: about {0.47 * n:.3g} rows in a modal bin, {need_c:.3g} needed"
+    return True, f"eigenvalue histograms: about {held:.3g} blocks in the modal bucket, {need:.3g} needed"
+
+
 def bucket_center(released: Any) -> float:
     """The centre ``key + 1/2`` of the mode bin of a released width-1 stability histogram (NaN: not found).
 
@@ -542,7 +579,7 @@ def unscale_center(c: Any, lams: Any) -> np.ndarray:
 class Scale:
     """The public bounds derived from a scale search: rows are mapped to ``(x - center) / sqrt(lower)``,
     where ``||mu - center|| <= R`` and ``I <= Sigma / lower <= K I`` are expected; ``found`` is False when
-    a histogram released "not found" (the fit then returns NaN estimates)."""
+    a histogram released "not found" (the fit then runs its fallback route: docs/gaussian.md)."""
 
     center: np.ndarray
     lower: float
@@ -593,4 +630,4 @@ def bounds_from(released: dict[str, Any], d: int) -> Scale:
 
 __all__ = ["CENTER_WIDTH", "LOG2_WIDTH", "REF_COARSE", "REF_EIG", "REF_FINE", "REF_SUB", "SCALE_SHARE", "Scale",
            "ZCDP_GRID", "bounds_from", "bucket_value", "coarse_preconditioner", "eigen_fragment", "eigenvalues",
-           "scale_plan", "subspace_fragment", "subspace_recovery"]
+           "scale_plan", "search_outlook", "subspace_fragment", "subspace_recovery"]

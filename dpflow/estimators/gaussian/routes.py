@@ -1,0 +1,153 @@
+"""Predicted errors of the Gaussian estimators' routes, before any data is read (issue 29).
+
+Every route of :func:`dpflow.estimators.gaussian.fit` has a :class:`Forecast`: the predicted error of the
+mean and of the covariance at :data:`CONFIDENCE`, from public facts only (n, d, the budget's rho, the
+declared bounds ``||mu|| <= R`` and ``Sigma <= K I``, or the guarantee of the private scale step):
+
+* ``coinpress`` (:func:`joint`): the CoinPress covariance on the pair differences, then the CoinPress mean
+  on the rows whitened by its preconditioner (:func:`dpflow.estimators.gaussian.gaussian`).
+* ``diagonal`` (:func:`diagonal`): the mean under the isotropic bound ``Sigma <= K I`` (CoinPress mean with
+  ``sigma = sqrt(K)``) and only the diagonal of the covariance (one clipped second moment); for when the
+  full covariance cannot be learned at this n.
+
+Units: the mean's l2 error and the covariance's spectral error ``||Sigma-hat - Sigma||_2`` in the units of
+the rows the route estimates on (the data's, or the standardised rows' of the scale step); with a known
+floor ``Sigma >= lower I`` (after the eigenvalue search) the Mahalanobis errors
+``||Sigma^-1/2 (mu-hat - mu)||`` and ``||Sigma^-1/2 Sigma-hat Sigma^-1/2 - I||_2``.
+
+>>> from fractions import Fraction
+>>> f = joint(10_000, 5, Fraction(1, 2), R=10.0, K=4.0)
+>>> f.route, f.covariance.metric, round(f.covariance.value, 3)
+('coinpress', 'spectral (absolute)', 0.413)
+>>> round(diagonal(10_000, 5, Fraction(1, 2), R=10.0, K=4.0).covariance.value, 3)
+4.322
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import attrs
+
+from dpflow.estimators.gaussian import coinpress
+from dpflow.estimators.tails import chi_radius
+from dpflow.planner.accuracy import Prediction
+
+CONFIDENCE = 0.9
+"""The confidence of every prediction here (each model's tail probabilities are at most 0.1 in all)."""
+
+
+@attrs.frozen
+class Forecast:
+    """The predicted errors of one route: ``mean`` and ``covariance`` (:class:`Prediction` records)."""
+
+    route: str
+    mean: Prediction
+    covariance: Prediction
+
+    def describe(self) -> str:
+        """One line for the ledger's comparison of routes.
+
+        >>> from fractions import Fraction
+        >>> joint(10_000, 5, Fraction(1, 2), R=10.0, K=4.0).describe()
+        'coinpress: mean at most 0.104 (l2), covariance at most 0.413 (spectral (absolute))'
+        """
+        return (f"{self.route}: mean at most {self.mean.value:.3g} ({self.mean.metric}), "
+                f"covariance at most {self.covariance.value:.3g} ({self.covariance.metric})")
+
+
+def compare(forecasts: dict[str, Forecast], chosen: str, forced: bool) -> str:
+    """The ledger text naming the chosen route and every route's predictions.
+
+    >>> from fractions import Fraction
+    >>> f = {"coinpress": joint(10_000, 5, Fraction(1, 2), 10.0, 4.0)}
+    >>> compare(f, "coinpress", False).split(";")[0]
+    'route coinpress (the smallest predicted covariance error)'
+    """
+    why = "forced by route=" if forced else "the smallest predicted covariance error"
+    return f"route {chosen} ({why}); compared: " + "; ".join(f.describe() for f in forecasts.values())
+
+
+def _ball(value: float, R: float, scale: float) -> float:
+    """A predicted mean error capped by ``2 R scale``: the estimate is clamped into the public ball."""
+    return min(value, 2.0 * R * scale)
+
+
+def joint(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0.5, t_cov: int | None = None,
+          t_mean: int | None = None, lower: float | None = None, units: str = "") -> Forecast:
+    """The ``coinpress`` route (:func:`dpflow.estimators.gaussian.gaussian`) with the budget's zCDP ``rho``.
+
+    Covariance: :func:`coinpress.predicted_cov_errors` over the ``n // 2`` pair differences (its part of rho).
+    Mean: the last radius ``r`` of :func:`coinpress.predicted_mean_radii` in the whitened units; back in the
+    rows' units it grows by at most ``sqrt(K (1 + e))`` (``e`` the covariance's relative error: the whitening
+    preconditioner's inverse), in the Mahalanobis metric by ``sqrt(1 + e)``; capped at ``2 R`` (the estimate
+    is clamped into the ball).  With ``lower`` (``Sigma >= lower I`` is known: ``K`` is then relative to it)
+    the predictions are Mahalanobis.
+    """
+    from dpflow.estimators.gaussian import default_rounds
+
+    t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
+    t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
+    rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])
+    absolute, mahal = coinpress.predicted_cov_errors(n // 2, d, rho_cov, K, t_cov)
+    r = coinpress.predicted_mean_radii(n, d, R, rho_mean, t_mean)[-1]
+    cov_how = (f"CoinPress covariance, {t_cov} rounds over {n // 2} pair differences at rho {float(rho_cov):.4g}: "
+               f"Wigner noise norm per round, sampling 2 sqrt(d/m), preconditioner contraction "
+               f"(coinpress.predicted_cov_errors), Sigma at most {K:.4g} I")
+    mean_how = (f"CoinPress mean, {t_mean} rounds at rho {float(rho_mean):.4g} from the ball of radius {R:.4g}: "
+                f"last radius {r:.4g} (coinpress.predicted_mean_radii) in whitened units")
+    if lower is not None:
+        mean = Prediction("mean", "Mahalanobis", _ball(r * math.sqrt(1.0 + mahal), R, 1.0), CONFIDENCE,
+                          mean_how + ", times sqrt(1 + covariance error)", "coinpress")
+        cov = Prediction("covariance", "Mahalanobis (spectral, relative)", mahal, CONFIDENCE,
+                         cov_how + f" and at least {lower:.4g} I (Mahalanobis: the floor's contraction)", "coinpress")
+        return Forecast("coinpress", mean, cov)
+    mean = Prediction("mean", f"l2{units}", _ball(r * math.sqrt(K * (1.0 + absolute)), R, 1.0), CONFIDENCE,
+                      mean_how + ", times sqrt(K (1 + covariance error / K))", "coinpress")
+    cov = Prediction("covariance", f"spectral (absolute){units}", K * absolute, CONFIDENCE, cov_how, "coinpress")
+    return Forecast("coinpress", mean, cov)
+
+
+def diagonal_noise(m: int, d: int, rho: Fraction, beta: float = 0.1) -> float:
+    """The largest error of the ``d`` variances of one clipped second moment of ``m`` mean-zero rows under
+    ``rho`` (in units of the bound ``K``), with probability ``CONFIDENCE``: Gaussian noise
+    ``sigma = gamma^2 / (m sqrt(rho))`` per entry and the sampling error ``sqrt(2 / m)`` of a variance, times the
+    two-sided quantile ``sqrt(2 ln(2 d / (1 - CONFIDENCE)))`` over the d entries.
+
+    >>> round(diagonal_noise(5000, 5, Fraction(1, 4)), 4)
+    0.0806
+    """
+    g2 = chi_radius(d, beta) ** 2
+    z = math.sqrt(2.0 * math.log(2.0 * d / (1.0 - CONFIDENCE)))
+    return z * (g2 / (m * math.sqrt(float(rho))) + math.sqrt(2.0 / m)) if rho > 0 else math.inf
+
+
+def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0.5, t_mean: int | None = None,
+             sigma: float | None = None, clip: float | None = None, units: str = "") -> Forecast:
+    """The ``diagonal`` route (:func:`dpflow.estimators.gaussian.diagonal_gaussian`): the mean under
+    ``Sigma <= sigma^2 I`` (``sigma`` default ``sqrt(K)``; CoinPress mean, radius schedule
+    :func:`coinpress.predicted_mean_radii`, capped at ``2 R``), and the diagonal of one clipped second moment
+    (:func:`diagonal_noise` times ``clip``, the bound its rows are scaled by: default ``K``) plus the off-diagonal
+    part it leaves out: ``||Sigma - diag(Sigma)||_2 <= K`` (its eigenvalues lie in ``[-K, K]`` when
+    ``0 <= Sigma <= K I``), none when d = 1.
+    """
+    from dpflow.estimators.gaussian import default_rounds
+
+    s = math.sqrt(K) if sigma is None else sigma
+    t_mean = default_rounds(R / s, d, 2) if t_mean is None else t_mean
+    rho_cov, rho_mean = coinpress.part_rhos(rho, [(split, 1), (1.0 - split, t_mean)])
+    r = coinpress.predicted_mean_radii(n, d, R / s, rho_mean, t_mean)[-1]
+    mean = Prediction("mean", f"l2{units}", _ball(s * r, R, 1.0), CONFIDENCE,
+                      f"CoinPress mean under Sigma at most {s * s:.4g} I, {t_mean} rounds, rho {float(rho_mean):.4g}: "
+                      f"last radius {r:.4g} x {s:.4g} (coinpress.predicted_mean_radii)", "diagonal")
+    noise = (K if clip is None else clip) * diagonal_noise(n // 2, d, rho_cov)
+    off = K if d > 1 else 0.0
+    cov = Prediction("covariance", f"spectral (absolute){units}", off + noise, CONFIDENCE,
+                     f"diagonal only: variances from one clipped second moment of {n // 2} pair differences at rho "
+                     f"{float(rho_cov):.4g} err at most {noise:.4g} (routes.diagonal_noise); the off-diagonal part is "
+                     f"not estimated (0): the norm of Sigma - diag(Sigma) is at most {off:.4g}", "diagonal")
+    return Forecast("diagonal", mean, cov)
+
+
+__all__ = ["CONFIDENCE", "Forecast", "compare", "diagonal", "diagonal_noise", "joint"]
