@@ -111,6 +111,8 @@ def into_ball(mean: Any, radius: Any) -> np.ndarray:
 
     >>> into_ball(np.array([3.0, 4.0]), 5.0).tolist(), into_ball(np.array([6.0, 8.0]), 5.0).tolist()
     ([3.0, 4.0], [3.0, 4.0])
+    >>> into_ball([np.nan, 1.0], 2.0).tolist()
+    [0.0, 0.0]
     """
     m = np.asarray(mean, dtype=float).reshape(-1)
     r = max(float(radius), 0.0)
@@ -233,21 +235,6 @@ def clamp(x: Any, bounds: Any) -> float:
     lo, hi = (float(v) for v in np.ravel(bounds))
     v = float(x)
     return hi if math.isnan(v) else min(max(v, lo), hi)
-
-
-def into_ball(mu: Any, R: Any) -> np.ndarray:
-    """``mu`` projected into the public ball ``||mu||_2 <= R`` (the truth lies there: the projection never
-    moves the estimate away from it); a non-finite estimate goes to the centre 0.
-
-    >>> into_ball([6.0, 8.0], 5.0).tolist(), into_ball([np.nan, 1.0], 2.0).tolist()
-    ([3.0, 4.0], [0.0, 0.0])
-    """
-    m = np.asarray(mu, dtype=float).ravel()
-    if not np.all(np.isfinite(m)):
-        return np.zeros(m.size)
-    norm, r = float(np.linalg.norm(m)), float(R)
-    out: np.ndarray = m * (r / norm) if norm > r else m
-    return out
 
 
 def diagonal_part(C: Any) -> np.ndarray:
