@@ -506,3 +506,62 @@ def test_a_halved_sensitivity_of_each_mechanism_kind_is_flagged(name: str, monke
 
             found = findings(name, seed=1, cert=cert, stop=flags)
             assert any(flags(f) for f in found), (kind, found[:5])
+
+
+# ------------------------------------------------------------------ gaussian.fit without bounds: two plans
+
+
+def _fit_plans(X: np.ndarray, budget: dp.Measure, monkeypatch: pytest.MonkeyPatch) -> list[tuple[dp.Plan, Any, Any]]:
+    """The plans ``gaussian.fit`` runs on ``X`` without bounds, with the data and the release of each."""
+    calls: list[tuple[dp.Plan, Any, Any]] = []
+    original = dp.Plan.run
+
+    def run(plan: dp.Plan, data: Any, **options: Any) -> Any:
+        res = original(plan, data, **options)
+        calls.append((plan, data, res.released))
+        return res
+
+    with monkeypatch.context() as m, warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        m.setattr(dp.Plan, "run", run)
+        gaussian.fit(X, budget=budget, noise=dp.SeededNoise(0, exact=False))
+    return calls
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP(10_000), dp.PureDP(1000), dp.ApproxZCDP(10_000, 1e-6)], ids=repr)
+def test_gaussian_fit_without_bounds_end_to_end(budget: dp.Measure, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole no-bounds fit: the scale search replayed on D and D'; then the second plan, built from D's
+    release, replayed on D and D' moved and scaled by D's released centre and floor (a public row map, so the
+    mapped rows are neighbours too).  Each plan's realised cost is within its certified one, and the two
+    certified costs add up to within the fit's budget (sequential composition)."""
+    rng = np.random.default_rng(7)
+    X = _raw_scale(N_ROWS, 2)(rng)
+    (p1, data1, rel1), (p2, data2, _) = _fit_plans(X, budget, monkeypatch)
+    c1, c2 = certify(p1), certify(p2)
+    sc = unbounded.bounds_from(rel1, 2)
+    assert sc.found
+    assert np.array_equal(data2["X"], (X - sc.center) / math.sqrt(sc.lower))  # the fit's public row map
+    total = budget.epsilon if isinstance(budget, dp.PureDP) else budget.rho
+    reached = 0
+    for D, D2 in replace_pairs(X, rng, (0,)):
+        for first, second in ((D, D2), (D2, D)):
+            o1 = replay(c1, {"X": first}, {"X": second})
+            assert o1.found == []
+            for name, value in rel1.items() if first is X else ():  # the replay's run of X is the fit's own
+                assert np.array_equal(np.asarray(o1.released[name]), np.asarray(value), equal_nan=True)
+            s = unbounded.bounds_from(o1.released, 2)
+            if not s.found:  # the private "not found": the fit stops, nothing more is read
+                continue
+            reached += 1
+            if first is X:
+                c2_here = c2
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", AccuracyWarning)
+                    c2_here = certify(gaussian.gaussian(d=2, n=N_ROWS, budget=p2.budget, R=s.R, K=s.K))
+            with np.errstate(all="ignore"):
+                mapped = [(Z - s.center) / math.sqrt(s.lower) for Z in (first, second)]
+            o2 = replay(c2_here, {"X": mapped[0]}, {"X": mapped[1]})
+            assert o2.found == []
+            assert o1.certified + o2.certified <= Fraction(total)
+    assert reached > 0
