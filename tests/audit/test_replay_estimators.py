@@ -461,6 +461,8 @@ def released_centres(cert: Certified, source: str, X: np.ndarray) -> tuple[np.nd
     d-column matrix) of a run on ``X``, post-processed values included: the centres a plan clips and partitions
     around (bounding centre, part locations and means), so that pairs placed around them reach each ball's
     boundary from inside."""
+    if X.ndim != 2:  # ordinal data: no centres
+        return ()
     a = Replay(cert, {source: X})
     a.run()
     d = X.shape[1]
