@@ -319,11 +319,12 @@ def add_remove_pairs(X: np.ndarray, rng: np.random.Generator, search: Search) ->
 
 
 def ordinal_pairs(x: np.ndarray, N: int, rows: tuple[int, ...]) -> Pairs:
-    """Replace-one pairs of ordinal data: the row replaced by each end of [0, N), values beyond either end,
-    NaN and +-inf (the source's declared policies clamp them), and a row moved from one end to the other."""
+    """Replace-one pairs of ordinal data: the row replaced by 17 values spread over [0, N) (both ends included:
+    the record moves into every released interval of width N/16 or more), values beyond either end, NaN and
+    +-inf (the source's declared policies clamp them), and a row moved from one end to the other."""
     pairs = []
     for i in rows:
-        for new in (0.0, N - 1.0, N / 2, 1e300, -1e300, np.nan, np.inf, -np.inf):
+        for new in (*np.round(np.linspace(0.0, N - 1.0, 17)), 1e300, -1e300, np.nan, np.inf, -np.inf):
             y = x.copy()
             y[i] = new
             pairs.append((x, y))
@@ -384,7 +385,13 @@ def _regression_rows(n: int, d: int) -> Callable[[np.random.Generator], np.ndarr
 
 
 def _ordinal(n: int, N: int) -> Callable[[np.random.Generator], np.ndarray]:
-    return lambda rng: rng.integers(0, N // 4, size=n).astype(float)
+    """A quarter of the rows in [0, N/16), the rest in [N/4, N/2): the worst-fitting dyadic intervals then have
+    rows on their left, so a record can move from ``[0, a)`` into ``[a, b]`` (MERR's counts' l1 2/n)."""
+    def make(rng: np.random.Generator) -> np.ndarray:
+        x = rng.integers(N // 4, N // 2, size=n).astype(float)
+        x[: n // 4] = rng.integers(0, N // 16, size=n // 4)
+        return x
+    return make
 
 
 def _merr_pairs(N: int) -> Callable[[np.ndarray, np.random.Generator, Search], Pairs]:
@@ -444,9 +451,9 @@ PLANS: dict[str, Audited] = {
                                       _raw_scale(N_ROWS, 2)),
     "scale_search_zcdp": Audited(lambda: unbounded.scale_plan(2, N_ROWS, dp.ZCDP(1)), "X", _raw_scale(N_ROWS, 2)),
     "scale_search_pure": Audited(lambda: unbounded.scale_plan(2, N_ROWS, dp.PureDP(1)), "X", _raw_scale(N_ROWS, 2)),
-    # MERR
-    "merr_pure": Audited(lambda: discrete.merr(64, 16, dp.PureDP(1), T=3), "X", _ordinal(16, 64), _merr_pairs(64)),
-    "merr_zcdp": Audited(lambda: discrete.merr(64, 16, dp.ZCDP(1), T=3), "X", _ordinal(16, 64), _merr_pairs(64)),
+    # MERR (a large budget: each round picks the worst-fitting interval, not one at random)
+    "merr_pure": Audited(lambda: discrete.merr(64, 16, dp.PureDP(100), T=3), "X", _ordinal(16, 64), _merr_pairs(64)),
+    "merr_zcdp": Audited(lambda: discrete.merr(64, 16, dp.ZCDP(100), T=3), "X", _ordinal(16, 64), _merr_pairs(64)),
 }
 
 
