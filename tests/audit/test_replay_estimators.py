@@ -15,10 +15,14 @@ mechanism of these plans takes, each compared in the sensitivity its noise is ca
   point ``y`` of the range (``c(y)`` the values below ``y``), against the declared rank sensitivity; the
   range itself must be the same on D and D' (it is public or released).
 
-For every pair it checks that no declared bound is exceeded, that the realised per-record cost (sum of
-share x ratio^2 in zCDP mode, share x ratio in pure mode, the ratio in the mechanism's own norm) stays within
-the certified total, and that the mechanisms evaluated, their declared bounds and the noise scales and
-thresholds they record do not depend on the data (given the same released state).
+For every pair it checks that no declared bound is exceeded; on a value piece (a part of the mixtures) whose
+row count changed, i.e. a record entered or left it, that the change is within the piece's declared one-sided
+bounds and within the ratio of the sensitivity the planner charges the piece at (the mechanism's
+``one_sided_ratio``); that the realised per-record cost (sum of share x ratio^2 in zCDP mode, share x ratio in
+pure mode, the ratio in the mechanism's own norm) stays within the certified total (a weak check in plans of
+many mechanisms, where no one pair moves them all: the per-invocation checks carry the power); and that the
+mechanisms evaluated, their declared bounds and the noise scales and thresholds they record do not depend on
+the data (given the same released state).
 
 Neighbours (replace-one; small n and d): one row replaced by hostile values (1e6, 1e300, the largest float
 with both signs, NaN in every or one coordinate, +-inf) or by a row of another cluster; pairs of far rows on
@@ -34,8 +38,8 @@ Each audit can fail: :func:`test_a_halved_sensitivity_of_each_mechanism_kind_is_
 mechanism kind of each plan, the declared sensitivity of every mechanism of that kind (after certification, so
 the noise shrinks with it), and the replay must flag it.  Lowered sensitivity rules in the source (one or
 two characters each: the Gram's, the second moment's, the counts', the group histogram's, the terrific scores',
-DyadicCounts', the ball counts' and the quantile's rank) were each caught by the default run (issue 28's
-report lists them).  ``python tests/audit/test_replay_estimators.py`` prints how close each mechanism kind
+DyadicCounts', the ball counts', the quantile's rank and the one-sided ratio) were each caught by the default
+run (issue 28's report lists them).  ``python tests/audit/test_replay_estimators.py`` prints how close each mechanism kind
 comes to its declared sensitivity on the default neighbours.
 """
 
@@ -87,6 +91,14 @@ class Invocation:
     bounds: dict[str, float | None]
     share: Fraction
     mode: str
+    one_sided: dict[str, float | None] | None = None
+    """A value piece's statistic: its declared bounds for a record entering or leaving the piece."""
+    rows: int | None = None
+    """A value piece's statistic: the number of rows of the piece (it changes iff the change is one-sided)."""
+    one_sided_ratio: float = 1.0
+    """A value piece's statistic: the ratio of a one-sided change to the sensitivity in the mechanism's own norm
+    that the mechanism claims (:meth:`~dpflow.nodes.base.Mechanism.one_sided_ratio`: the planner charges the
+    piece at it)."""
 
 
 class Replay(_Run):
@@ -112,7 +124,13 @@ class Replay(_Run):
         assert isinstance(stat, StatT)
         bounds = {k: None if getattr(stat, k) is None else ctx.bound(getattr(stat, k)) for k in NORMS}
         alloc = ctx.allocation()
-        self.invocations.append(Invocation(key, rec.node, ins[0], stat, bounds, alloc.share, alloc.mode))
+        one_sided, rows, ratio = None, None, 1.0
+        if stat.one_sided is not None:  # the query's rows are a value piece: a record may enter or leave it
+            one_sided = {k: None if b is None else ctx.bound(b) for k, b in zip(NORMS, stat.one_sided, strict=False)}
+            rows = self.backend.nrows(ctx.env[ctx.space.records[rec.inputs[0]].inputs[0]])
+            ratio = float(rec.node.one_sided_ratio(stat))
+        self.invocations.append(Invocation(key, rec.node, ins[0], stat, bounds, alloc.share, alloc.mode, one_sided,
+                                           rows, ratio))
         out = super().evaluate(rec, ins, ctx)
         if self.forced is not None:
             out = self.forced[key]
@@ -189,16 +207,25 @@ def ratio_of(ma: Invocation, mb: Invocation, found: list[str]) -> float:
     (in any norm) is appended to ``found``."""
     label = f"{ma.key[0]}#{ma.key[1]} ({ma.node.kind})"
     realised = changes(ma, mb, found, label)
-    for norm, bound in ma.bounds.items():
-        if bound is None or norm not in realised:
-            continue
-        if realised[norm] > bound * (1 + REL_TOL) + 1e-300:
-            found.append(f"{label}: realised {norm} change {realised[norm]:.6g} exceeds the declared {bound:.6g}")
+    declared = [("", ma.bounds)]
+    if ma.one_sided is not None and ma.rows != mb.rows:  # the record entered or left the piece
+        declared.append(("one-sided ", ma.one_sided))
+    for what, bounds in declared:
+        for norm, bound in bounds.items():
+            if bound is None or norm not in realised:
+                continue
+            if realised[norm] > bound * (1 + REL_TOL) + 1e-300:
+                found.append(f"{label}: realised {norm} change {realised[norm]:.6g} exceeds the declared {what}"
+                             f"{bound:.6g}")
     norm = NORM_OF[ma.node.kind]
     bound = ma.bounds[norm]
     assert bound is not None, f"{label}: no {norm} bound"
     dist = realised.get(norm, math.inf)
-    return dist / bound if bound > 0 else (0.0 if dist == 0 else math.inf)
+    r = dist / bound if bound > 0 else (0.0 if dist == 0 else math.inf)
+    if len(declared) > 1 and r > ma.one_sided_ratio * (1 + REL_TOL):
+        found.append(f"{label}: a one-sided change of {r:.6g} of the sensitivity exceeds the ratio "
+                     f"{ma.one_sided_ratio:.6g} the piece is charged at")
+    return r
 
 
 @attrs.frozen
