@@ -39,8 +39,8 @@ mechanism kind of each plan, the declared sensitivity of every mechanism of that
 the noise shrinks with it), and the replay must flag it.  Lowered sensitivity rules in the source (one or
 two characters each: the Gram's, the second moment's, the counts', the group histogram's, the terrific scores',
 DyadicCounts', the ball counts', the quantile's rank and the one-sided ratio) were each caught by the default
-run (issue 28's report lists them).  ``python tests/audit/test_replay_estimators.py`` prints how close each mechanism kind
-comes to its declared sensitivity on the default neighbours.
+run (issue 28's report lists them).  ``python tests/audit/test_replay_estimators.py`` prints how close each
+mechanism kind comes to its declared sensitivity on the default neighbours.
 """
 
 from __future__ import annotations
