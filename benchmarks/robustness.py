@@ -31,8 +31,10 @@ centred rows given their true largest norm, as diffprivlib's PCA does).  OpenDP 
 distance d_in = 2 (one replacement) on sized inputs: Gaussian noise at the zCDP rho of (epsilon, 1e-6)
 (half of it for the mean beside a covariance, which OpenDP does not have) split over the columns, Laplace
 or the exponential mechanism at epsilon where dpflow's route is pure.  diffprivlib's mechanisms are pure
-(delta = 0).  Errors are reported absolute and as a ratio to the non-private estimate's error (synthetic:
-against the population; tables: the median bootstrap error of the non-private statistic).
+(delta = 0).  diffprivlib's covariance runs only where n * d <= 5e5 (its Bingham sampler takes minutes
+beyond), and any comparator run longer than 20 s is left out and listed.  Errors are reported absolute
+and as a ratio to the non-private estimate's error (synthetic: against the population; tables: the median
+bootstrap error of the non-private statistic).
 
 Summaries: (1) the fraction of cells (data, d, n, epsilon, statistic) where any dpflow output was NaN or
 infinite in any seed (target 0); (2) among cells where diffprivlib's own error is below the data's spread
@@ -59,6 +61,8 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import signal
+import threading
 import time
 import warnings
 from collections import defaultdict
@@ -87,10 +91,14 @@ KINDS = {"gauss": (1.0, 0.0), "gauss-k1e4": (1e4, 0.0), "gauss-mu1e6": (1.0, 1e6
 TABLES = ("diabetes", "wine", "breast_cancer", "iris")
 MIXTURE_TABLES = ("iris", "wine")
 BOOTSTRAP = 10
+COMPARATOR_SECONDS = 20
+"""A comparator run stops after this long and is then left out of the comparison (listed)."""
+DPL_COV_MAX_ND = 500_000
+"""diffprivlib's covariance runs only where n * d is at most this: its Bingham sampler for the eigenvectors
+takes minutes beyond (d = 20, n = 1e5: more than 2 minutes)."""
 MEDIAN_SPREAD = 0.25
 """A median whose rank error reaches 1/4 is outside the interquartile range: no better than the data's spread."""
 HEATMAP_STATS = ("mean", "covariance", "median")
-warnings.simplefilter("ignore")  # each dpflow call records its own warnings (_recorded)
 
 
 # --------------------------------------------------------------------------- the other libraries
@@ -349,6 +357,29 @@ def run_dpflow(fn: Callable[[], Any]) -> tuple[Any, int, str]:
     return out, sum(issubclass(w.category, dp.AccuracyWarning) for w in caught), raised
 
 
+class _TimeLimit(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: int) -> Iterator[None]:
+    """Stop the block after ``seconds`` (SIGALRM: a Unix main thread; elsewhere no limit)."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _TimeLimit
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 class Cell:
     """The rows of one (data, d, n, epsilon, seed): per statistic and method its error; dpflow's flags."""
 
@@ -357,6 +388,7 @@ class Cell:
         self.rows: list[dict[str, Any]] = []
         self.preds: list[dict[str, Any]] = []
         self.unpredicted: list[tuple[str, str]] = []
+        self.timeouts: list[str] = []
 
     def add(self, stat: str, method: str, error: float, spread: float, np_error: float = math.nan,
             nonfinite: bool = False, warned: int = 0, raised: str = "") -> None:
@@ -364,9 +396,14 @@ class Cell:
                           "np_error": float(np_error), "nonfinite": nonfinite, "warned": warned, "raised": raised})
 
     def other(self, stat: str, method: str, fn: Callable[[], float], spread: float) -> None:
-        """A comparator's error (its library missing: not recorded; its failure: infinite)."""
+        """A comparator's error (its library missing: not recorded; its failure: infinite; a run longer than
+        :data:`COMPARATOR_SECONDS`: not recorded, listed in ``timeouts``)."""
         try:
-            err = fn()
+            with _time_limit(COMPARATOR_SECONDS):
+                err = fn()
+        except _TimeLimit:
+            self.timeouts.append(f"{method} {stat}")
+            return
         except Exception:  # noqa: BLE001  (a comparator that fails is shown as inf)
             err = math.inf
         self.add(stat, method, err, spread)
@@ -433,8 +470,9 @@ def fit_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, mu: np.ndarray, S
             return maha_mean(m, mu, W)
 
         cell.other("mean", "diffprivlib", mean, spread["mean"])
-        cell.other("covariance", "diffprivlib", lambda: maha_cov(dpl_covariance(dpl, X, m, eps / 4, rng), Sigma, W),
-                   1.0)
+        if X.size <= DPL_COV_MAX_ND:
+            cell.other("covariance", "diffprivlib",
+                       lambda: maha_cov(dpl_covariance(dpl, X, m, eps / 4, rng), Sigma, W), 1.0)
     if odp is not None:
         cell.other("mean", "opendp", lambda: maha_mean(odp_means(odp, X, rho_of(eps, DELTA) / 2), mu, W),
                    spread["mean"])
@@ -752,6 +790,13 @@ def summarise(agg: dict[tuple[Any, ...], dict[str, Any]], cells: list[Cell]) -> 
                   f"{_g(agg[k]['spread'])} | {agg[k]['nonfinite']}/{agg[k]['seeds']} |" for k in silent]
     if raised:
         lines += ["", "Refusals: " + "; ".join(sorted({r for k in raised for r in agg[k]["raised"]}))]
+    stopped: dict[str, int] = defaultdict(int)
+    for c in cells:
+        for t in c.timeouts:
+            stopped[t] += 1
+    if stopped:
+        lines += ["", f"Comparator runs stopped after {COMPARATOR_SECONDS} s (left out of the comparison): " +
+                  "; ".join(f"{t} ({k})" for t, k in sorted(stopped.items())) + "."]
     return lines
 
 
@@ -884,6 +929,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-nd", type=float, default=2e6, help="skip synthetic cells with n * d above this")
     ap.add_argument("--out", type=Path, default=None, help="directory for robustness[_quick].md and the heatmaps")
     args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")  # each dpflow call records its own (run_dpflow); the comparators' are noise
     ds = _list(args.d, int) if args.d else DS_QUICK if args.quick else DS_FULL
     ns = _list(args.n, int) if args.n else NS_QUICK if args.quick else NS_FULL
     epss = _list(args.eps, float) if args.eps else EPS_QUICK if args.quick else EPS_FULL
@@ -921,7 +967,8 @@ def main(argv: list[str] | None = None) -> int:
             "tables the same plus `column means` (dp.stats, ApproxDP), `histogram` of the label (one-hot Category, "
             "PureDP), `regression` (diabetes: R^2 loss against least squares on 90 held-out rows) and `mixture` "
             "(iris, wine: adjusted Rand index loss against scikit-learn's GaussianMixture).  Mixtures, "
-            "regression and histograms are not run on the synthetic grid, nor covariances by OpenDP (it has none).",
+            "regression and histograms are not run on the synthetic grid, nor covariances by OpenDP (it has none), "
+            f"nor diffprivlib's covariance where n * d > {DPL_COV_MAX_ND:g} (its Bingham sampler takes minutes).",
             "",
             "Same neighbouring relation: dpflow's is replace-one (n public); diffprivlib's epsilon is add/remove, "
             "so it gets epsilon / 2 (add/remove epsilon / 2 implies replace epsilon), split evenly over the "
