@@ -255,6 +255,8 @@ def measured(metric: str, t: Target, against: str) -> float | None:
             return None
         return max(abs(cdf(float(x)) - float(q)) for x, q in zip(np.ravel(est), np.ravel(t.level), strict=True))
     tr = np.asarray(truth, dtype=float)
+    if est.shape != tr.shape:  # fewer parts found than asked (a mixture's typed "not found"): nothing matched
+        return math.inf
     diff = est - tr
     if "centre" in m or "center" in m:
         return _match(est, tr)[1]
