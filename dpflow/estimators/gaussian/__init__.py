@@ -34,6 +34,7 @@ from dpflow.domains import Vectors
 from dpflow.errors import AccuracyWarning, DomainError, PlanTypeError
 from dpflow.estimators.covariance import naive_pce
 from dpflow.estimators.gaussian import coinpress, klsu, kv, routes, steps, unbounded
+from dpflow.estimators.gaussian.coinpress import default_rounds
 from dpflow.estimators.mean import clipped_mean
 from dpflow.estimators.tolerance import choose_route, enforce
 from dpflow.handles import Released, Rows, Sensitive
@@ -87,19 +88,6 @@ def _check_bound(where: str, name: str, value: float, low: float) -> None:
     if not (math.isfinite(value) and value >= low):
         raise _refuse(where, f"{name}={value} makes the plan vacuous (need a finite value >= {low:g})",
                       f"declare a finite {name} >= {low:g}")
-
-
-def default_rounds(bound: float, d: int, base: int) -> int:
-    """CoinPress round count from public quantities: ``base`` (2 for the mean, 3 for the covariance: the
-    coin-press defaults at ``R = 10 sqrt(d)``, ``K = 10 sqrt(d)``) plus one round per factor 8 of the
-    bound beyond ``10 sqrt(d)`` (each round shrinks the ball or the spectrum bound by a large factor; the
-    paper's R and K sweeps, gaussian.md 1.7).
-
-    >>> default_rounds(10 * 50 ** 0.5, 50, 2), default_rounds(1e6, 20, 3)
-    (2, 8)
-    """
-    excess = bound / (10.0 * math.sqrt(d))
-    return base + (math.ceil(math.log2(excess) / 3.0 - 1e-9) if excess > 1.0 else 0)
 
 
 def _warn(b: PlanBuilder, text: str) -> None:

@@ -51,6 +51,19 @@ COV_STATE = ("A_next", "A_used", "Z")
 (PSD-projected) second moment ``Z`` of the preconditioned rows."""
 
 
+
+def default_rounds(bound: float, d: int, base: int) -> int:
+    """CoinPress round count from public quantities: ``base`` (2 for the mean, 3 for the covariance: the
+    coin-press defaults at ``R = 10 sqrt(d)``, ``K = 10 sqrt(d)``) plus one round per factor 8 of the
+    bound beyond ``10 sqrt(d)`` (each round shrinks the ball or the spectrum bound by a large factor; the
+    paper's R and K sweeps, gaussian.md 1.7).
+
+    >>> default_rounds(10 * 50 ** 0.5, 50, 2), default_rounds(1e6, 20, 3)
+    (2, 8)
+    """
+    excess = bound / (10.0 * math.sqrt(d))
+    return base + (math.ceil(math.log2(excess) / 3.0 - 1e-9) if excess > 1.0 else 0)
+
 def schedule(t: int) -> tuple[Fraction, ...]:
     """CoinPress's default budget schedule: 3/4 on the last round, 1/4 split evenly over the others
     (gaussian.md 1.2 [CODE]); ``(1,)`` for one round.
@@ -178,7 +191,7 @@ def laplace_cov_schedule(n: int, d: int, eps: float, K: float, t: int | None = N
     condition number falls 0.57 to 2.25 decades a round; this predicts at most 0.02 decade more, and up to 0.45
     less (d = 2 at large noise).  Laplace noise is about d times the Gaussian rounds' (l1 sensitivity
     ``(d + 1) gamma^2 / n`` on each of ``d (d + 1) / 2`` entries), so a round shrinks the condition number
-    far less than the factor 8 per round :func:`dpflow.estimators.gaussian.default_rounds` assumes, and more
+    far less than the factor 8 per round :func:`default_rounds` assumes, and more
     rounds at a smaller epsilon each shrink less; rounds noisier than :data:`LAPLACE_MAX_NOISE` are not
     considered (unless ``t`` is given).  The final round (``(1 - p) eps``) errs by about
     ``nu_final / floor`` (Mahalanobis, spectral).  This picks ``t`` (up to :data:`LAPLACE_MAX_ROUNDS`, or the

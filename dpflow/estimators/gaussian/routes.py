@@ -31,6 +31,7 @@ from fractions import Fraction
 import attrs
 
 from dpflow.estimators.gaussian import coinpress
+from dpflow.estimators.gaussian.coinpress import default_rounds
 from dpflow.estimators.tails import chi_radius
 from dpflow.planner.accuracy import Prediction
 
@@ -85,7 +86,6 @@ def joint(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0.5,
     is clamped into the ball).  With ``lower`` (``Sigma >= lower I`` is known: ``K`` is then relative to it)
     the predictions are Mahalanobis.
     """
-    from dpflow.estimators.gaussian import default_rounds
 
     t_cov = default_rounds(K, d, 3) if t_cov is None else t_cov
     t_mean = default_rounds(R, d, 2) if t_mean is None else t_mean
@@ -132,7 +132,6 @@ def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0
     part it leaves out: ``||Sigma - diag(Sigma)||_2 <= K`` (its eigenvalues lie in ``[-K, K]`` when
     ``0 <= Sigma <= K I``), none when d = 1.
     """
-    from dpflow.estimators.gaussian import default_rounds
 
     s = math.sqrt(K) if sigma is None else sigma
     t_mean = default_rounds(R / s, d, 2) if t_mean is None else t_mean
