@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -67,10 +68,19 @@ def prepare_report_dir(directory: str | Path, create: bool = False) -> Path:
 
 
 def _jsonable(x: Any) -> Any:
+    """``x`` as strict JSON data: arrays as lists, numpy scalars as numbers, a non-finite float as the string
+    ``"nan"``, ``"inf"`` or ``"-inf"`` (strict JSON has no NaN or infinity; a reader sees it, never a parse
+    error or a silent number).
+
+    >>> _jsonable([1.0, float("inf"), np.float64("nan")])
+    [1.0, 'inf', 'nan']
+    """
     if isinstance(x, np.ndarray):
-        return x.tolist()
+        return _jsonable(x.tolist())
     if isinstance(x, (np.floating, np.integer)):
-        return x.item()
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
     if isinstance(x, (tuple, list)):
         return [_jsonable(v) for v in x]
     if isinstance(x, dict):
@@ -157,7 +167,7 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         """JSON text (sorted keys)."""
-        return json.dumps(self.to_data(), sort_keys=True, indent=indent, allow_nan=True)
+        return json.dumps(self.to_data(), sort_keys=True, indent=indent, allow_nan=False)
 
     def to_markdown(self) -> str:
         """A readable page."""

@@ -335,3 +335,16 @@ def test_tree_shapes_are_typed() -> None:
     for node in ("recurse_8", "recurse_17"):
         assert sum(r.count * r.weight for r in rounds if r.node == node) == pytest.approx(1)
         assert all(isinstance(r.body, Charge) and r.body.node.startswith(node + "/") for r in rounds if r.node == node)
+
+
+def test_report_json_is_strict_json_when_a_release_is_not_finite() -> None:
+    """A released NaN or infinity (an infinite-noise release, a post-processing that overflows) is written as the
+    string "nan", "inf" or "-inf": report.json stays strict JSON and the value is visible, never a bare NaN."""
+    b = dp.PlanBuilder(budget=dp.ZCDP("1/3"))
+    X = b.source("X", dp.Vectors(d=2), n=100)
+    m = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))
+    odd = N.Apply(fn=lambda v: np.array([np.nan, np.inf, -np.inf]), shape=(3,))(m)
+    res = b.build(m=m, odd=odd).run({"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0))
+    text = res.report.to_json()
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert data["released"]["odd"] == ["nan", "inf", "-inf"]
