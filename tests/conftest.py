@@ -195,3 +195,22 @@ class RowsCtx(ValueCtx):
 
     def bound(self, sym: Sym) -> float:
         return sym.coef
+
+
+HOSTILE_KINDS = ("normal", "nan_rows", "huge", "constant", "t1")
+"""The kinds of hostile table :func:`hostile_rows` makes (the estimators' no-NaN property tests draw them)."""
+
+
+def hostile_rows(n: int, d: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """An (n, d) table of ``kind``: Gaussian rows, a third of them NaN, scaled by 1e300, a constant first
+    column, or Cauchy (t1) rows."""
+    X = rng.normal(size=(n, d))
+    if kind == "nan_rows":
+        X[: n // 3] = np.nan
+    elif kind == "huge":
+        X = X * 1e300
+    elif kind == "constant":
+        X[:, 0] = 3.0
+    elif kind == "t1":
+        X = rng.standard_t(1, size=(n, d))
+    return X
