@@ -117,7 +117,7 @@ class _Built:
     plan: Plan
     handles: dict[str, Any]
     mechs: dict[str, tuple[str, ...]]        # statistic -> its mechanisms' node ids, in order
-    steps: dict[str, tuple[int, int]]        # column -> the node indices of its private scale step
+    steps: dict[str, frozenset[str]]         # column -> the node ids of its private scale step
     post: dict[str, str]                     # statistic -> its post-processing into what is public
 
 
@@ -404,8 +404,8 @@ class Statistics:
         steps' epsilons are not known."""
         needs = _needs(n)
         step_share, ratio = 0.0, 0.0
-        for span in built.steps.values():
-            events = _step_events(ledger, span)
+        for ids in built.steps.values():
+            events = _step_events(ledger, ids)
             if len(events) != 4 or any(e.cost.pure_eps is None for e in events):
                 return None
             step_share += math.fsum(float(e.share) for e in events)
@@ -429,8 +429,8 @@ class Statistics:
         ledger = built.plan.check(exact_noise=False)   # the continuous half-widths; the lattice adds ~1e-12
         cal = {c.node: c for c in ledger.noise_calibrations}
         eps = {e.node: e.event.cost.pure_eps for e in ledger.entries if e.event is not None}
-        steps = {col: _step(n, [e.cost.pure_eps for e in _step_events(ledger, span)], route.level)
-                 for col, span in built.steps.items()}
+        steps = {col: _step(n, [e.cost.pure_eps for e in _step_events(ledger, ids)], route.level)
+                 for col, ids in built.steps.items()}
 
         def hw(node: str, alpha: float) -> float:
             row = accuracy_rows([cal[node]], alpha)[0]
@@ -457,7 +457,7 @@ class Statistics:
         out: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         mechs: dict[str, list[str]] = {}
-        steps: dict[str, tuple[int, int]] = {}
+        steps: dict[str, frozenset[str]] = {}
         post: dict[str, str] = {}
         clipped: dict[str, tuple[Sensitive[Rows], Any, Any]] = {}   # column -> (rows, lo, hi)
 
@@ -477,9 +477,9 @@ class Statistics:
             if bounds is not None:
                 res: tuple[Sensitive[Rows], Any, Any] = (_within(raw, bounds), bounds[0], bounds[1])
             else:
-                first = len(b._records)
+                before = b.node_ids()
                 centre, scale = column_scales(missing_as_zero(raw), 1, route.bounds_weight)
-                steps[name] = (first, len(b._records))
+                steps[name] = b.node_ids() - before
                 level = route.level * truncation_level(n)
                 half = N.Apply(fn=times, shape=(1,))(scale, b.public([level]))
                 radius = N.Get(index=0)(half)
@@ -616,18 +616,17 @@ def _shortfall(n: int, built: _Built, ledger: Any) -> float:
     """How short the scale steps of a plan are of what they need: the largest need / epsilon over their
     mechanisms (at most 1: every need met; infinite: an epsilon is not known)."""
     worst = 0.0
-    for span in built.steps.values():
-        events = _step_events(ledger, span)
+    for ids in built.steps.values():
+        events = _step_events(ledger, ids)
         for need, e in zip(_needs(n), events, strict=True):
             worst = max(worst, math.inf if e.cost.pure_eps is None else need / float(e.cost.pure_eps))
     return worst
 
 
-def _step_events(ledger: Any, span: tuple[int, int]) -> list[Any]:
-    """The cost events of the mechanisms a column's scale step added (node indices in ``span``), in order:
+def _step_events(ledger: Any, ids: frozenset[str]) -> list[Any]:
+    """The cost events of the mechanisms a column's scale step added (the node ids ``ids``), in ledger order:
     range of ``|x|``, median, range of ``|x - c|``, spread."""
-    return [e.event for e in ledger.entries
-            if e.event is not None and span[0] <= int(e.node.rsplit("_", 1)[-1]) < span[1]]
+    return [e.event for e in ledger.entries if e.event is not None and e.node in ids]
 
 
 STEP_BETA = 0.01

@@ -69,6 +69,10 @@ class PlanBuilder:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def node_ids(self) -> frozenset[str]:
+        """The ids of the nodes added so far (what a helper added is the difference of two calls)."""
+        return frozenset(self._ids)
+
     def add(self, node: Node, inputs: tuple[str, ...]) -> str:
         """Add ``node`` reading the nodes ``inputs``; return its new id."""
         for ref in list(inputs) + [r.id for r in node.refs()]:
