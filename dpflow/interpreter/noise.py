@@ -22,6 +22,7 @@ here); the Gumbel and uniform draws of the exponential mechanisms come from
 
 from __future__ import annotations
 
+import abc
 import secrets
 from fractions import Fraction
 from typing import Protocol
@@ -85,15 +86,15 @@ def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-class _ExactDraws(LaplaceDerivedDraws):
+class _ExactDraws(LaplaceDerivedDraws, abc.ABC):
     """Exact discrete draws from a word source, whole arrays at once (:mod:`dpflow.interpreter.vector_samplers`),
     the continuous draws from the generator ``_gen`` each source names, and the draws derived from ``laplace``."""
 
     words: WordSource
 
+    @abc.abstractmethod
     def _gen(self) -> np.random.Generator:
         """The generator of a continuous draw (each source's own)."""
-        raise NotImplementedError
 
     def normal(self, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
         """Gaussian noise of standard deviation ``sigma``; none for 0, numpy's ``ValueError`` for a negative
