@@ -23,82 +23,18 @@ too (which the non-adaptive replay of test_audit.py cannot reach).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
-from fractions import Fraction
-from typing import Any
 
 import attrs
 import numpy as np
 import pytest
-from test_audit import NORM_OF, REL_TOL, distance, noised_entries, realised_ratio
+from forced_replay import Replay, replay
 
 import dpflow as dp
 from dpflow.estimators import gaussian, regression
-from dpflow.interpreter.numpy_backend import NumpyBackend
-from dpflow.interpreter.run import _Ctx, _Run, prepare_data
-from dpflow.nodes import Mechanism, NodeRecord, Recurse
+from dpflow.nodes import Mechanism, Recurse
 from dpflow.nodes.types import StatT
 from dpflow.planner.certify import Certified, TypedScope, certify
-
-
-@attrs.frozen
-class Invocation:
-    """One mechanism evaluation: (node path, occurrence), kind, pre-noise input, declared bounds, share."""
-
-    key: tuple[str, int]
-    kind: str
-    value: np.ndarray
-    bounds: dict[str, float | None]
-    share: Fraction
-
-
-class _Replay(_Run):
-    """The interpreter, recording every mechanism invocation; with ``forced``, each mechanism's release is
-    the recorded one of another run instead of a fresh draw."""
-
-    def __init__(self, cert: Certified, data: Any, forced: dict[tuple[str, int], Any] | None = None) -> None:
-        super().__init__(cert, prepare_data(cert, data), dp.SeededNoise(0), NumpyBackend())
-        self.forced = forced
-        self.seen: Counter[str] = Counter()
-        self.invocations: list[Invocation] = []
-        self.releases: dict[tuple[str, int], Any] = {}
-
-    def evaluate(self, rec: NodeRecord, ins: list[Any], ctx: _Ctx) -> Any:
-        if not isinstance(rec.node, Mechanism):
-            return super().evaluate(rec, ins, ctx)
-        key = (ctx.node_id, self.seen[ctx.node_id])
-        self.seen[ctx.node_id] += 1
-        stat = ctx.space.types[rec.inputs[0]]
-        assert isinstance(stat, StatT)
-        bounds = {k: None if b is None else ctx.bound(b)
-                  for k, b in (("l1", stat.l1), ("l2", stat.l2), ("linf", stat.linf))}
-        self.invocations.append(Invocation(key, rec.node.kind, noised_entries(ins[0], stat), bounds,
-                                           ctx.allocation().share))
-        out = super().evaluate(rec, ins, ctx) if self.forced is None else self.forced[key]
-        self.releases[key] = out
-        return out
-
-
-def replay_pair(cert: Certified, D: dict[str, np.ndarray], D2: dict[str, np.ndarray]) -> list[str]:
-    """Everything the replay finds wrong on one neighbouring pair (empty when nothing is)."""
-    a = _Replay(cert, D)
-    a.space_values(cert.space, {})
-    b = _Replay(cert, D2, forced=a.releases)
-    b.space_values(cert.space, {})
-    if [m.key for m in a.invocations] != [m.key for m in b.invocations]:
-        return ["the mechanisms evaluated depend on the data"]
-    found = []
-    total = cert.ledger.totals[0]
-    spent = Fraction(0)
-    for ma, mb in zip(a.invocations, b.invocations, strict=True):
-        assert ma.bounds == mb.bounds and ma.share == mb.share  # same released state: same declared round
-        r = realised_ratio(ma.kind, ma.bounds, ma.value, mb.value, f"{ma.key[0]} round {ma.key[1]}", found)
-        spent += ma.share * Fraction(r) ** 2
-    if spent > Fraction(total.rho) * (1 + Fraction(REL_TOL)):
-        found.append(f"realised per-record cost {float(spent):.6g} exceeds the certified {float(total.rho):.6g}")
-    return found
-
 
 # ------------------------------------------------------------------ plans, data and neighbours
 
@@ -176,7 +112,7 @@ def findings(cert: Certified, case: Adaptive, seed: int, rows: tuple[int, ...] =
     out = []
     for D, D2 in neighbours(X, rng, rows):
         for first, second in ((D, D2), (D2, D)):
-            out += replay_pair(cert, {case.source: first}, {case.source: second})
+            out += replay(cert, {case.source: first}, {case.source: second}).found
     return out
 
 
@@ -207,11 +143,11 @@ def test_the_replay_reaches_every_round(name: str) -> None:
     plan = case.make()
     cert = certify(plan)
     X = case.data(np.random.default_rng(0))
-    a = _Replay(cert, {case.source: X})
+    a = Replay(cert, {case.source: X})
     a.space_values(cert.space, {})
     Y = X.copy()
     Y[0] = BIG
-    b = _Replay(cert, {case.source: Y}, forced=a.releases)
+    b = Replay(cert, {case.source: Y}, forced=a.releases)
     released = b.space_values(cert.space, {})
     loops = [(r.node.times, cert.space.bodies[r.id]) for r in cert.space.order if isinstance(r.node, Recurse)]
     assert loops
@@ -219,7 +155,7 @@ def test_the_replay_reaches_every_round(name: str) -> None:
         mechs = [body.path + r.id for r in body.order if isinstance(r.node, Mechanism)]
         assert mechs and all(sorted(k[1] for k in a.releases if k[0] == m) == list(range(times)) for m in mechs)
     outputs = dict(plan.outputs)
-    again = _Replay(cert, {case.source: X})
+    again = Replay(cert, {case.source: X})
     mine = again.space_values(cert.space, {})
     for nid in outputs.values():  # D' forced to D's releases outputs D's release
         assert np.array_equal(np.asarray(released[nid], dtype=float), np.asarray(mine[nid], dtype=float),
@@ -239,9 +175,9 @@ def test_a_lowered_round_sensitivity_is_flagged_in_later_rounds(name: str, monke
     half = {k: None if getattr(stat, k) is None else getattr(stat, k) * 0.5 for k in ("l1", "l2", "linf")}
     monkeypatch.setitem(body.types, rec.inputs[0], attrs.evolve(stat, **half))
     found = findings(cert, case, seed=2, rows=(0,))
-    flagged = [f for f in found if f.startswith(f"{body.path}{rec.id} round") and "exceeds the declared" in f]
+    flagged = [f for f in found if f.startswith(f"{body.path}{rec.id}#") and "exceeds the declared" in f]
     assert flagged, found
-    assert any(not f.startswith(f"{body.path}{rec.id} round 0:") for f in flagged), flagged
+    assert any(not f.startswith(f"{body.path}{rec.id}#0 ") for f in flagged), flagged  # a later round too
 
 
 def worst_ratios(name: str, seed: int = 2) -> dict[tuple[str, int], float]:
@@ -254,15 +190,7 @@ def worst_ratios(name: str, seed: int = 2) -> dict[tuple[str, int], float]:
     worst: dict[tuple[str, int], float] = {}
     for D, D2 in neighbours(X, rng, (0,)):
         for first, second in ((D, D2), (D2, D)):
-            a = _Replay(cert, {case.source: first})
-            a.space_values(cert.space, {})
-            b = _Replay(cert, {case.source: second}, forced=a.releases)
-            b.space_values(cert.space, {})
-            for ma, mb in zip(a.invocations, b.invocations, strict=True):
-                norm = NORM_OF.get(ma.kind, "l2")
-                bound = ma.bounds[norm]
-                if bound:
-                    worst[ma.key] = max(worst.get(ma.key, 0.0), distance(ma.value, mb.value, norm) / bound)
+            replay(cert, {case.source: first}, {case.source: second}, ratios=worst)
     return worst
 
 
