@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
 import warnings
@@ -169,6 +170,39 @@ def _error_value(v: Any) -> float:
     return x
 
 
+@attrs.frozen
+class Prediction:
+    """The error an estimator predicted for one output before any data was read (a
+    :class:`dpflow.nodes.PredictedError` node of the plan): with probability at least ``confidence`` the
+    output is within ``value`` of the truth in ``metric``, by ``derivation``, on ``route``."""
+
+    output: str
+    metric: str
+    value: float = attrs.field(converter=_error_value)
+    confidence: float = attrs.field(converter=_confidence)
+    derivation: str
+    route: str = ""
+
+    def describe(self) -> str:
+        """One readable line.
+
+        >>> Prediction("mean", "l2", 0.5, 0.9, "CoinPress bound", "coinpress").describe()
+        'mean: l2 error <= 0.5 with probability >= 0.9 (CoinPress bound; route: coinpress)'
+        """
+        route = f"; route: {self.route}" if self.route else ""
+        return (f"{self.output}: {self.metric} error <= {self.value:.6g} with probability >= {self.confidence:g} "
+                f"({self.derivation}{route})")
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON data (the fields; an infinite value as the string ``"inf"``: strict JSON has no infinity)."""
+        return attrs.asdict(self) | {"value": "inf" if math.isinf(self.value) else self.value}
+
+    @staticmethod
+    def from_data(d: dict[str, Any]) -> Prediction:
+        """The inverse of :meth:`to_data`."""
+        return Prediction(**{**d, "value": float(d["value"])})
+
+
 @attrs.frozen(kw_only=True)
 class PredictedError(Node):
     """An estimator's statement, from public facts only (n, d, the budget, the relation, the bounds given or
@@ -202,6 +236,10 @@ class PredictedError(Node):
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return self.value
+
+    def prediction(self) -> Prediction:
+        """What the ledger lists for this statement."""
+        return Prediction(self.output, self.metric, self.value, self.confidence, self.derivation, self.route)
 
 
 def predicted_error(builder: Any, output: str, metric: str, value: float, confidence: float, derivation: str,

@@ -49,6 +49,7 @@ import attrs
 from dpflow.errors import BudgetError
 from dpflow.nodes.base import Mechanism
 from dpflow.nodes.mechanisms import float_slack, unit_lattice
+from dpflow.nodes.postprocess import Prediction as Prediction  # listed by the ledger (re-exported here)
 from dpflow.nodes.types import Allocation, StatT
 from dpflow.privacy.rounding import up
 
@@ -133,39 +134,6 @@ class Accuracy:
         if self.exact_half_width is not None:
             text += f"; exact sources: +/- {self.exact_half_width:.6g}{unit}"
         return text + (f"; {self.note}" if self.note else "")
-
-
-@attrs.frozen
-class Prediction:
-    """The error an estimator predicted for one output before any data was read (a
-    :class:`dpflow.nodes.PredictedError` node of the plan): with probability at least ``confidence`` the
-    output is within ``value`` of the truth in ``metric``, by ``derivation``, on ``route``."""
-
-    output: str
-    metric: str
-    value: float
-    confidence: float
-    derivation: str
-    route: str = ""
-
-    def describe(self) -> str:
-        """One readable line.
-
-        >>> Prediction("mean", "l2", 0.5, 0.9, "CoinPress bound", "coinpress").describe()
-        'mean: l2 error <= 0.5 with probability >= 0.9 (CoinPress bound; route: coinpress)'
-        """
-        route = f"; route: {self.route}" if self.route else ""
-        return (f"{self.output}: {self.metric} error <= {self.value:.6g} with probability >= {self.confidence:g} "
-                f"({self.derivation}{route})")
-
-    def to_data(self) -> dict[str, Any]:
-        """JSON data (the fields; an infinite value as the string ``"inf"``: strict JSON has no infinity)."""
-        return attrs.asdict(self) | {"value": "inf" if math.isinf(self.value) else self.value}
-
-    @staticmethod
-    def from_data(d: dict[str, Any]) -> Prediction:
-        """The inverse of :meth:`to_data`."""
-        return Prediction(**{**d, "value": float(d["value"])})
 
 
 # --------------------------------------------------------------------------- quantiles

@@ -28,7 +28,7 @@ from dpflow.nodes.base import SubPlan
 from dpflow.nodes.postprocess import PredictedError, warning_text
 from dpflow.nodes.types import Allocation
 from dpflow.plan.graph import Plan
-from dpflow.planner.accuracy import Prediction, noise_calibrations
+from dpflow.planner.accuracy import noise_calibrations
 from dpflow.planner.allocate import (
     InvocationTable,
     _check_budget,
@@ -126,9 +126,8 @@ class _Planner:
             composition=tuple(_composition_notes(ctx) + ([_NO_GDP_TEXT] if gdp_dropped else [])
                               + ([_NO_PLD_TEXT] if pld_missing else [])),
             warnings=tuple(warnings),
-            predictions=tuple(Prediction(n.output, n.metric, n.value, n.confidence, n.derivation, n.route)
-                              for sp in _spaces(ctx.space) for rec in sp.order
-                              if isinstance(n := rec.node, PredictedError)),
+            predictions=tuple(rec.node.prediction() for sp in _spaces(ctx.space) for rec in sp.order
+                              if isinstance(rec.node, PredictedError)),
         )
         invocations = invocation_table(ctx, allocations)
         ledger = attrs.evolve(ledger, noise_calibrations=noise_calibrations(ctx.space, invocations))

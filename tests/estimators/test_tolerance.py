@@ -37,6 +37,8 @@ def test_a_predicted_error_is_in_the_ledger_its_json_and_its_summary(value: floa
 def test_a_predicted_error_is_a_non_negative_number(bad: float) -> None:
     with pytest.raises(ValueError, match="non-negative"):
         N.PredictedError(output="m", metric="l2", value=bad, confidence=0.9, derivation="")
+    with pytest.raises(ValueError, match="non-negative"):  # the ledger's record keeps the same rule
+        Prediction("m", "l2", bad, 0.9, "")
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, 1.5])
