@@ -198,10 +198,10 @@ class RowsCtx(ValueCtx):
 
 
 HOSTILE_KINDS = ("normal", "nan_rows", "huge", "constant", "t1")
-"""The kinds of hostile table :func:`hostile_rows` makes (the estimators' no-NaN property tests draw them)."""
+"""The kinds of hostile table :func:`hostile_table` makes (the estimators' no-NaN property tests draw them)."""
 
 
-def hostile_rows(n: int, d: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+def hostile_table(n: int, d: int, kind: str, rng: np.random.Generator) -> np.ndarray:
     """An (n, d) table of ``kind``: Gaussian rows, a third of them NaN, scaled by 1e300, a constant first
     column, or Cauchy (t1) rows."""
     X = rng.normal(size=(n, d))

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import HOSTILE_KINDS, hostile_rows
+from conftest import HOSTILE_KINDS, hostile_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -196,7 +196,7 @@ def test_predictions_fall_with_n_and_never_go_below_zero() -> None:
 @given(n=st.integers(8, 300), d=st.integers(1, 3), rho=st.floats(0.01, 4.0),
        kind=st.sampled_from(HOSTILE_KINDS), seed=st.integers(0, 3))
 def test_no_nan_or_inf_is_released_without_bounds(n: int, d: int, rho: float, kind: str, seed: int) -> None:
-    X = hostile_rows(n, d, kind, np.random.default_rng(seed))
+    X = hostile_table(n, d, kind, np.random.default_rng(seed))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         f = H.fit(X, budget=dp.ZCDP(rho), noise=dp.SeededNoise(seed))

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import HOSTILE_KINDS, hostile_rows
+from conftest import HOSTILE_KINDS, hostile_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -459,7 +459,7 @@ def test_the_prediction_says_before_data_whether_the_parts_can_be_found(method: 
 @given(n=st.integers(4, 300), d=st.integers(1, 3), k=st.integers(1, 2), eps=st.floats(0.1, 4.0),
        kind=st.sampled_from(HOSTILE_KINDS), seed=st.integers(0, 3))
 def test_no_nan_or_inf_is_released_without_bounds(n: int, d: int, k: int, eps: float, kind: str, seed: int) -> None:
-    X = hostile_rows(n, d, kind, np.random.default_rng(seed))
+    X = hostile_table(n, d, kind, np.random.default_rng(seed))
     if k == 2 and n < 6:  # public: fewer rows than one block (k + 1 rows, 3 per component)
         with pytest.raises(dp.DomainError, match="one sample-and-aggregate block"):
             GaussianMixture(k, dp.ApproxDP(eps, 1e-6)).fit(X)
