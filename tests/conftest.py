@@ -197,14 +197,17 @@ class RowsCtx(ValueCtx):
         return sym.coef
 
 
-HOSTILE_KINDS = ("normal", "nan_rows", "huge", "constant", "t1")
+HOSTILE_KINDS = ("normal", "nan_rows", "huge", "constant", "t1", "inf")
 """The kinds of hostile table :func:`hostile_table` makes (the estimators' no-NaN property tests draw them)."""
 
 
-def hostile_table(n: int, d: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+def hostile_table(n: int, d: int, kind: str, rng: np.random.Generator, raw_scale: bool = False) -> np.ndarray:
     """An (n, d) table of ``kind``: Gaussian rows, a third of them NaN, scaled by 1e300, a constant first
-    column, or Cauchy (t1) rows."""
+    column, Cauchy (t1) rows, or a fifth of the entries +inf; with ``raw_scale`` each column is first scaled by
+    its own 10^U(-3, 3) (columns of very different units)."""
     X = rng.normal(size=(n, d))
+    if raw_scale:
+        X = X * 10.0 ** rng.uniform(-3, 3, size=d)
     if kind == "nan_rows":
         X[: n // 3] = np.nan
     elif kind == "huge":
@@ -213,4 +216,6 @@ def hostile_table(n: int, d: int, kind: str, rng: np.random.Generator) -> np.nda
         X[:, 0] = 3.0
     elif kind == "t1":
         X = rng.standard_t(1, size=(n, d))
+    elif kind == "inf":
+        X[rng.random((n, d)) < 0.2] = np.inf
     return X

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import HOSTILE_KINDS, hostile_table
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,31 +111,14 @@ def test_search_not_found_falls_back_inside_the_budget() -> None:
     assert spent <= budget.rho
 
 
-HOSTILE = ("gaussian", "nan_rows", "huge", "constant", "inf")
-
-
-def _hostile(kind: str, n: int, d: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * 10.0 ** rng.uniform(-3, 3, size=d)
-    if kind == "nan_rows":
-        X[rng.random(n) < 0.3] = np.nan
-    elif kind == "huge":
-        X = X * 1e300
-    elif kind == "constant":
-        X[:, 0] = 7.0
-    elif kind == "inf":
-        X[rng.random((n, d)) < 0.2] = np.inf
-    return X
-
-
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(2, 80), d=st.integers(1, 3), eps=st.sampled_from([0.1, 1.0, 4.0]),
-       kind=st.sampled_from(HOSTILE), measure=st.sampled_from(["zcdp", "approx", "pure"]),
+       kind=st.sampled_from(HOSTILE_KINDS), measure=st.sampled_from(["zcdp", "approx", "pure"]),
        bounded=st.booleans(), seed=st.integers(0, 10**6))
 def test_no_nan_or_infinity_is_ever_released(n: int, d: int, eps: float, kind: str, measure: str, bounded: bool,
                                              seed: int) -> None:
     budget = {"zcdp": dp.ZCDP(eps * eps / 2), "approx": dp.ApproxDP(eps, 1e-6), "pure": dp.PureDP(eps)}[measure]
-    X = _hostile(kind, n, d, seed)
+    X = hostile_table(n, d, kind, np.random.default_rng(seed), raw_scale=True)
     if n < 4 and not bounded:  # the scale search needs 4 rows: a public refusal
         with pytest.raises(DomainError):
             _fit(X, budget=budget, noise=dp.SeededNoise(seed))
