@@ -149,4 +149,32 @@ def diagonal(n: int, d: int, rho: Fraction, R: float, K: float, split: float = 0
     return Forecast("diagonal", mean, cov)
 
 
-__all__ = ["CONFIDENCE", "Forecast", "compare", "diagonal", "diagonal_noise", "joint"]
+def in_bounds(f: Forecast, d: int, R: float, K: float, off_z: float) -> Forecast:
+    """A forecast on the standardised rows of the per-column scale step, as a worst case in the data's units
+    under the public bounds ``||mu||_2 <= R`` and ``Sigma <= K I``.  Each column's scale is about its standard
+    deviation, at most ``sqrt(K)``, so with ``S = diag(s)``: the mean's l2 error ``||S e||`` is at most
+    ``sqrt(K)`` times the standardised one (and at most ``2 R``: the estimate is clamped into the ball), the
+    covariance's ``||S E S||_2`` at most ``K`` times.  The ``diagonal`` route leaves out the off-diagonal part,
+    bounded by ``off_z`` in the standardised units; in the data's units ``||Sigma - diag(Sigma)||_2 <= K``
+    (``0 <= Sigma <= K I``) replaces ``K off_z``.  The worst case is the data filling its bounds; the scale
+    step's own error (a few percent when its share is not capped) is not included.
+
+    >>> from fractions import Fraction
+    >>> z = joint(10_000, 5, Fraction(1, 2), R=8.0, K=10.0)
+    >>> w = in_bounds(z, 5, R=100.0, K=4.0, off_z=10.0)
+    >>> round(w.mean.value / z.mean.value, 6), round(w.covariance.value / z.covariance.value, 6), w.mean.metric
+    (2.0, 4.0, 'l2')
+    """
+    mean = _ball(f.mean.value * math.sqrt(K), R, 1.0)
+    cov = K * f.covariance.value
+    how = f"worst case in the data's units under the bounds (column scales at most sqrt(K) = {math.sqrt(K):.4g})"
+    if f.route == "diagonal" and d > 1:
+        cov = K * (f.covariance.value - off_z) + K
+        how += f"; the off-diagonal part at most K = {K:.4g} (0 <= Sigma <= K I)"
+    return Forecast(f.route,
+                    attrs.evolve(f.mean, value=mean, metric="l2", derivation=f"{f.mean.derivation}; {how}"),
+                    attrs.evolve(f.covariance, value=cov, metric="spectral (absolute)",
+                                 derivation=f"{f.covariance.derivation}; {how}"))
+
+
+__all__ = ["CONFIDENCE", "Forecast", "compare", "diagonal", "diagonal_noise", "in_bounds", "joint"]

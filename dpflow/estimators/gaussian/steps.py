@@ -237,6 +237,20 @@ def clamp(x: Any, bounds: Any) -> float:
     return hi if math.isnan(v) else min(max(v, lo), hi)
 
 
+def into_spectrum(C: Any, K: Any) -> np.ndarray:
+    """A symmetric covariance estimate with its eigenvalues clipped into the public ``[0, K]`` (``Sigma <= K I`` is
+    declared: post-processing into what is public); non-finite entries count as 0 (NaN) or +-1e300.
+
+    >>> into_spectrum([[5.0, 0.0], [0.0, -1.0]], 4.0).tolist()
+    [[4.0, 0.0], [0.0, 0.0]]
+    """
+    S = _finite(C)
+    S = (S + S.T) / 2.0
+    w, V = np.linalg.eigh(S)
+    out: np.ndarray = (V * np.clip(w, 0.0, float(K))) @ V.T
+    return out
+
+
 def diagonal_part(C: Any) -> np.ndarray:
     """The diagonal of a covariance estimate, each variance floored at 0 (PSD), the off-diagonal set to 0.
 
