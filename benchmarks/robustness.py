@@ -393,22 +393,26 @@ class Cell:
         self.timeouts: list[str] = []
 
     def add(self, stat: str, method: str, error: float, spread: float, np_error: float = math.nan,
-            nonfinite: bool = False, warned: int = 0, raised: str = "") -> None:
+            nonfinite: bool = False, warned: int = 0, raised: str = "", cost: float = math.nan) -> None:
+        """One method's error; ``cost`` is its error against the non-private statistic of the same rows (the
+        privacy cost alone), where the error is against the population."""
         self.rows.append({**self.where, "stat": stat, "method": method, "error": float(error), "spread": spread,
-                          "np_error": float(np_error), "nonfinite": nonfinite, "warned": warned, "raised": raised})
+                          "np_error": float(np_error), "nonfinite": nonfinite, "warned": warned, "raised": raised,
+                          "cost": float(cost)})
 
-    def other(self, stat: str, method: str, fn: Callable[[], float], spread: float) -> None:
-        """A comparator's error (its library missing: not recorded; its failure: infinite; a run longer than
-        :data:`COMPARATOR_SECONDS`: not recorded, listed in ``timeouts``)."""
+    def other(self, stat: str, method: str, fn: Callable[[], float | tuple[float, float]], spread: float) -> None:
+        """A comparator's error, or (error, cost) (its library missing: not recorded; its failure: infinite; a
+        run longer than :data:`COMPARATOR_SECONDS`: not recorded, listed in ``timeouts``)."""
         try:
             with _time_limit(COMPARATOR_SECONDS):
-                err = fn()
+                out = fn()
         except _TimeLimit:
             self.timeouts.append(f"{method} {stat}")
             return
         except Exception:  # noqa: BLE001  (a comparator that fails is shown as inf)
-            err = math.inf
-        self.add(stat, method, err, spread)
+            out = (math.inf, math.inf)
+        err, cost = out if isinstance(out, tuple) else (out, math.nan)
+        self.add(stat, method, err, spread, cost=cost)
 
     def predictions(self, stat: str, reports: Sequence[Any], targets: dict[str, Target]) -> None:
         rows, missing = check_predictions(reports, targets, {**self.where, "stat": stat})
@@ -451,6 +455,8 @@ def fit_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, mu: np.ndarray, S
     OpenDP (mean only, true box) vs the non-private estimate (errors against ``mu``, ``Sigma``)."""
     d = X.shape[1]
     W = inv_sqrt(Sigma)
+    xbar, S = X.mean(axis=0), _cov(X)
+    Ws = inv_sqrt(S)
     f, warned, raised = run_dpflow(lambda: G.fit(X, dp.ApproxDP(eps, DELTA), noise=dp.SeededNoise(seed)))
     spread = {"mean": math.sqrt(d), "covariance": 1.0}
     if f is None:
@@ -458,8 +464,10 @@ def fit_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, mu: np.ndarray, S
             cell.add(stat, "dpflow", math.inf, spread[stat], np_errors[stat == "covariance"], False, warned, raised)
     else:
         bad = not _finite(f.mean, f.covariance)
-        cell.add("mean", "dpflow", maha_mean(f.mean, mu, W), spread["mean"], np_errors[0], bad, warned)
-        cell.add("covariance", "dpflow", maha_cov(f.covariance, Sigma, W), 1.0, np_errors[1], bad, warned)
+        cell.add("mean", "dpflow", maha_mean(f.mean, mu, W), spread["mean"], np_errors[0], bad, warned,
+                 cost=maha_mean(f.mean, xbar, Ws))
+        cell.add("covariance", "dpflow", maha_cov(f.covariance, Sigma, W), 1.0, np_errors[1], bad, warned,
+                 cost=maha_cov(f.covariance, S, Ws))
         pop = (mu, Sigma) if population else (None, None)
         cell.predictions("mean+covariance", _reports(f), _fit_targets(f, (X.mean(axis=0), _cov(X)), pop))
     dpl, odp = libs["diffprivlib"], libs["opendp"]
@@ -467,17 +475,23 @@ def fit_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, mu: np.ndarray, S
         rng = np.random.RandomState(seed)
         m = np.full(d, math.inf)
 
-        def mean() -> float:
+        def mean() -> tuple[float, float]:
             m[:] = dpl_means(dpl, X, eps / 4, rng)
-            return maha_mean(m, mu, W)
+            return maha_mean(m, mu, W), maha_mean(m, xbar, Ws)
+
+        def cov() -> tuple[float, float]:
+            C = dpl_covariance(dpl, X, m, eps / 4, rng)
+            return maha_cov(C, Sigma, W), maha_cov(C, S, Ws)
 
         cell.other("mean", "diffprivlib", mean, spread["mean"])
         if X.size <= DPL_COV_MAX_ND:
-            cell.other("covariance", "diffprivlib",
-                       lambda: maha_cov(dpl_covariance(dpl, X, m, eps / 4, rng), Sigma, W), 1.0)
+            cell.other("covariance", "diffprivlib", cov, 1.0)
     if odp is not None:
-        cell.other("mean", "opendp", lambda: maha_mean(odp_means(odp, X, rho_of(eps, DELTA) / 2), mu, W),
-                   spread["mean"])
+        def odp_mean() -> tuple[float, float]:
+            m2 = odp_means(odp, X, rho_of(eps, DELTA) / 2)
+            return maha_mean(m2, mu, W), maha_mean(m2, xbar, Ws)
+
+        cell.other("mean", "opendp", odp_mean, spread["mean"])
 
 
 def median_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, cdfs: list[Callable[[float], float]],
@@ -487,6 +501,12 @@ def median_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, cdfs: list[Cal
     d = X.shape[1]
     names = [f"c{j}" for j in range(d)]
     data = {nm: X[:, j] for j, nm in enumerate(names)}
+    sample = [empirical_cdf(X[:, j]) for j in range(d)]
+
+    def errors(est: Sequence[float]) -> tuple[float, float]:
+        """The mean rank error over the columns against ``cdfs`` and against the rows' own CDFs."""
+        e = [float(np.mean([rank_error(x, c) for x, c in zip(est, cs, strict=True)])) for cs in (cdfs, sample)]
+        return e[0], e[1]
 
     def ask() -> Any:
         q = dp.stats.Statistics(budget=dp.PureDP(eps))
@@ -499,8 +519,8 @@ def median_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, cdfs: list[Cal
         cell.add("median", "dpflow", math.inf, MEDIAN_SPREAD, np_error, False, warned, raised)
     else:
         est = [float(np.ravel(res[f"quantiles({nm})"])[0]) for nm in names]
-        err = float(np.mean([rank_error(x, c) for x, c in zip(est, cdfs, strict=True)]))
-        cell.add("median", "dpflow", err, MEDIAN_SPREAD, np_error, not _finite(est), warned)
+        err, cost = errors(est)
+        cell.add("median", "dpflow", err, MEDIAN_SPREAD, np_error, not _finite(est), warned, cost=cost)
         targets = {f"quantiles({nm})": Target(np.ravel(res[f"quantiles({nm})"]), [np.median(X[:, j])],
                                                None if pop_cdf is None or j else [pop_median(pop_cdf)],
                                                cdf=(empirical_cdf(X[:, j]), pop_cdf if j == 0 else None),
@@ -509,12 +529,12 @@ def median_cell(cell: Cell, X: np.ndarray, eps: float, seed: int, cdfs: list[Cal
     dpl, odp = libs["diffprivlib"], libs["opendp"]
     if dpl is not None:
         rng = np.random.RandomState(seed)
-        cell.other("median", "diffprivlib", lambda: float(np.mean([rank_error(
-            dpl.tools.median(X[:, j], epsilon=eps / 2 / d, bounds=_box(X[:, j]), random_state=rng), cdfs[j])
-            for j in range(d)])), MEDIAN_SPREAD)
+        cell.other("median", "diffprivlib", lambda: errors([
+            dpl.tools.median(X[:, j], epsilon=eps / 2 / d, bounds=_box(X[:, j]), random_state=rng)
+            for j in range(d)]), MEDIAN_SPREAD)
     if odp is not None:
-        cell.other("median", "opendp", lambda: float(np.mean([rank_error(odp_median(odp, X[:, j], eps / d), cdfs[j])
-                                                               for j in range(d)])), MEDIAN_SPREAD)
+        cell.other("median", "opendp", lambda: errors([odp_median(odp, X[:, j], eps / d) for j in range(d)]),
+                   MEDIAN_SPREAD)
 
 
 def pop_median(cdf: Callable[[float], float]) -> float:
@@ -737,6 +757,8 @@ def aggregate(cells: list[Cell]) -> dict[tuple[Any, ...], dict[str, Any]]:
         for m in METHODS:
             errs = [r["error"] for r in rows if r["method"] == m]
             agg[m] = float(np.median(errs)) if errs else None
+            costs = [r["cost"] for r in rows if r["method"] == m and not math.isnan(r["cost"])]
+            agg[m + " cost"] = float(np.median(costs)) if costs else None
         ours = [r for r in rows if r["method"] == "dpflow"]
         agg["np"] = float(np.median([r["np_error"] for r in ours])) if ours else math.nan
         agg["seeds"] = len(ours)
@@ -778,6 +800,11 @@ def summarise(agg: dict[tuple[Any, ...], dict[str, Any]], cells: list[Cell]) -> 
             by[k[4]][1] += 1
             by[k[4]][0] += k in wins
         lines.append("  By statistic: " + "; ".join(f"{s} {_pct(*v)}" for s, v in sorted(by.items())) + ".")
+        both = [k for k in fair if agg[k]["dpflow cost"] is not None and agg[k][other + " cost"] is not None]
+        cheaper = [k for k in both if agg[k]["dpflow cost"] <= agg[k][other + " cost"]]
+        lines.append(f"  The privacy cost alone (each error against the non-private statistic of the same rows, "
+                     f"where the errors above are against the population: synthetic means, covariances and "
+                     f"medians): dpflow at most {other} in {_pct(len(cheaper), len(both))}.")
         lines.append("")
     lines += predictions_summary(cells)
     bad = [k for k in keys if agg[k]["bad"]]

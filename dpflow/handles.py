@@ -28,6 +28,7 @@ import attrs
 
 if TYPE_CHECKING:
     from dpflow.nodes.base import Node, SubPlan
+    from dpflow.privacy import Measure
 
 
 class Rows:
@@ -51,6 +52,9 @@ T = TypeVar("T", covariant=True)
 
 class Builder(Protocol):
     """What a handle needs from the plan builder that made it."""
+
+    budget: Measure
+    """The plan's total budget (public: estimators pick a mechanism's noise family from it)."""
 
     def add(self, node: Node, inputs: tuple[str, ...]) -> str:
         """Add ``node`` with positional ``inputs`` (node ids); return its id."""

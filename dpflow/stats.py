@@ -43,7 +43,7 @@ from dpflow.errors import AccuracyWarning
 from dpflow.estimators.scale import (
     SPREAD_Q,
     SPREAD_SIGMAS,
-    _column_needs,
+    _column_costs,
     column_scales,
     missing_as_zero,
     times,
@@ -177,13 +177,25 @@ deviations of 0 (and public quantile bounds at most this many wide).  It sets ho
 mechanism's search range may hold: ``ln`` of it (over 10) is added to the step's ``L = ln(4n) + 2``."""
 
 
-def _needs(n: int) -> tuple[float, float, float, float]:
-    """The epsilons the scale step's four mechanisms need for the predictions' guarantee: those of
-    :func:`dpflow.estimators.scale._column_needs`, the median's for a search range up to
-    :data:`LOCATION_SDS` standard deviations wide."""
-    h, m, h2, sp = _column_needs(n)
+def _needs(n: int, pure: bool) -> tuple[float, float, float, float]:
+    """What the scale step's four mechanisms need for the predictions' guarantee (epsilon under a pure budget,
+    rho otherwise): those of :func:`dpflow.estimators.scale._column_costs`, the median's for a search range up to
+    :data:`LOCATION_SDS` standard deviations wide (its epsilon times ``(L + ln(LOCATION_SDS / 10)) / L``)."""
+    h, m, h2, sp = _column_costs(n, pure)
     L = math.log(4.0 * max(n, 2)) + 2.0
-    return h, m * (L + math.log(LOCATION_SDS / 10)) / L, h2, sp
+    wide = (L + math.log(LOCATION_SDS / 10)) / L
+    return h, m * (wide if pure else wide * wide), h2, sp
+
+
+def _short_by(n: int, events: Sequence[Any], pure: bool) -> list[float]:
+    """For each of a scale step's four cost events, its need (:func:`_needs`) over its certified cost (epsilon
+    under a pure budget, rho otherwise): at most 1 when met; the factor its share must grow by otherwise
+    (infinite when the cost is not known)."""
+    out = []
+    for need, e in zip(_needs(n, pure), events, strict=True):
+        cost = e.cost.pure_eps if pure else e.cost.rho
+        out.append(math.inf if cost is None or cost <= 0 else need / float(cost))
+    return out
 
 
 class Statistics:
@@ -359,11 +371,11 @@ class Statistics:
             if fitted is not None:
                 candidates[name] = fitted
         results: dict[str, tuple[_Route, dict[str, Prediction], float]] = {
-            "scale": (scale, preds0, _shortfall(n, built0, ledger0))}
+            "scale": (scale, preds0, _shortfall(n, built0, ledger0, isinstance(self.budget, PureDP)))}
         for name, r in candidates.items():
             if name not in results:
                 preds, built, ledger = self._predict(n, r)
-                results[name] = (r, preds, _shortfall(n, built, ledger))
+                results[name] = (r, preds, _shortfall(n, built, ledger, isinstance(self.budget, PureDP)))
         # listed from the least short of its need: among routes with equal (infinite) predictions, the one whose
         # bounds step comes closest to what it needs is chosen
         order = sorted(results, key=lambda k: results[k][2])
@@ -402,19 +414,19 @@ class Statistics:
         ``scale`` route (epsilon goes as the share under a pure budget, as its square root otherwise); None
         when that is above :data:`MAX_BOUNDS_SHARE` of the budget (``heavy``: capped at :data:`HEAVY_CAP`) or the
         steps' epsilons are not known."""
-        needs = _needs(n)
+        pure = isinstance(self.budget, PureDP)
         step_share, ratio = 0.0, 0.0
         for ids in built.steps.values():
             events = _step_events(ledger, ids)
-            if len(events) != 4 or any(e.cost.pure_eps is None for e in events):
+            if len(events) != 4:
                 return None
             step_share += math.fsum(float(e.share) for e in events)
-            ratio = max(ratio, *(need / float(e.cost.pure_eps) for need, e in zip(needs, events, strict=True)))
+            ratio = max(ratio, *_short_by(n, events, pure))
         total = math.fsum(float(e.event.share) for e in ledger.entries if e.event is not None)
         share0 = step_share / total if total > 0 else 0.0
-        if not 0 < share0 < 1:
+        if not (0 < share0 < 1 and math.isfinite(ratio)):
             return None
-        f = share0 * (ratio if isinstance(self.budget, PureDP) else ratio * ratio)
+        f = share0 * ratio  # a cost (epsilon under a pure budget, rho otherwise) grows as its share
         if margin * f > MAX_BOUNDS_SHARE and name == "fitted":
             return None
         f = min(max(margin * f, 0.01), HEAVY_CAP if name == "heavy" else MAX_BOUNDS_SHARE)
@@ -429,7 +441,7 @@ class Statistics:
         ledger = built.plan.check(exact_noise=False)   # the continuous half-widths; the lattice adds ~1e-12
         cal = {c.node: c for c in ledger.noise_calibrations}
         eps = {e.node: e.event.cost.pure_eps for e in ledger.entries if e.event is not None}
-        steps = {col: _step(n, [e.cost.pure_eps for e in _step_events(ledger, ids)], route.level)
+        steps = {col: _step(n, _step_events(ledger, ids), isinstance(self.budget, PureDP), route.level)
                  for col, ids in built.steps.items()}
 
         def hw(node: str, alpha: float) -> float:
@@ -612,15 +624,11 @@ class Statistics:
         return StatsResult(values, result.report, plan, bounds, preds, built.post, route)
 
 
-def _shortfall(n: int, built: _Built, ledger: Any) -> float:
-    """How short the scale steps of a plan are of what they need: the largest need / epsilon over their
-    mechanisms (at most 1: every need met; infinite: an epsilon is not known)."""
-    worst = 0.0
-    for ids in built.steps.values():
-        events = _step_events(ledger, ids)
-        for need, e in zip(_needs(n), events, strict=True):
-            worst = max(worst, math.inf if e.cost.pure_eps is None else need / float(e.cost.pure_eps))
-    return worst
+def _shortfall(n: int, built: _Built, ledger: Any, pure: bool) -> float:
+    """How short the scale steps of a plan are of what they need: the largest need / cost over their
+    mechanisms (:func:`_short_by`; at most 1: every need met; infinite: a cost is not known)."""
+    return max((r for ids in built.steps.values() for r in _short_by(n, _step_events(ledger, ids), pure)),
+               default=0.0)
 
 
 def _step_events(ledger: Any, ids: frozenset[str]) -> list[Any]:
@@ -638,8 +646,8 @@ def _abs_normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf((1.0 + p) / 2.0)
 
 
-def _step(n: int, eps: Sequence[Any], level: float) -> _Step:
-    """What a column's scale step guarantees at its certified epsilons (range, median, range, spread),
+def _step(n: int, events: Sequence[Any], pure: bool, level: float) -> _Step:
+    """What a column's scale step guarantees at its certified costs (``events``: range, median, range, spread),
     for a Gaussian column, in units of its standard deviation.
 
     Each mechanism meets its need (:func:`_needs`; the histograms then locate their modal bin with
@@ -650,14 +658,15 @@ def _step(n: int, eps: Sequence[Any], level: float) -> _Step:
     within ``delta = Phi^-1(1/2 + t_c / n)`` of the mean and the spread between the ``3/4 -+ t_s / n``
     quantiles of ``|x - c|``: the radius ``level sqrt(2 ln n) s`` is within ``[r_lo, r_hi]``.  Otherwise
     the step may fail: the interval may be anywhere in the search range (up to ``2^62``)."""
-    needs = _needs(n)
     labels = ("range of |x|", "median", "range of |x - c|", "spread")
-    short = [f"{lab} epsilon {0.0 if e is None else float(e):.3g} < {need:.3g}"
-             for lab, e, need in zip(labels, eps, needs, strict=True) if e is None or float(e) < need]
-    if len(eps) != 4 or short:
-        return _Step(False, f"the private scale step is short of the epsilon it needs at n={n} ({'; '.join(short)}):"
+    unit = "epsilon" if pure else "rho"
+    short = [f"{lab} {unit} {need / r if math.isfinite(r) else 0.0:.3g} < {need:.3g}"
+             for lab, r, need in zip(labels, _short_by(n, events, pure), _needs(n, pure), strict=True) if r > 1.0]
+    if len(events) != 4 or short:
+        return _Step(False, f"the private scale step is short of the {unit} it needs at n={n} ({'; '.join(short)}):"
                             " its released interval may be anywhere in the search range (up to 2^62), so no useful "
                             "bound can be given")
+    eps = [e.cost.pure_eps for e in events]
     L = math.log(4.0 * max(n, 2)) + 2.0
     wide = L + math.log(LOCATION_SDS / 10)
     t_c, t_s = ((2.0 / float(e)) * (l_ + math.log(1.0 / STEP_BETA)) / n for e, l_ in ((eps[1], wide), (eps[3], L)))

@@ -39,7 +39,7 @@ from dpflow.nodes.regression import l1_bound
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
 from dpflow.planner.accuracy import Prediction
-from dpflow.privacy import ZCDP, ApproxDP, Measure, gaussian_budget_rho
+from dpflow.privacy import ZCDP, ApproxDP, Measure, PureDP, gaussian_budget_rho
 
 ROW_FACTOR = 1.5
 """SSP clips rows at 1.5 x the private median row norm: norms of sub-Gaussian rows concentrate, so this
@@ -373,14 +373,14 @@ def intercept_model(centre: Any, d: Any) -> np.ndarray:
 def intercept_only(d: int, n: int, budget: Measure, prediction: Prediction | None = None) -> Plan:
     """The intercept-only model (predict y's private median): the route a hopeless fit shrinks to.
 
-    Source ``Z`` holds rows ``[x, 1, y]`` as for :func:`scaled_ssp`; only y is read: a Laplace histogram of
+    Source ``Z`` holds rows ``[x, 1, y]`` as for :func:`scaled_ssp`; only y is read: a noisy histogram of
     ``|y|`` over the public log-scale bins locates its range ``[-U, U]`` (``CENTRE_RANGE_SHARE`` of the
     budget), the private median of y in that range is the intercept.  Outputs ``coef`` (d zeros, then the
     intercept) and ``centre``.
 
     >>> import dpflow as dp
     >>> sorted({e.kind for e in intercept_only(3, 400, dp.ZCDP(0.5)).check().entries if e.cost})
-    ['LaplaceMech', 'Quantile']
+    ['GaussianMech', 'Quantile']
     """
     _common(d, n, budget, 0.5)
     b = PlanBuilder(budget=budget, neighbors="replace", name="intercept_only_regression")
@@ -410,8 +410,9 @@ def _pure_eps(plan: Plan, kind: str) -> float:
 
 
 def _gaussian_multiplier(plan: Plan) -> float:
-    """The certified sigma per unit l2 sensitivity of the plan's Gaussian release (no data read)."""
-    return next(c.scale for c in plan.check().noise_calibrations if c.kind == "GaussianMech")
+    """The certified sigma per unit l2 sensitivity of the plan's main Gaussian release, the one with the largest
+    share (the second moment's; the scale step's range histograms are Gaussian too), no data read."""
+    return min(c.scale for c in plan.check().noise_calibrations if c.kind == "GaussianMech")
 
 
 def scaled_prediction(d: int, n: int, multiplier: float, ridge: float, fit_intercept: bool) -> float:
@@ -442,26 +443,36 @@ def scaled_prediction(d: int, n: int, multiplier: float, ridge: float, fit_inter
     return SCALE_SLACK2 * sigma**2 * (1.0 + COEF_NORM2) * chi2_quantile(p) / (4.0 * lam)
 
 
-def centre_prediction(n: int, hist_eps: float, median_eps: float) -> float:
+def centre_prediction(n: int, range_found: bool, median_eps: float) -> float:
     """The ``"intercept"`` route's predicted R^2 loss (:data:`METRIC`): the fit's own R^2 (at most 1) plus the
     squared error of the private median as an estimate of y's mean, in standard deviations.
 
-    The log-scale histogram finds the range when ``hist_eps >= 75 / n`` (the scale step's rule,
-    :data:`dpflow.estimators.scale.HIST_EPS`), else no bound (inf).  The exponential mechanism's median is
+    The log-scale histogram finds the range when its certified cost meets the scale step's need
+    (``range_found``: :func:`range_met`), else no bound (inf).  The exponential mechanism's median is
     within ``k = (2 / eps) (L + ln 10)`` ranks of the middle with probability 0.9, ``L = ln(4 n) + 2`` the
     log of the ratio between the range and the data's gaps (the scale step's allowance), so it lies between
     the ``1/2 -+ t`` quantiles, ``t = k / n``; a ``q``-quantile is within ``sqrt(q / (1 - q))`` standard
     deviations of the mean (Cantelli).  ``t >= 1/2``: no bound.
 
-    >>> round(centre_prediction(400, 0.4, 0.6), 4)
+    >>> round(centre_prediction(400, True, 0.6), 4)
     2.4835
     """
-    from dpflow.estimators.scale import HIST_EPS
-
-    if hist_eps < HIST_EPS / n:
+    if not range_found:
         return math.inf
     t = 2.0 / median_eps * (math.log(4.0 * n) + 2.0 + math.log(10.0)) / n
     return 1.0 + (0.5 + t) / (0.5 - t) if t < 0.5 else math.inf
+
+
+def range_met(plan: Plan, n: int) -> bool:
+    """Whether the (single) range histogram of ``plan`` is certified at least what the scale step needs for n
+    rows (:func:`dpflow.estimators.scale._column_costs`: epsilon under a pure budget, rho otherwise)."""
+    from dpflow.estimators.scale import _column_costs
+
+    pure = isinstance(plan.budget, PureDP)
+    cost = next(e.event.cost for e in plan.check().entries
+                if e.kind in ("LaplaceMech", "GaussianMech") and e.event is not None)
+    have = cost.pure_eps if pure else cost.rho
+    return have is not None and float(have) >= _column_costs(n, pure)[0]
 
 
 def _no_r2(bound: str) -> str:
@@ -683,7 +694,7 @@ class LinearRegression:
                               "(scaled_prediction)", route)
         if route == "intercept":
             plan = self._build(route, d, n)
-            value = centre_prediction(n, _pure_eps(plan, "LaplaceMech"), _pure_eps(plan, "Quantile"))
+            value = centre_prediction(n, range_met(plan, n), _pure_eps(plan, "Quantile"))
             return Prediction("coef", METRIC, value, CONFIDENCE,
                               "the intercept-only model loses the fit's R^2 (<= 1) plus the private median's "
                               "squared distance to y's mean in deviations (centre_prediction)", route)

@@ -94,7 +94,7 @@ def test_raw_scale_data_with_standardize_needs_no_bounds() -> None:
 
 
 def test_standardize_adds_the_scale_step_to_the_ledger_within_the_budget() -> None:
-    """Two more quantiles and two more Laplace histograms per column (median and spread, and their ranges),
+    """Two more quantiles and two more Gaussian histograms per column (median and spread, and their ranges),
     the total still the recomposition of the charges and within the budget; ``centre`` and ``scale`` are
     released."""
     budget = dp.ApproxZCDP(1.0, 1e-6)
@@ -106,7 +106,7 @@ def test_standardize_adds_the_scale_step_to_the_ledger_within_the_budget() -> No
 
     plain, _, out_plain = events(False)
     scaled, total, out_scaled = events(True)
-    for kind in ("Quantile", "LaplaceMech"):
+    for kind in ("Quantile", "GaussianMech"):
         assert scaled.count(kind) == plain.count(kind) + 2 * 3
     assert out_scaled - out_plain == {"centre", "scale"}
     again = recompose(total.composition, "replace")

@@ -52,9 +52,9 @@ def test_the_scale_step_is_in_the_ledger_with_its_share() -> None:
     ledger = plan.check()
     events = {e.node: e.event for e in ledger.entries if e.event is not None}
     kinds = sorted(e.kind for e in events.values())
-    # 5 columns (4 features and y): two range histograms, a median and a spread each; the SSP radius's
-    # histogram and median; the second moment
-    assert kinds == ["GaussianMech"] + ["LaplaceMech"] * 11 + ["Quantile"] * 11
+    # 5 columns (4 features and y): two range histograms (Gaussian under zCDP), a median and a spread each; the
+    # SSP radius's histogram (Laplace) and median; the second moment
+    assert kinds == ["GaussianMech"] * 11 + ["LaplaceMech"] + ["Quantile"] * 11
     shares = sorted(e.share for e in events.values())
     assert sum(shares) == 1
     assert shares[-1] == pytest.approx(0.8, abs=1e-12)                       # the Gaussian
@@ -63,17 +63,22 @@ def test_the_scale_step_is_in_the_ledger_with_its_share() -> None:
 
 
 def test_column_scales_pins_its_rule() -> None:
-    assert S.SPREAD_Q == 0.75 and (S.HIST_EPS, S.MEDIAN_EPS, S.SPREAD_EPS) == (75.0, 4.0, 8.0)
+    assert S.SPREAD_Q == 0.75 and (S.MEDIAN_EPS, S.SPREAD_EPS) == (4.0, 8.0)
+    assert S.HIST_EPS == pytest.approx(16 * math.log(121 / 0.01), rel=1e-15)  # 121 log-scale bins
+    assert S.HIST_Z == pytest.approx(3.9366, abs=1e-4)  # Phi^-1(1 - 0.01 / 242)
     assert S.SPREAD_SIGMAS == pytest.approx(1.1503493803760079, abs=1e-15)
     assert S.truncation_level(10_000) == pytest.approx(math.sqrt(2 * math.log(10_000)))
     assert S.SHARES == (0.25, 0.25, 0.25, 0.25)  # benchmarks/results/scale_step.md
-    # the scale step's share: d columns' rho over the budget's, within [0.02, 0.5]
+    # the scale step's share: d columns' largest cost / share (rho of a Gaussian histogram, epsilon^2 / 8 of a
+    # quantile; epsilons under PureDP) over the budget's, within [0.02, 0.5]
     n, d = 5000, 3
     Ln = math.log(4 * n) + 2
-    rho = d * (2 * 75.0**2 + (4 * Ln) ** 2 + (8 * Ln) ** 2) / n**2 / 2
-    assert S.scale_weight(n, d, dp.ZCDP(0.05)) == (pytest.approx(rho / 0.05, rel=1e-12), False)
+    rho = d * 4 * max((8 * 3.9366 / n) ** 2, (4 * Ln / n) ** 2 / 8, (8 * Ln / n) ** 2 / 8)
+    assert S.scale_weight(n, d, dp.ZCDP(0.01)) == (pytest.approx(rho / 0.01, rel=1e-4), False)
     assert S.scale_weight(n, d, dp.ZCDP(10.0)) == (0.02, False)
     assert S.scale_weight(n, d, dp.ZCDP(0.001)) == (0.5, True)
+    eps = d * 4 * max(16 * math.log(12_100), 4 * Ln, 8 * Ln) / n
+    assert S.scale_weight(n, d, dp.PureDP(10.0)) == (pytest.approx(eps / 10, rel=1e-12), False)
     b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
     X = b.source("X", dp.Vectors(d=3), n=1000)
     c, s = S.column_scales(X, d=3, weight=0.5)
@@ -82,7 +87,7 @@ def test_column_scales_pins_its_rule() -> None:
     qs = sorted((nd.q, nd.weight) for nd in nodes if nd.kind == "Quantile")
     w = 0.5 / 3
     assert qs == [(0.5, pytest.approx(w * S.SHARES[1]))] * 3 + [(0.75, pytest.approx(w * S.SHARES[3]))] * 3
-    assert sorted(nd.weight for nd in nodes if nd.kind == "LaplaceMech") == pytest.approx(
+    assert sorted(nd.weight for nd in nodes if nd.kind == "GaussianMech") == pytest.approx(
         sorted([w * S.SHARES[0]] * 3 + [w * S.SHARES[2]] * 3))
     assert sum(nd.kind == "OrderStatistics" and nd.lower == 0.0 for nd in nodes) == 3   # the spreads from 0
 

@@ -67,8 +67,8 @@ def test_private_bounds_quantiles_and_categories() -> None:
     assert edges[0] == pytest.approx(lo) and edges[-1] == pytest.approx(hi)
     assert np.all(np.abs(res["histogram(age)"] - np.histogram(df.age.clip(lo, hi), edges)[0]) < 60)
     # the bounds step of a column is shared by its statistics: one per column without bounds
-    kinds = [e.kind for e in res.report.ledger.entries if e.event is not None]
-    assert kinds.count("LaplaceMech") == 2 * 2                      # two range histograms per column (age, income)
+    ranges = [r for r in res.plan.records if r.node.kind == "ModeBinUpper"]
+    assert len(ranges) == 2 * 2                                      # two range histograms per column (age, income)
 
 
 def test_one_call_functions_and_mappings() -> None:

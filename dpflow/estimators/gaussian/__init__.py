@@ -528,9 +528,11 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
     >>> scaled_forecasts(5, 500, dp.ApproxDP(1, 1e-6))["diagonal"].mean.value
     inf
     """
+    from dpflow.estimators.scale import scale_weight
+
     capped = False
     if weight is None:
-        weight, capped = _scale_weight(n, d, budget)
+        weight, capped = scale_weight(n, d, budget)
     rho = total_rho(budget) * Fraction(1.0 - weight)
     R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
     units = " (standardised rows: units of the private column scales)"
@@ -545,24 +547,6 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
                             covariance=attrs.evolve(f.covariance, value=math.inf,
                                                     derivation=why + f.covariance.derivation))
             for r, f in out.items()}
-
-
-SCALE_WEIGHT_FACTOR = 2.0
-""":func:`scaled_gaussian`'s scale step gets this many times the share
-:func:`dpflow.estimators.scale.scale_weight` names (capped at its ``MAX_SCALE_WEIGHT``): that share sizes each
-column's range histogram for its modal bin to beat about 120 Laplace noises with epsilon ``75 / n``, but the
-largest of 120 noises of scale ``2 / epsilon`` exceeds the margin ``n / 8`` with probability about 0.5, and a
-column whose range is off by 1e11 ruins every estimate.  Measured (d = 50, n = 10,000, ApproxDP(1, 1e-6),
-20 seeds): 3 seeds with a column scale off by more than e at 1x, none at 2x (mean error 2.6x -> 3.0x the
-non-private one)."""
-
-
-def _scale_weight(n: int, d: int, budget: Measure) -> tuple[float, bool]:
-    from dpflow.estimators.scale import MAX_SCALE_WEIGHT, scale_weight
-
-    weight, capped = scale_weight(n, d, budget)
-    want = SCALE_WEIGHT_FACTOR * weight
-    return min(want, MAX_SCALE_WEIGHT), capped or want > MAX_SCALE_WEIGHT
 
 
 def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight: float | None = None,
@@ -580,11 +564,10 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     histograms and quantiles), so an ``ApproxDP`` budget is met by the planner's general rule (PLD / zCDP +
     CKS) instead of the exact Gaussian-DP profile; the predictions (radius schedule, :func:`scaled_forecasts`)
     use the Gaussian-DP rho times the CoinPress share (an approximation: the planner's rho is within a few
-    percent of it).  The scale step's share is :data:`SCALE_WEIGHT_FACTOR` times the one
-    :func:`dpflow.estimators.scale.scale_weight` names.  Outputs ``mean``, ``covariance``,
-    ``centre``, ``scale``.  With public ``bounds = (R, K)`` (``||mu||_2 <= R``, ``Sigma <= K I``) the mean is
-    clamped into the ball and the covariance's eigenvalues into ``[0, K]`` (post-processing), and the
-    predictions are worst cases in the data's units (:func:`routes.in_bounds`).
+    percent of it).  The scale step's share is the one :func:`dpflow.estimators.scale.scale_weight` names.
+    Outputs ``mean``, ``covariance``, ``centre``, ``scale``.  With public ``bounds = (R, K)`` (``||mu||_2 <= R``,
+    ``Sigma <= K I``) the mean is clamped into the ball and the covariance's eigenvalues into ``[0, K]``
+    (post-processing), and the predictions are worst cases in the data's units (:func:`routes.in_bounds`).
 
     >>> import numpy as np, dpflow as dp
     >>> plan = scaled_gaussian(d=3, n=20_000, budget=dp.ZCDP(0.5))
@@ -593,7 +576,7 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
     >>> bool(np.all(np.abs(out["mean"] - X.mean(axis=0)) < 0.05 * X.std(axis=0)))
     True
     """
-    from dpflow.estimators.scale import column_scales, standardize, unstandardize, warn_if_capped
+    from dpflow.estimators.scale import column_scales, scale_weight, standardize, unstandardize, warn_if_capped
 
     where = "gaussian.scaled_gaussian"
     rho = _check_common(where, d, n, budget)
@@ -607,7 +590,7 @@ def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight:
                      for r, f in forecasts.items()}
     capped = False
     if weight is None:
-        weight, capped = _scale_weight(n, d, budget)
+        weight, capped = scale_weight(n, d, budget)
     if not 0.0 < weight < 1.0:
         raise _refuse(where, f"weight={weight}", "pass 0 < weight < 1 (the scale step's share)")
     chosen = _choose(where, forecasts, route)
