@@ -20,7 +20,7 @@ from dpflow.estimators import (
     tolerance,
     truncation,
 )
-from dpflow.estimators.covariance import naive_pce
+from dpflow.estimators.covariance import Covariance, naive_pce
 from dpflow.estimators.mean import clipped_mean
 from dpflow.estimators.mixtures import GaussianMixture
 from dpflow.estimators.pca import PCA
@@ -30,7 +30,7 @@ from dpflow.estimators.sparse import sparse_mean
 from dpflow.estimators.tails import chi_radius
 
 __all__ = [
-    "GaussianMixture", "LinearRegression", "PCA", "StandardScaler", "base", "chi_radius", "clipped_mean",
+    "Covariance", "GaussianMixture", "LinearRegression", "PCA", "StandardScaler", "base", "chi_radius", "clipped_mean",
     "covariance", "discrete", "gaussian", "heavy_tailed", "mean", "mixtures", "naive_pce", "pca", "product",
     "regression", "scale", "sparse", "sparse_mean", "tails", "tolerance", "truncation",
 ]

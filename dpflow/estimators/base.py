@@ -22,8 +22,8 @@ when scikit-learn asks for the tags).
 >>> PCA(n_components=0, budget=dp.ZCDP(0.5)).make_plan(3, 1000)
 Traceback (most recent call last):
 ...
-dpflow.errors.ParameterError: PCA: n_components=0 is not a positive integer or None. Fix: pass n_components = a \
-positive integer or None.
+dpflow.errors.ParameterError: PCA: n_components=0 is not a positive integer. Fix: pass n_components = a positive \
+integer.
 """
 
 from __future__ import annotations
@@ -232,7 +232,8 @@ class Estimator:
         """The ``noise`` parameter, or fresh OS entropy (:class:`dpflow.SecureNoise`) for each fit."""
         from dpflow.interpreter.noise import SecureNoise
 
-        return self.noise if getattr(self, "noise", None) is not None else SecureNoise()
+        noise = getattr(self, "noise", None)
+        return noise if noise is not None else SecureNoise()
 
     def __repr__(self) -> str:
         """The class with the parameters that differ from their defaults (as scikit-learn prints it)."""
@@ -264,4 +265,5 @@ class Transformer(Estimator, ABC):
 
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         """``fit(X)`` then ``transform(X)`` (one fit: one charge of the budget)."""
-        return self.fit(X, y).transform(X)
+        out: np.ndarray = self.fit(X, y).transform(X)
+        return out

@@ -707,7 +707,6 @@ class GaussianMixture(Estimator):
     def fit(self, X: Any) -> GaussianMixture:
         """Certify and run the plan on ``X`` (n x d); the parameters and public shape errors raise first."""
         from dpflow.estimators.tolerance import enforce
-        from dpflow.interpreter.noise import SecureNoise
 
         self.validate_params()
         Xa = self._rows(X, reset=True)
@@ -719,7 +718,7 @@ class GaussianMixture(Estimator):
         self.method_ = method
         enforce([pred], self.max_error if self.max_error is not None else radius, self.strict,
                 "GaussianMixture.fit", "more rows or a larger budget" + (" (or public bounds)" if std else ""))
-        result = plan.run({"X": Xa}, noise=self.noise if self.noise is not None else SecureNoise())
+        result = plan.run({"X": Xa}, noise=self._noise())
         rel = result.released
         t = float(rel["t"])
         parts = []

@@ -720,7 +720,6 @@ class LinearRegression(Estimator):
         gradients the fit releases (the SSP clip sends it to the centre, the gradient step gives it a zero
         term); the private scale steps (of the scaled fit and of the intercept-only model) count such an entry
         as 0 (:func:`dpflow.estimators.scale.missing_as_zero`)."""
-        from dpflow.interpreter.noise import SecureNoise
         from dpflow.tables import to_rows
 
         self.validate_params()
@@ -740,7 +739,7 @@ class LinearRegression(Estimator):
         plan = self._build(route, d, n, prediction)
         Z = [Xa.astype(float)] + ([np.ones((n, 1))] if self.fit_intercept else [])
         result = plan.run({"Z": np.hstack(Z + [ya.astype(float)[:, None]])},
-                          noise=self.noise if self.noise is not None else SecureNoise())
+                          noise=self._noise())
         coef = np.asarray(result.released["coef"], dtype=float)
         self.coef_ = coef[:d]
         self.intercept_ = float(coef[d]) if self.fit_intercept else 0.0

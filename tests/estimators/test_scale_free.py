@@ -161,7 +161,8 @@ def test_sklearn_protocol() -> None:
 
 def test_scale_step_refusals() -> None:
     with pytest.raises(ValueError, match="standardize=True is for method='ssp'"):
-        LinearRegression(budget=dp.ZCDP(1.0), method="gd", x_bound=1.0, coef_bound=1.0, standardize=True).make_plan(2, 100)
+        LinearRegression(budget=dp.ZCDP(1.0), method="gd", x_bound=1.0, coef_bound=1.0,
+                         standardize=True).make_plan(2, 100)
     with pytest.raises(ValueError, match="drop radius"):
         LinearRegression(budget=dp.ZCDP(1.0), radius=2.0, standardize=True).make_plan(2, 100)
     with pytest.raises(ValueError, match="scale_weight"):
