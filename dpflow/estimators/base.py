@@ -28,6 +28,7 @@ integer.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -117,6 +118,8 @@ class Estimator:
     estimator_kind: ClassVar[str] = ""
     """scikit-learn's ``estimator_type`` (its tags) and what the class does: ``"regressor"``, ``"transformer"``,
     ``"density_estimator"``."""
+    min_rows: ClassVar[int] = 1
+    """The fewest rows ``fit`` takes (public: fewer raise before any data is read)."""
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -172,17 +175,30 @@ class Estimator:
         (:func:`dpflow.tables.to_rows`: a value that is not a number is missing, never an error).  With
         ``reset`` (``fit``) records ``n_features_in_`` and, from a DataFrame, ``feature_names_in_``; otherwise
         (``transform``, ``predict``) checks them.  Only public facts raise: the shape, the dtype, the names."""
+        from scipy import sparse
+
         from dpflow.tables import is_frame, to_rows
 
         where = type(self).__name__
-        names = np.asarray([str(c) for c in X.columns], dtype=object) if is_frame(X) else None
+        if sparse.issparse(X):
+            raise ParameterError(where, "sparse input is not supported", "pass a dense array (X.toarray())")
+        frame = is_frame(X)
+        if getattr(getattr(X, "dtype", None), "kind", None) == "c":  # a complex array (its dtype is public)
+            raise ParameterError(where, "Complex data not supported", "pass real numbers")
+        names = np.asarray([str(c) for c in X.columns], dtype=object) if frame else None
         A = np.asarray(to_rows(X, None, "X"))
         if A.ndim != 2:
             raise ParameterError(where, f"X must be a 2-d array (n, d), got shape {A.shape}",
-                                 "reshape a single feature with X.reshape(-1, 1), a single sample with "
-                                 "X.reshape(1, -1)")
+                                 "Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for "
+                                 "a single sample")
         if A.dtype.kind not in "biuf":
             raise ParameterError(where, f"X must be numeric, got dtype {A.dtype}", "pass numbers")
+        if A.shape[1] < 1:
+            raise ParameterError(where, f"0 feature(s) (shape={A.shape}) while a minimum of 1 is required",
+                                 "pass at least one column")
+        if reset and A.shape[0] < self.min_rows:
+            raise ParameterError(where, f"{A.shape[0]} sample(s) (n_samples = {A.shape[0]}) while a minimum of "
+                                 f"{self.min_rows} is required", f"pass at least {self.min_rows} rows")
         if reset:
             self.n_features_in_ = A.shape[1]
             if names is not None:
@@ -209,24 +225,27 @@ class Estimator:
         return self._fitted()
 
     def _require_fitted(self, what: str) -> None:
+        """Raise :func:`not_fitted_error` unless ``fit`` has run."""
         if not self._fitted():
-            raise NotFittedError(type(self).__name__, f"{what} needs a fitted estimator", "call fit first")
+            raise not_fitted_error()(type(self).__name__, f"{what} needs a fitted estimator", "call fit first")
 
     def __sklearn_tags__(self) -> Any:
         """scikit-learn's tags (1.6+): non-deterministic (each fit draws fresh noise), the kind of estimator,
-        y required by a regressor only, missing values allowed (the table policy maps them)."""
+        y required by a regressor only, missing values allowed (the table policy maps them), and a regressor's
+        ``poor_score`` (a private fit on scikit-learn's 200-row check data may score below 0.5)."""
         from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags, TransformerTags
 
         kind = self.estimator_kind
         return Tags(estimator_type=kind if kind != "transformer" else None,
                     target_tags=TargetTags(required=kind == "regressor"),
                     transformer_tags=TransformerTags() if kind == "transformer" else None,
-                    regressor_tags=RegressorTags() if kind == "regressor" else None,
+                    regressor_tags=RegressorTags(poor_score=True) if kind == "regressor" else None,
                     input_tags=InputTags(allow_nan=True), non_deterministic=True)
 
     def _more_tags(self) -> dict[str, Any]:
         """The same tags for scikit-learn before 1.6."""
-        return {"non_deterministic": True, "requires_y": self.estimator_kind == "regressor", "allow_nan": True}
+        return {"non_deterministic": True, "requires_y": self.estimator_kind == "regressor", "allow_nan": True,
+                "poor_score": True}
 
     def _noise(self) -> Any:
         """The ``noise`` parameter, or fresh OS entropy (:class:`dpflow.SecureNoise`) for each fit."""
@@ -241,6 +260,18 @@ class Estimator:
         shown = [f"{k}={v!r}" for k, v in self.get_params(deep=False).items()
                  if sig[k].default is inspect.Parameter.empty or not _same(v, sig[k].default)]
         return f"{type(self).__name__}({', '.join(shown)})"
+
+
+@functools.cache
+def not_fitted_error() -> type[NotFittedError]:
+    """:class:`dpflow.errors.NotFittedError`, and with scikit-learn installed a subclass that is also
+    scikit-learn's ``NotFittedError`` (so ``except sklearn.exceptions.NotFittedError`` and scikit-learn's checks
+    catch it); scikit-learn is imported only here, when a method is called before ``fit``."""
+    try:
+        from sklearn.exceptions import NotFittedError as SklearnNotFitted
+    except ImportError:
+        return NotFittedError
+    return type("NotFittedError", (NotFittedError, SklearnNotFitted), {"__module__": NotFittedError.__module__})
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -76,6 +76,7 @@ class Covariance(Estimator):
                    "route": optional(Constraint(lambda v: isinstance(v, str), "a route name")),
                    "split": in_range(0.0, 1.0), "max_error": optional(positive()), "strict": BOOLEAN,
                    "noise": NOISE}
+    min_rows = 4  # the scale search's pairs (gaussian.fit)
 
     def __init__(self, budget: Measure, mean_bound: float | None = None, cov_bound: float | None = None,
                  route: str | None = None, split: float = 0.5, max_error: float | None = None, strict: bool = False,

@@ -704,8 +704,9 @@ class GaussianMixture(Estimator):
         which the ledger records): public facts only, no data read, nothing charged."""
         return self._choose(d, n).plan
 
-    def fit(self, X: Any) -> GaussianMixture:
-        """Certify and run the plan on ``X`` (n x d); the parameters and public shape errors raise first."""
+    def fit(self, X: Any, y: Any = None) -> GaussianMixture:
+        """Certify and run the plan on ``X`` (n x d); the parameters and public shape errors raise first; ``y`` is
+        ignored."""
         from dpflow.estimators.tolerance import enforce
 
         self.validate_params()
@@ -766,9 +767,9 @@ class GaussianMixture(Estimator):
 
     def _log_resp(self, X: Any) -> np.ndarray:
         self._require_fitted("predict")
+        Xa = self._rows(X, reset=False)
         if self.n_found_ == 0:
             raise ValueError(f"no component was found (not_found_: {self.not_found_}): nothing to predict with")
-        Xa = self._rows(X, reset=False)
         logp = np.stack([np.log(w) + stats.multivariate_normal(m, c, allow_singular=True).logpdf(Xa)
                          for w, m, c in zip(self.weights_, self.means_, self.covariances_, strict=True)], axis=-1)
         out: np.ndarray = logp.reshape(Xa.shape[0], -1)

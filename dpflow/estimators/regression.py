@@ -517,6 +517,7 @@ class LinearRegression(Estimator):
 
     _estimator_type = "regressor"
     estimator_kind = "regressor"
+    min_rows = 2
     constraints = {
         "budget": BUDGET, "sparsity": optional(positive(integer=True)), "method": one_of(None, "ssp", "gd", "niht"),
         "route": one_of(None, *ROUTES), "accounting": one_of("zcdp", "paper"), "fit_intercept": BOOLEAN,
@@ -723,6 +724,9 @@ class LinearRegression(Estimator):
         from dpflow.tables import to_rows
 
         self.validate_params()
+        if y is None:
+            raise ParameterError("LinearRegression", "LinearRegression requires y to be passed, but the target y is "
+                                 "None", "pass y, one response per row")
         Xa, ya = self._rows(X, reset=True), np.asarray(to_rows(y, None, "y"))
         if ya.ndim == 2 and ya.shape[1] == 1:
             ya = ya[:, 0]
