@@ -40,6 +40,7 @@ import numpy as np
 
 from dpflow.errors import NotFittedError, ParameterError
 from dpflow.noise_protocol import NoiseSource
+from dpflow.plan import Plan
 from dpflow.privacy import Measure
 
 
@@ -104,13 +105,14 @@ NOISE = Constraint(lambda v: v is None or isinstance(v, NoiseSource),
                    "pass noise=None (OS entropy) or dp.SeededNoise(seed) for reproducible tests (not for release)")
 
 
-class Estimator:
+class Estimator(ABC):
     """scikit-learn's estimator protocol for dpflow's estimators (see the module docstring).
 
     A subclass lists its parameters in ``__init__`` (keyword parameters, stored unchanged as attributes of the
     same name), declares their :class:`Constraint` in :data:`constraints` (a parameter without one is not
-    checked alone), checks constraints between parameters in :meth:`_check_params`, and names its scikit-learn
-    kind in :data:`estimator_kind` (``"regressor"``, ``"transformer"``, ``"density_estimator"``...).
+    checked alone), checks constraints between parameters in :meth:`_check_params`, names its scikit-learn
+    kind in :data:`estimator_kind` (``"regressor"``, ``"transformer"``, ``"density_estimator"``...), and
+    implements :meth:`make_plan` and :meth:`fit` (which sets ``plan_`` last).
     """
 
     constraints: ClassVar[Mapping[str, Constraint]] = {}
@@ -120,6 +122,14 @@ class Estimator:
     ``"density_estimator"``."""
     min_rows: ClassVar[int] = 1
     """The fewest rows ``fit`` takes (public: fewer raise before any data is read)."""
+
+    @abstractmethod
+    def make_plan(self, d: int, n: int) -> Plan:
+        """The plan ``fit`` runs (first) on n rows of d features: public facts only, nothing read or charged."""
+
+    @abstractmethod
+    def fit(self, X: Any, y: Any = None) -> Any:
+        """Check the parameters, then run the plan on ``X`` (and ``y`` where the estimator takes one)."""
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -168,7 +178,8 @@ class Estimator:
         self._check_params()
 
     def _check_params(self) -> None:
-        """Constraints between parameters (subclasses); each names the parameters and the fix."""
+        """Constraints between parameters (subclasses); each names the parameters and the fix.  None here."""
+        return None
 
     def _rows(self, X: Any, reset: bool) -> np.ndarray:
         """``X`` (an n x d array, list or DataFrame) as a float array by the table policy
@@ -281,14 +292,10 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-class Transformer(Estimator, ABC):
+class Transformer(Estimator):
     """An :class:`Estimator` whose ``fit`` releases what ``transform`` (post-processing) maps rows by."""
 
     estimator_kind = "transformer"
-
-    @abstractmethod
-    def fit(self, X: Any, y: Any = None) -> Any:
-        """Release the parameters of the map (charges the budget)."""
 
     @abstractmethod
     def transform(self, X: Any) -> np.ndarray:

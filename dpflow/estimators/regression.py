@@ -711,7 +711,7 @@ class LinearRegression(Estimator):
         return (f"about {rows} rows for the scale-step route, or a larger budget" if rows is not None
                 else "a larger budget") + ", or a larger max_error"
 
-    def fit(self, X: Any, y: Any) -> LinearRegression:
+    def fit(self, X: Any, y: Any = None) -> LinearRegression:
         """Choose the route from the predictions (public: n, d, the budget, the bounds), check the tolerance
         (``strict=True`` raises here, before any data is read or budget spent), then certify and run the plan on
         ``X`` (n x d array or DataFrame) and ``y`` (n,); public shape errors raise first.  Values are read by the

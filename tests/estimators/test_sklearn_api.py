@@ -111,8 +111,8 @@ def test_clone_and_the_params_round_trip(est: Estimator) -> None:
 
 
 @pytest.mark.parametrize("est", _estimators(), ids=lambda e: type(e).__name__)
-def test_a_broken_constraint_is_kept_by_init_and_refused_by_fit_before_any_data(est: Estimator,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_constraint_is_kept_by_init_and_refused_by_fit_before_any_data(
+        est: Estimator, monkeypatch: pytest.MonkeyPatch) -> None:
     """scikit-learn's protocol: ``__init__`` and ``set_params`` store; the declared constraints are checked by
     fit (public facts) before any plan runs."""
     ran: list[int] = []
@@ -132,7 +132,7 @@ def test_predict_before_fit_is_a_not_fitted_error_also_scikit_learn_s() -> None:
 
     X, _ = _data(10)
     for est in _estimators():
-        method = getattr(est, "predict", None) or getattr(est, "transform", None) or est.score  # type: ignore[attr-defined]
+        method = getattr(est, "predict", None) or getattr(est, "transform", None) or est.score
         with pytest.raises(NotFittedError, match="call fit first") as e:
             method(X)
         assert isinstance(e.value, dp.errors.NotFittedError)
@@ -141,13 +141,13 @@ def test_predict_before_fit_is_a_not_fitted_error_also_scikit_learn_s() -> None:
 @pytest.mark.parametrize("est", _estimators(dp.SeededNoise(0)), ids=lambda e: type(e).__name__)
 def test_the_plan_shown_before_fit_is_the_plan_fit_runs(est: Estimator) -> None:
     X, y = _data(3000)
-    shown = est.make_plan(3, 3000)  # type: ignore[attr-defined]
+    shown = est.make_plan(3, 3000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dp.AccuracyWarning)
         est.fit(pd.DataFrame(X, columns=["a", "b", "c"]), y)
-    ran = est.scale_search_.plan if isinstance(est, Covariance) and est.scale_search_ else est.plan_  # type: ignore
+    ran = est.scale_search_.plan if isinstance(est, Covariance) and est.scale_search_ else est.plan_
     assert shown.to_json() == ran.to_json()
-    assert est.n_features_in_ == 3 and est.feature_names_in_.tolist() == ["a", "b", "c"]  # type: ignore
+    assert est.n_features_in_ == 3 and est.feature_names_in_.tolist() == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize("method", ["sample_aggregate", "rpgmp", "warmup"])
@@ -165,9 +165,9 @@ def test_sparse_and_complex_input_are_refused() -> None:
 
     for est in _estimators():
         with pytest.raises(dp.errors.ParameterError, match="sparse input is not supported"):
-            est.fit(sparse.csr_matrix(np.eye(20, 3)), np.zeros(20))  # type: ignore[attr-defined]
+            est.fit(sparse.csr_matrix(np.eye(20, 3)), np.zeros(20))
         with pytest.raises(dp.errors.ParameterError, match="Complex data"):
-            est.fit(np.ones((20, 3), dtype=complex), np.zeros(20))  # type: ignore[attr-defined]
+            est.fit(np.ones((20, 3), dtype=complex), np.zeros(20))
 
 
 def test_private_steps_compose_in_a_pipeline_and_in_cross_val_score() -> None:
