@@ -648,8 +648,8 @@ class GaussianMixture(Estimator):
         "n_components": positive(integer=True), "budget": BUDGET, "radius": optional(positive()),
         "sigma_range": optional(Constraint(_sigma_range, "a pair (sigma_min, sigma_max), 0 < sigma_min <= sigma_max")),
         "w_min": optional(Constraint(lambda v: positive().test(v) and v <= 1, "a weight in (0, 1]")),
-        "method": one_of(None, *METHODS), "seed": Constraint(lambda v: isinstance(v, int) and not isinstance(v, bool),
-                                                              "an integer"),
+        "method": one_of(None, *METHODS),
+        "seed": Constraint(lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool), "an integer"),
         "noise": NOISE, "standardize": one_of(None, True, False), "means": one_of(*MEANS),
         "max_error": optional(positive()), "strict": BOOLEAN,
     }

@@ -91,7 +91,7 @@ class PCA(Transformer):
         result = plan.run({"X": Xa}, noise=self._noise())
         S = np.nan_to_num(np.asarray(result.released["second_moment"], dtype=float))
         w, V = np.linalg.eigh((S + S.T) / 2.0)
-        order = np.argsort(w)[::-1][: self.n_components]
+        order = np.argsort(w)[::-1][: int(self.n_components)]
         comps = V[:, order].T
         signs = np.sign(comps[np.arange(len(order)), np.argmax(np.abs(comps), axis=1)])
         self.components_ = comps * np.where(signs == 0, 1.0, signs)[:, None]
