@@ -78,7 +78,7 @@ def one_of(*values: Any) -> Constraint:
 def positive(integer: bool = False) -> Constraint:
     """A finite number > 0 (an integer when ``integer``; ``bool`` is neither)."""
     if integer:
-        return Constraint(lambda v: _number(v) and int(v) == v and v >= 1, "a positive integer")
+        return Constraint(lambda v: _number(v) and math.isfinite(v) and int(v) == v and v >= 1, "a positive integer")
     return Constraint(lambda v: _number(v) and math.isfinite(v) and v > 0, "a finite positive number")
 
 

@@ -600,7 +600,7 @@ class MixturePlan:
 
 
 def _sigma_range(v: Any) -> bool:
-    return (isinstance(v, tuple) and len(v) == 2 and all(positive().test(x) for x in v) and v[0] <= v[1])
+    return isinstance(v, (tuple, list)) and len(v) == 2 and all(positive().test(x) for x in v) and v[0] <= v[1]
 
 
 class GaussianMixture(Estimator):

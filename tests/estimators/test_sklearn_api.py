@@ -127,6 +127,17 @@ def test_a_broken_constraint_is_kept_by_init_and_refused_by_fit_before_any_data(
     assert ran == [] and not hasattr(est, "plan_")
 
 
+def test_the_declared_constraints_accept_and_refuse_by_value_only() -> None:
+    from dpflow.estimators.base import BOOLEAN, one_of, optional, positive
+
+    assert all(positive(integer=True).test(v) for v in (1, 2, np.int64(3), 4.0))
+    assert not any(positive(integer=True).test(v) for v in (0, -1, 2.5, True, float("inf"), float("nan"), "2", None))
+    assert all(positive().test(v) for v in (1e-300, 2, np.float32(0.5)))
+    assert not any(positive().test(v) for v in (0.0, -1.0, float("inf"), float("nan"), False))
+    assert optional(positive()).test(None) and BOOLEAN.test(np.bool_(True)) and not BOOLEAN.test(1)
+    assert one_of(None, "ssp").test("ssp") and not one_of(None, True).test(1) and not one_of("a").test(["a"])
+
+
 def test_predict_before_fit_is_a_not_fitted_error_also_scikit_learn_s() -> None:
     from sklearn.exceptions import NotFittedError
 
