@@ -160,6 +160,25 @@ class AccuracyError(DpflowError):
         super().__init__(f"{where}: {problem}. Nothing was read or charged. Fix: {fix}.")
 
 
+class ParameterError(DpflowError, ValueError):
+    """An estimator's parameter breaks its declared constraint (:mod:`dpflow.estimators.base`), or its input's
+    public shape does not fit: raised by ``fit`` and ``make_plan`` before any data is read or budget spent (a
+    ``ValueError``, as scikit-learn's own parameter checks).
+
+    >>> str(ParameterError("PCA", "n_components=0 is not a positive integer", "pass n_components >= 1"))
+    'PCA: n_components=0 is not a positive integer. Fix: pass n_components >= 1.'
+    """
+
+    def __init__(self, where: str, problem: str, fix: str) -> None:
+        self.where, self.problem, self.fix = where, problem, fix
+        super().__init__(f"{where}: {problem}. Fix: {fix}.")
+
+
+class NotFittedError(ParameterError, AttributeError):
+    """A fitted estimator's method (``predict``, ``transform``) was called before ``fit`` (a ``ValueError`` and an
+    ``AttributeError``, as scikit-learn's ``NotFittedError``)."""
+
+
 class AccuracyWarning(UserWarning):
     """A plan is private but, for public reasons (n, epsilon, d, the declared bounds), its release is
     likely too noisy to be useful.  Decided when the plan is built; the text is also in the ledger's

@@ -4,12 +4,14 @@ Each function returns a :class:`dpflow.Plan` (inspect it, ``check()`` it, ``run(
 """
 
 from dpflow.estimators import (
+    base,
     covariance,
     discrete,
     gaussian,
     heavy_tailed,
     mean,
     mixtures,
+    pca,
     product,
     regression,
     scale,
@@ -18,14 +20,17 @@ from dpflow.estimators import (
     tolerance,
     truncation,
 )
-from dpflow.estimators.covariance import naive_pce
+from dpflow.estimators.covariance import Covariance, naive_pce
 from dpflow.estimators.mean import clipped_mean
+from dpflow.estimators.mixtures import GaussianMixture
+from dpflow.estimators.pca import PCA
 from dpflow.estimators.regression import LinearRegression
+from dpflow.estimators.scale import StandardScaler
 from dpflow.estimators.sparse import sparse_mean
 from dpflow.estimators.tails import chi_radius
 
 __all__ = [
-    "LinearRegression", "chi_radius", "clipped_mean", "covariance", "discrete", "gaussian", "heavy_tailed", "mean",
-    "mixtures", "naive_pce", "product", "regression", "scale", "sparse", "sparse_mean", "tails", "tolerance",
-    "truncation",
+    "Covariance", "GaussianMixture", "LinearRegression", "PCA", "StandardScaler", "base", "chi_radius", "clipped_mean",
+    "covariance", "discrete", "gaussian", "heavy_tailed", "mean", "mixtures", "naive_pce", "pca", "product",
+    "regression", "scale", "sparse", "sparse_mean", "tails", "tolerance", "truncation",
 ]

@@ -60,6 +60,7 @@ from scipy import stats
 from dpflow import nodes as N
 from dpflow.domains import Vectors
 from dpflow.errors import AccuracyWarning, DomainError
+from dpflow.estimators.base import BOOLEAN, BUDGET, NOISE, Constraint, Estimator, one_of, optional, positive
 from dpflow.estimators.gaussian import steps
 from dpflow.estimators.scale import stack
 from dpflow.nodes.base import released_scalar
@@ -380,10 +381,31 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
         parts, w_leaf = _warmup_parts(X, Xb, c, Rc, min(k, d), k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
         parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
+    assert len(parts) == part_count(method, k)
     for i, Xl in enumerate(parts):
         out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None,
                      given[i] if given else None)
     return b.build(**out)
+
+
+def part_count(method: str, k: int) -> int:
+    """The number of parts (leaves) :func:`gaussian_mixture_plan` estimates, public: the ``2^(k-1)`` leaves of
+    RPGMP's recursive partition, or ``k`` (sample-and-aggregate's nearest-location split, the warm-up's k - 1
+    balls and the rest).
+
+    >>> part_count("rpgmp", 3), part_count("sample_aggregate", 3)
+    (4, 3)
+    """
+    return 2 ** (k - 1) if method == "rpgmp" else k
+
+
+def leaf_outputs(i: int) -> tuple[str, str, str]:
+    """The names of part ``i``'s outputs in :func:`gaussian_mixture_plan`: its noisy count, mean and Gram matrix.
+
+    >>> leaf_outputs(0)
+    ('leaf0_n', 'leaf0_mean', 'leaf0_gram')
+    """
+    return f"leaf{i}_n", f"leaf{i}_mean", f"leaf{i}_gram"
 
 
 def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t: int, s_min: float, delta: float,
@@ -552,7 +574,7 @@ def _leaf(Xl: Any, c: Any, Rb: Any, radii_l: tuple[float, ...], w_leaf: float, i
         rg = N.ScaleShift(scale=widen)(N.Apply(fn=smaller_radius, shape=())(N.GridValue(values=radii_l)(j2), r1))
     near, _ = N.split(Xl, N.PartitionByBall(center=p2, radius=rg))
     gram = N.GaussianMech(weight=w_leaf * 0.5)(N.Gram(center=p2)(N.Clip(radius=rg, center=p2)(near)))
-    return {f"leaf{i}_n": cnt, f"leaf{i}_mean": p2, f"leaf{i}_gram": gram}
+    return dict(zip(leaf_outputs(i), (cnt, p2, gram), strict=True))
 
 
 def _psd(S: np.ndarray, floor: float) -> np.ndarray:
@@ -561,12 +583,30 @@ def _psd(S: np.ndarray, floor: float) -> np.ndarray:
     return out
 
 
-_GM_PARAMS = ("n_components", "budget", "radius", "sigma_range", "w_min", "method", "seed", "noise", "standardize",
-              "means", "max_error", "strict")
+@attrs.frozen(eq=False)
+class MixturePlan:
+    """What :meth:`GaussianMixture.make_plan` decides from public facts (n, d, the parameters) before any data:
+    the plan, the method chosen and its prediction (``infeasible``: why the parts cannot be found, or ``""``),
+    and the public bounds the fit maps its releases by."""
+
+    plan: Plan
+    method: str
+    prediction: Prediction
+    infeasible: str
+    standardize: bool
+    radius: float
+    sigma_range: tuple[float, float]
+    w_min: float
 
 
-class GaussianMixture:
-    """A differentially private Gaussian mixture (KSSU19 RPGMP + PGME) with a scikit-learn surface.
+def _sigma_range(v: Any) -> bool:
+    return isinstance(v, (tuple, list)) and len(v) == 2 and all(positive().test(x) for x in v) and v[0] <= v[1]
+
+
+class GaussianMixture(Estimator):
+    """A differentially private Gaussian mixture (KSSU19 RPGMP + PGME) with a scikit-learn surface
+    (:class:`dpflow.estimators.base.Estimator`: ``get_params``/``set_params``, ``clone``; the parameters are
+    checked by ``fit`` and :meth:`make_plan`, the plan for d features and n rows, before any data).
 
     ``budget`` is an ``ApproxZCDP(rho, delta)`` or ``ApproxDP(epsilon, delta)`` (the heavy-cell search is a
     stability histogram, which needs a delta).  Public bounds: the component means lie within ``radius`` of
@@ -603,29 +643,24 @@ class GaussianMixture:
     (2, True)
     """
 
+    estimator_kind = "density_estimator"
+    constraints = {
+        "n_components": positive(integer=True), "budget": BUDGET, "radius": optional(positive()),
+        "sigma_range": optional(Constraint(_sigma_range, "a pair (sigma_min, sigma_max), 0 < sigma_min <= sigma_max")),
+        "w_min": optional(Constraint(lambda v: positive().test(v) and v <= 1, "a weight in (0, 1]")),
+        "method": one_of(None, *METHODS),
+        "seed": Constraint(lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool), "an integer"),
+        "noise": NOISE, "standardize": one_of(None, True, False), "means": one_of(*MEANS),
+        "max_error": optional(positive()), "strict": BOOLEAN,
+    }
+
     def __init__(self, n_components: int, budget: Measure, radius: float | None = None,
                  sigma_range: tuple[float, float] | None = None, w_min: float | None = None,
                  method: str | None = None, seed: int = 0, noise: Any = None, standardize: bool | None = None,
                  means: str = "parts", max_error: float | None = None, strict: bool = False) -> None:
-        if method is not None and method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if means not in MEANS:
-            raise ValueError(f"means must be one of {MEANS}, got {means!r}")
-        if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
-            raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         self.n_components, self.budget, self.radius = n_components, budget, radius
         self.sigma_range, self.w_min, self.method, self.seed, self.noise = sigma_range, w_min, method, seed, noise
         self.standardize, self.means, self.max_error, self.strict = standardize, means, max_error, strict
-        self.not_found_: NotFound | None = None
-        self.method_: str | None = None
-        self.centre_: np.ndarray | None = None
-        self.scale_: np.ndarray | None = None
-        self.means_: np.ndarray | None = None
-        self.covariances_: np.ndarray | None = None
-        self.weights_: np.ndarray | None = None
-        self.n_found_ = 0
-        self.plan_: Plan | None = None
-        self.report_: Any = None
 
     def _routes(self, k: int, d: int) -> list[str]:
         """The methods compared (public): the one forced by ``method=``, else sample-and-aggregate (first:
@@ -636,27 +671,10 @@ class GaussianMixture:
             return ["sample_aggregate"]
         return (["sample_aggregate"] if min(k, d) <= 6 else []) + ["rpgmp"]
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's parameters, as given (scikit-learn's estimator protocol: ``clone`` works)."""
-        return {k: getattr(self, k) for k in _GM_PARAMS}
-
-    def set_params(self, **params: Any) -> GaussianMixture:
-        """Set constructor parameters (scikit-learn's estimator protocol)."""
-        bad = sorted(set(params) - set(_GM_PARAMS))
-        if bad:
-            raise ValueError(f"invalid parameters {bad} for GaussianMixture; valid: {list(_GM_PARAMS)}")
-        for k, v in params.items():
-            setattr(self, k, v)
-        return self
-
-    def fit(self, X: Any) -> GaussianMixture:
-        """Certify and run the plan on ``X`` (n x d); public shape errors raise first."""
-        from dpflow.interpreter.noise import SecureNoise
-
-        Xa = np.asarray(X)
-        if Xa.ndim != 2 or Xa.dtype.kind not in "biuf":
-            raise ValueError(f"X must be a numeric 2-d array (n, d), got shape {Xa.shape}")
-        n, d = Xa.shape
+    def _choose(self, d: int, n: int) -> MixturePlan:
+        """The method (the one with the smaller predicted centre error, or the forced one) and its plan, from
+        public facts only."""
+        self.validate_params()
         k = int(self.n_components)
         std = (self.radius is None and self.sigma_range is None) if self.standardize is None else self.standardize
         radius = self.radius if self.radius is not None else (SCALED_RADIUS_PER_COORD * math.sqrt(d) if std else 1e4)
@@ -668,7 +686,7 @@ class GaussianMixture:
                                          method, self.means, prediction=pred)
 
         from dpflow.estimators.scale import scale_weight
-        from dpflow.estimators.tolerance import choose_route, enforce
+        from dpflow.estimators.tolerance import choose_route
 
         units = "in units of the released column scales" if std else "in the data's units"
         capped = std and scale_weight(n, d, self.budget)[1]
@@ -679,38 +697,57 @@ class GaussianMixture:
         pred, infeasible = routes[method]
         pred = attrs.evolve(pred, derivation=f"{pred.derivation}; routes compared: {compared}"
                             + (" (forced by method=)" if self.method is not None else ""))
-        plan = build(method, pred)
-        self.method_ = method
+        return MixturePlan(build(method, pred), method, pred, infeasible, std, radius, srange, w_min)
 
+    def make_plan(self, d: int, n: int) -> Plan:
+        """The plan ``fit`` runs on ``n`` rows of ``d`` features (its method chosen by the predicted centre error,
+        which the ledger records): public facts only, no data read, nothing charged."""
+        return self._choose(d, n).plan
+
+    def fit(self, X: Any, y: Any = None) -> GaussianMixture:
+        """Certify and run the plan on ``X`` (n x d); the parameters and public shape errors raise first; ``y`` is
+        ignored."""
+        from dpflow.estimators.tolerance import enforce
+
+        self.validate_params()
+        Xa = self._rows(X, reset=True)
+        n, d = Xa.shape
+        k = int(self.n_components)
+        chosen = self._choose(d, n)
+        plan, method, pred, infeasible = chosen.plan, chosen.method, chosen.prediction, chosen.infeasible
+        std, radius, srange, w_min = chosen.standardize, chosen.radius, chosen.sigma_range, chosen.w_min
+        self.method_ = method
         enforce([pred], self.max_error if self.max_error is not None else radius, self.strict,
                 "GaussianMixture.fit", "more rows or a larger budget" + (" (or public bounds)" if std else ""))
-        result = plan.run({"X": Xa.astype(float)}, noise=self.noise if self.noise is not None else SecureNoise())
+        result = plan.run({"X": Xa}, noise=self._noise())
         rel = result.released
         t = float(rel["t"])
         parts = []
-        leaves = len([k for k in rel if k.endswith("_n")])
         floor = (srange[0] ** 2) / 4
-        for i in range(leaves):
-            m = released_scalar(rel[f"leaf{i}_n"])
-            mean = np.asarray(rel[f"leaf{i}_mean"], dtype=float).reshape(-1)
+        for i in range(part_count(method, k)):
+            count, mean_name, gram = leaf_outputs(i)
+            m = released_scalar(rel[count])
+            mean = np.asarray(rel[mean_name], dtype=float).reshape(-1)
             if not (m >= t / 2 and np.all(np.isfinite(mean))):
                 continue
             mean = steps.into_ball(mean, radius)  # post-processing into the public ball (the plan's mean_clamp)
-            cov = _psd(np.nan_to_num(np.asarray(rel[f"leaf{i}_gram"], dtype=float)) / m, floor)
+            cov = _psd(np.nan_to_num(np.asarray(rel[gram], dtype=float)) / m, floor)
             if method == "warmup":  # spherical components: sigma^2 I with sigma^2 the mean eigenvalue
                 cov = max(float(np.trace(cov)) / d, floor) * np.eye(d)
             parts.append((m, mean, cov))
+        self.centre_: np.ndarray | None = None
+        self.scale_: np.ndarray | None = None
         if std:  # back to the data's units (post-processing of released values)
             from dpflow.estimators.scale import unstandardize
 
-            self.centre_ = np.asarray(rel["centre"], dtype=float).reshape(-1)
-            self.scale_ = np.asarray(rel["scale"], dtype=float).reshape(-1)
-            sc = self.scale_
-            parts = [(m, unstandardize(mean, self.centre_, sc), cov * np.outer(sc, sc)) for m, mean, cov in parts]
+            centre = np.asarray(rel["centre"], dtype=float).reshape(-1)
+            sc = np.asarray(rel["scale"], dtype=float).reshape(-1)
+            self.centre_, self.scale_ = centre, sc
+            parts = [(m, unstandardize(mean, centre, sc), cov * np.outer(sc, sc)) for m, mean, cov in parts]
         parts.sort(key=lambda p: -p[0])
         parts = parts[: self.n_components]
         self.n_found_ = len(parts)
-        self.not_found_ = None
+        self.not_found_: NotFound | None = None
         if self.n_found_ < k:
             reason = infeasible or (f"the data did not split into {k} parts: the estimator needs separation >= "
                                     f"(sqrt k + 2 / sqrt w_min) sigma = {math.sqrt(k) + 2 / math.sqrt(w_min):.3g} "
@@ -729,11 +766,10 @@ class GaussianMixture:
         return self
 
     def _log_resp(self, X: Any) -> np.ndarray:
-        if self.means_ is None or self.weights_ is None or self.covariances_ is None:
-            raise ValueError("call fit before predict")
+        self._require_fitted("predict")
+        Xa = self._rows(X, reset=False)
         if self.n_found_ == 0:
             raise ValueError(f"no component was found (not_found_: {self.not_found_}): nothing to predict with")
-        Xa = np.asarray(X, dtype=float)
         logp = np.stack([np.log(w) + stats.multivariate_normal(m, c, allow_singular=True).logpdf(Xa)
                          for w, m, c in zip(self.weights_, self.means_, self.covariances_, strict=True)], axis=-1)
         out: np.ndarray = logp.reshape(Xa.shape[0], -1)

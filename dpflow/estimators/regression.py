@@ -28,6 +28,8 @@ import numpy as np
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
+from dpflow.errors import ParameterError
+from dpflow.estimators.base import BOOLEAN, BUDGET, NOISE, Constraint, Estimator, in_range, one_of, optional, positive
 from dpflow.estimators.scale import _range as magnitude_range
 from dpflow.estimators.scale import column_scales, missing_as_zero, negate, standardize, warn_if_capped
 from dpflow.estimators.scale import scale_weight as auto_scale_weight
@@ -480,15 +482,12 @@ def _no_r2(bound: str) -> str:
             "neither public: no bound")
 
 
-_PARAMS = ("budget", "sparsity", "method", "route", "accounting", "fit_intercept", "x_bound", "coef_bound",
-           "response_bound", "radius", "iterations", "step", "ridge", "truncation_weight", "standardize",
-           "scale_weight", "max_error", "strict", "noise")
-
-
-class LinearRegression:
+class LinearRegression(Estimator):
     """Differentially private least squares with a scikit-learn surface (``fit``, ``predict``, ``score``,
-    ``get_params``/``set_params``: it works with ``sklearn.base.clone``, in a ``Pipeline`` and in
-    ``cross_val_score``; each fit spends its budget).
+    ``get_params``/``set_params`` from :class:`dpflow.estimators.base.Estimator`: it works with
+    ``sklearn.base.clone``, in a ``Pipeline`` and in ``cross_val_score``; each fit spends its budget).  The
+    parameters are checked when a plan is made (``fit``, :meth:`make_plan`, :meth:`predictions`), before any
+    data is read: a :class:`dpflow.errors.ParameterError` names the parameter and the fix.
 
     Routes, chosen before any data is read by their predicted error (:meth:`predictions`: the in-sample R^2
     the fit is predicted to lose, :data:`METRIC`, with probability 0.9, from n, d, the budget and the bounds
@@ -528,6 +527,18 @@ class LinearRegression:
     """
 
     _estimator_type = "regressor"
+    estimator_kind = "regressor"
+    min_rows = 2
+    constraints = {
+        "budget": BUDGET, "sparsity": optional(positive(integer=True)), "method": one_of(None, "ssp", "gd", "niht"),
+        "route": one_of(None, *ROUTES), "accounting": one_of("zcdp", "paper"), "fit_intercept": BOOLEAN,
+        "max_error": optional(positive()), "strict": BOOLEAN, "standardize": one_of(None, True, False),
+        "scale_weight": optional(in_range(0.0, 1.0)), "truncation_weight": in_range(0.0, 1.0),
+        "iterations": optional(positive(integer=True)), "noise": NOISE,
+        **{k: optional(positive()) for k in ("x_bound", "coef_bound", "response_bound", "radius")},
+        **{k: Constraint(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf,
+                         "a finite number >= 0") for k in ("step", "ridge")},
+    }
 
     def __init__(
         self,
@@ -557,54 +568,38 @@ class LinearRegression:
         self.response_bound, self.radius, self.iterations = response_bound, radius, iterations
         self.step, self.ridge, self.truncation_weight, self.noise = step, ridge, truncation_weight, noise
         self.standardize, self.scale_weight = standardize, scale_weight
-        self._check()
-        self.coef_: np.ndarray | None = None
-        self.intercept_: float = 0.0
-        self.plan_: Plan | None = None
-        self.report_: Any = None
-        self.route_: str | None = None
-        self.predicted_error_: float | None = None
 
     @property
     def method_(self) -> str:
         """The method in use (``method``, or its default for ``sparsity``)."""
         return self.method or ("ssp" if self.sparsity is None else "niht")
 
-    def _check(self) -> None:
-        if self.method_ not in ("ssp", "gd", "niht"):
-            raise ValueError(f"method must be 'ssp', 'gd' or 'niht', got {self.method!r}")
-        if self.accounting not in ("zcdp", "paper"):
-            raise ValueError(f"accounting must be 'zcdp' or 'paper', got {self.accounting!r}")
+    def _check_params(self) -> None:
+        """The constraints between parameters (:meth:`dpflow.estimators.base.Estimator.validate_params`)."""
+        def refuse(problem: str, fix: str) -> ParameterError:
+            return ParameterError("LinearRegression", problem, fix)
+
         if self.accounting == "paper" and not isinstance(self.budget, ApproxDP):
-            raise ValueError("the paper accounting needs an ApproxDP(epsilon, delta) budget")
-        sp = self.sparsity
-        if sp is not None and (isinstance(sp, bool) or int(sp) != sp or sp < 1):
-            raise ValueError(f"sparsity must be a positive integer, got {sp!r}")
-        if self.method_ == "niht" and sp is None:
-            raise ValueError("method='niht' needs sparsity=s")
-        if self.method_ in ("gd", "niht"):
-            _pos("x_bound", self.x_bound)
-            _pos("coef_bound", self.coef_bound)
-            if self.standardize:
-                raise ValueError("standardize=True is for method='ssp' (gd and niht take public bounds)")
+            raise refuse(f"accounting='paper' with {self.budget.describe()}: the paper accounting needs an "
+                         "ApproxDP(epsilon, delta) budget", "pass an ApproxDP budget or accounting='zcdp'")
+        if (self.method_ == "niht" or self.route == "niht") and self.sparsity is None:
+            raise refuse("method='niht' needs sparsity=s", "pass sparsity=s")
+        if self.method_ in ("gd", "niht") or self.route in ("gd", "niht"):
+            for name in ("x_bound", "coef_bound"):
+                if getattr(self, name) is None:
+                    raise refuse(f"{self.route or self.method_} needs a public {name}", f"pass {name}=")
+        if self.method_ in ("gd", "niht") and self.standardize:
+            raise refuse("standardize=True is for method='ssp' (gd and niht take public bounds)",
+                         "drop standardize= or method=")
         if self.standardize and self.radius is not None:
-            raise ValueError("standardize=True finds the radius privately on standardised rows: drop radius=")
-        if self.route is not None and self.route not in ROUTES:
-            raise ValueError(f"route must be one of {list(ROUTES)}, got {self.route!r}")
+            raise refuse("standardize=True finds the radius privately on standardised rows", "drop radius=")
         if self.route == "intercept" and not self.fit_intercept:
-            raise ValueError("route='intercept' needs fit_intercept=True")
+            raise refuse("route='intercept' needs fit_intercept=True", "pass fit_intercept=True")
         family = self._family_route()
         ssp_only = self.method == "ssp" and self.route not in (None, "scaled", "radius")
         if self.route is not None and (ssp_only or (family is not None and self.route != family)):
-            raise ValueError(f"route={self.route!r} contradicts method={self.method!r}, sparsity={self.sparsity!r}, "
-                             f"standardize={self.standardize!r}: give one of them")
-        if self.route in ("gd", "niht"):
-            _pos("x_bound", self.x_bound)
-            _pos("coef_bound", self.coef_bound)
-        if self.route == "niht" and self.sparsity is None:
-            raise ValueError("route='niht' needs sparsity=s")
-        if self.max_error is not None and not (isinstance(self.max_error, (int, float)) and self.max_error > 0):
-            raise ValueError(f"max_error must be a positive number (an R^2 loss), got {self.max_error!r}")
+            raise refuse(f"route={self.route!r} contradicts method={self.method!r}, sparsity={self.sparsity!r}, "
+                         f"standardize={self.standardize!r}", "give one of them")
 
     def _family_route(self) -> str | None:
         """The route ``method``/``standardize`` force, if any."""
@@ -613,33 +608,6 @@ class LinearRegression:
         if self.standardize is not None:
             return "scaled" if self.standardize else "radius"
         return None
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's parameters (scikit-learn's estimator protocol)."""
-        return {k: getattr(self, k) for k in _PARAMS}
-
-    def set_params(self, **params: Any) -> LinearRegression:
-        """Set constructor parameters (scikit-learn's estimator protocol); checked as in ``__init__``."""
-        bad = sorted(set(params) - set(_PARAMS))
-        if bad:
-            raise ValueError(f"invalid parameters {bad} for LinearRegression; valid: {list(_PARAMS)}")
-        for k, v in params.items():
-            setattr(self, k, v)
-        self._check()
-        return self
-
-    def __sklearn_tags__(self) -> Any:
-        """scikit-learn's tags (1.6+): a regressor, non-deterministic (its noise), y required."""
-        from sklearn.utils import RegressorTags, Tags, TargetTags
-
-        return Tags(estimator_type="regressor", target_tags=TargetTags(required=True),
-                    regressor_tags=RegressorTags(), non_deterministic=True)
-
-    def __sklearn_is_fitted__(self) -> bool:
-        return self.coef_ is not None
-
-    def __repr__(self) -> str:
-        return f"LinearRegression(budget={self.budget!r}, method={self.method_!r})"
 
     def _routes(self) -> tuple[str, ...]:
         """The routes this configuration may take (in :data:`ROUTES` order), the forced one alone."""
@@ -716,9 +684,10 @@ class LinearRegression:
     def predictions(self, d: int, n: int) -> dict[str, Prediction]:
         """The predicted R^2 loss of every route this configuration may take, for d features and n rows (public
         facts only: no data is read, nothing is charged)."""
-        self._check()
+        self.validate_params()
         if self.sparsity is not None and self.sparsity > d:
-            raise ValueError(f"sparsity s={self.sparsity} exceeds the number of features d={d}")
+            raise ParameterError("LinearRegression", f"sparsity s={self.sparsity} exceeds the number of features "
+                                 f"d={d}", "pass sparsity <= d")
         return {r: self._predict(r, d, n) for r in self._routes()}
 
     def _chosen(self, d: int, n: int) -> tuple[str, Prediction]:
@@ -753,7 +722,7 @@ class LinearRegression:
         return (f"about {rows} rows for the scale-step route, or a larger budget" if rows is not None
                 else "a larger budget") + ", or a larger max_error"
 
-    def fit(self, X: Any, y: Any) -> LinearRegression:
+    def fit(self, X: Any, y: Any = None) -> LinearRegression:
         """Choose the route from the predictions (public: n, d, the budget, the bounds), check the tolerance
         (``strict=True`` raises here, before any data is read or budget spent), then certify and run the plan on
         ``X`` (n x d array or DataFrame) and ``y`` (n,); public shape errors raise first.  Values are read by the
@@ -763,22 +732,21 @@ class LinearRegression:
         gradients the fit releases (the SSP clip sends it to the centre, the gradient step gives it a zero
         term); the private scale steps (of the scaled fit and of the intercept-only model) count such an entry
         as 0 (:func:`dpflow.estimators.scale.missing_as_zero`)."""
-        from dpflow.interpreter.noise import SecureNoise
-        from dpflow.tables import is_frame, to_rows
+        from dpflow.tables import to_rows
 
-        if is_frame(X):
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-        Xa, ya = np.asarray(to_rows(X, None, "X")), np.asarray(to_rows(y, None, "y"))
-        if Xa.ndim != 2:
-            raise ValueError(f"X must be a 2-d array (n, d), got shape {Xa.shape}")
+        self.validate_params()
+        if y is None:
+            raise ParameterError("LinearRegression", "LinearRegression requires y to be passed, but the target y is "
+                                 "None", "pass y, one response per row")
+        Xa, ya = self._rows(X, reset=True), np.asarray(to_rows(y, None, "y"))
         if ya.ndim == 2 and ya.shape[1] == 1:
             ya = ya[:, 0]
         if ya.ndim != 1 or ya.shape[0] != Xa.shape[0]:
-            raise ValueError(f"y must have shape ({Xa.shape[0]},) to match X {Xa.shape}, got {ya.shape}")
-        if Xa.dtype.kind not in "biuf" or ya.dtype.kind not in "biuf":
-            raise ValueError("X and y must be numeric")
+            raise ParameterError("LinearRegression", f"y must have shape ({Xa.shape[0]},) to match X {Xa.shape}, "
+                                 f"got {ya.shape}", "pass one response per row")
+        if ya.dtype.kind not in "biuf":
+            raise ParameterError("LinearRegression", f"y must be numeric, got dtype {ya.dtype}", "pass numbers")
         n, d = Xa.shape
-        self.n_features_in_ = d
         route, prediction = self._chosen(d, n)
         tolerance = self.max_error if self.max_error is not None else (1.0 if prediction.metric == METRIC else None)
         fix = self._rows_needed(d, n, tolerance) if tolerance is not None and prediction.value > tolerance else ""
@@ -786,7 +754,7 @@ class LinearRegression:
         plan = self._build(route, d, n, prediction)
         Z = [Xa.astype(float)] + ([np.ones((n, 1))] if self.fit_intercept else [])
         result = plan.run({"Z": np.hstack(Z + [ya.astype(float)[:, None]])},
-                          noise=self.noise if self.noise is not None else SecureNoise())
+                          noise=self._noise())
         coef = np.asarray(result.released["coef"], dtype=float)
         self.coef_ = coef[:d]
         self.intercept_ = float(coef[d]) if self.fit_intercept else 0.0
@@ -796,11 +764,8 @@ class LinearRegression:
 
     def predict(self, X: Any) -> np.ndarray:
         """``X @ coef_ + intercept_`` (post-processing of the released coefficients)."""
-        from dpflow.tables import to_rows
-
-        if self.coef_ is None:
-            raise ValueError("call fit before predict")
-        out: np.ndarray = np.asarray(to_rows(X, None, "X"), dtype=float) @ self.coef_ + self.intercept_
+        self._require_fitted("predict")
+        out: np.ndarray = self._rows(X, reset=False) @ self.coef_ + self.intercept_
         return out
 
     def score(self, X: Any, y: Any) -> float:

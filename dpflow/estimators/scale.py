@@ -39,10 +39,12 @@ from typing import Any
 import numpy as np
 
 from dpflow import nodes as N
+from dpflow.estimators.base import BUDGET, NOISE, Transformer
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.base import released_scalar
 from dpflow.nodes.postprocess import accuracy_warning
 from dpflow.nodes.quantile import log2_edges
+from dpflow.plan import Plan
 from dpflow.privacy import Measure, PureDP, gaussian_budget_rho
 
 SPREAD_Q = 0.75
@@ -241,13 +243,27 @@ def _range(rows: Sensitive[Rows], weight: float) -> Released[Value]:
     return N.ModeBinUpper(edges=edges, factor=2.0)(counts)
 
 
+def _centre(col: Sensitive[Rows], w_range: float, w_median: float) -> tuple[Released[Value], Released[Value]]:
+    """The private median of one column, searched in ``[-U, U]``, and ``U`` (located by a log-scale histogram)."""
+    upper = _range(col, w_range)
+    median = N.Quantile(q=0.5, weight=w_median)(
+        N.OrderStatistics(lower=N.Apply(fn=negate, shape=())(upper), upper=upper)(col))
+    return median, upper
+
+
+def column_centres(X: Sensitive[Rows], d: int, weight: float) -> Released[Value]:
+    """The released centres (private medians) of the d columns of ``X`` alone, under ``weight`` of the budget
+    (split equally between the columns, and within each as :data:`SHARES` splits the centre's two mechanisms)."""
+    w_range, w_median = (weight / d * share / (SHARES[0] + SHARES[1]) for share in SHARES[:2])
+    medians = [_centre(N.Columns(keep=[j])(X), w_range, w_median)[0] for j in range(d)]
+    return N.Apply(fn=stack, shape=(d,))(*medians)
+
+
 def column_centre_scale(col: Sensitive[Rows], weight: float) -> tuple[Released[Value], Released[Value]]:
     """The private centre (median) and spread (75% quantile of ``|x - c|``) of one column, each searched
     in a range located by its own log-scale histogram; ``weight`` is split by :data:`SHARES`."""
     w_range, w_median, w_spread_range, w_spread = (weight * share for share in SHARES)
-    upper = _range(col, w_range)
-    median = N.Quantile(q=0.5, weight=w_median)(
-        N.OrderStatistics(lower=N.Apply(fn=negate, shape=())(upper), upper=upper)(col))
+    median, upper = _centre(col, w_range, w_median)
     centred = N.Precondition(matrix=col.builder.public([[1.0]]), center=N.Apply(fn=stack, shape=(1,))(median))(col)
     spread_upper = N.Apply(fn=spread_range, shape=())(_range(centred, w_spread_range), upper)
     spread = N.Quantile(q=SPREAD_Q, weight=w_spread)(
@@ -281,3 +297,61 @@ def column_scales(X: Sensitive[Rows], d: int, weight: float) -> tuple[Released[V
 def standardize(X: Sensitive[Rows], centre: Released[Value], scale: Released[Value], d: int) -> Sensitive[Rows]:
     """The rows mapped to ``(x_j - centre_j) / scale_j`` (a row-wise map by released values, stability 1)."""
     return N.Precondition(matrix=N.Apply(fn=inverse_diag, shape=(d, d))(scale), center=centre)(X)
+
+
+class StandardScaler(Transformer):
+    """The private per-column scale step (:func:`column_scales`) as a scikit-learn transformer: ``fit`` releases
+    each column's centre and scale under the whole ``budget``, ``transform`` maps rows to ``(x - mean_) / scale_``
+    and ``inverse_transform`` back (post-processing: no charge).  ``mean_`` is the released centre, a private
+    median (for a symmetric column, its mean), ``scale_`` the released spread in Gaussian units (a column with
+    most values on its median gets scale 1: :func:`spread_scale`).  :meth:`make_plan` is the plan for d columns
+    and n rows, before any data; ``noise`` defaults to OS entropy (:class:`dpflow.SecureNoise`).
+
+    >>> import numpy as np, dpflow as dp
+    >>> X = np.random.default_rng(0).normal(size=(5000, 2)) * [1.0, 1e4] + [0.0, -3e5]
+    >>> s = StandardScaler(budget=dp.ZCDP(1.0), noise=dp.SeededNoise(0)).fit(X)
+    >>> Z = s.transform(X)
+    >>> bool(np.all(np.abs(Z.mean(axis=0)) < 0.1) and np.all(np.abs(Z.std(axis=0) - 1) < 0.1))
+    True
+    >>> bool(np.allclose(s.inverse_transform(Z), X))
+    True
+    """
+
+    constraints = {"budget": BUDGET, "noise": NOISE}
+
+    def __init__(self, budget: Measure, noise: Any = None) -> None:
+        self.budget, self.noise = budget, noise
+
+    def make_plan(self, d: int, n: int) -> Plan:
+        """The plan ``fit`` runs on n rows of d columns (outputs ``centre`` and ``scale``); no data is read."""
+        from dpflow.domains import Vectors
+        from dpflow.plan import PlanBuilder
+
+        self.validate_params()
+        b = PlanBuilder(budget=self.budget, neighbors="replace", name="standard_scaler")
+        X = b.source("X", Vectors(d=d), n=n)
+        centre, scale = column_scales(X, d, 1.0)
+        return b.build(centre=centre, scale=scale)
+
+    def fit(self, X: Any, y: Any = None) -> StandardScaler:
+        """Release the centres and scales of the columns of ``X`` (n x d array or DataFrame; a value that is not a
+        number is missing, counted by the nodes' declared policies); ``y`` is ignored."""
+        self.validate_params()
+        Xa = self._rows(X, reset=True)
+        plan = self.make_plan(Xa.shape[1], Xa.shape[0])
+        result = plan.run({"X": Xa}, noise=self._noise())
+        self.mean_ = np.asarray(result.released["centre"], dtype=float).reshape(-1)
+        self.scale_ = np.asarray(result.released["scale"], dtype=float).reshape(-1)
+        self.report_, self.plan_ = result.report, plan
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``(x - mean_) / scale_`` per row (post-processing)."""
+        self._require_fitted("transform")
+        out: np.ndarray = (self._rows(X, reset=False) - self.mean_) / self.scale_
+        return out
+
+    def inverse_transform(self, X: Any) -> np.ndarray:
+        """``x * scale_ + mean_`` per row: standardised rows back in the data's units (post-processing)."""
+        self._require_fitted("inverse_transform")
+        return unstandardize(self._rows(X, reset=False), self.mean_, self.scale_)

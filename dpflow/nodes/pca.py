@@ -50,7 +50,7 @@ from dpflow.nodes.transforms import Clip
 from dpflow.nodes.types import Inferred, ReleasedT, RowsT, StatT, VType
 from dpflow.references import Reference
 
-__all__ = ["Gram", "Project", "TopEigenvectors", "private_pca"]
+__all__ = ["Gram", "Project", "TopEigenvectors", "analyze_gauss", "private_pca"]
 
 
 def _pos_int(x: Any) -> int:
@@ -146,10 +146,21 @@ def private_pca(x: Sensitive[Any], k: int, radius: float | Released[Value],
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> V = private_pca(b.source("X", dp.Vectors(d=4), n=100), k=2, radius=1.0)
     """
-    c = center
-    clipped = Clip(radius=radius, center=c)(x)
-    S = SecondMoment(center=c)(clipped)
-    return TopEigenvectors(k=k)(GaussianMech(weight=weight)(S))
+    return TopEigenvectors(k=k)(analyze_gauss(x, radius, center, weight))
+
+
+def analyze_gauss(x: Sensitive[Any], radius: float | Released[Value], center: Released[Value] | None = None,
+                  weight: float = 1.0) -> Released[Value]:
+    """Analyze Gauss's release (:func:`private_pca` before its eigenvectors): the second moment about ``center``
+    (the origin when absent) of the rows clipped to the ball ``B(center, radius)``, with symmetric Gaussian
+    noise under ``weight`` of the budget.
+
+    >>> import dpflow as dp
+    >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
+    >>> S = analyze_gauss(b.source("X", dp.Vectors(d=3), n=100), radius=1.0)
+    """
+    clipped = Clip(radius=radius, center=center)(x)
+    return GaussianMech(weight=weight)(SecondMoment(center=center)(clipped))
 
 
 @attrs.frozen(kw_only=True)

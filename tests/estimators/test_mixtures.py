@@ -119,8 +119,9 @@ def test_public_errors_raise_before_data() -> None:
         gaussian_mixture_plan(d=2, n=100, k=2, budget=dp.ZCDP(1.0))
     with pytest.raises(ValueError, match="sigma_range"):
         gaussian_mixture_plan(d=2, n=100, k=2, budget=dp.ApproxZCDP(1.0, 1e-6), sigma_range=(2.0, 1.0))
-    with pytest.raises(ValueError, match="method"):
-        GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), method="em")
+    em = GaussianMixture(2, dp.ApproxZCDP(1.0, 1e-6), method="em")  # kept as given (scikit-learn's protocol)
+    with pytest.raises(dp.errors.ParameterError, match="method='em' is not one of"):
+        em.make_plan(2, 100)                                            # refused before any data
     for k, d in ((7, 20), (8, 7)):  # cells of the k-dimensional projection, or of the data when d <= k
         with pytest.raises(ValueError, match=r"min\(n_components, d\) <= 6.*method='rpgmp'"):
             gaussian_mixture_plan(d=d, n=1000, k=k, budget=dp.ApproxZCDP(1.0, 1e-6))
@@ -279,8 +280,8 @@ def test_block_means_spend_the_per_part_means_budget_and_find_the_components() -
     assert _misclassified(gm.predict(X), labels, 3) < 0.01
     with pytest.raises(ValueError, match="only with method='sample_aggregate'"):
         gaussian_mixture_plan(d=5, n=4000, k=3, budget=budget, means="blocks", method="rpgmp")
-    with pytest.raises(ValueError, match="means must be one of"):
-        GaussianMixture(3, budget, means="rows")
+    with pytest.raises(ValueError, match="means='rows' is not one of"):
+        GaussianMixture(3, budget, means="rows").fit(X)
 
 
 def test_the_default_is_sample_aggregate_and_one_component_is_the_bounding_ball() -> None:

@@ -94,11 +94,11 @@ def test_bad_input_raises_before_any_data_is_used() -> None:
     with pytest.raises(ValueError, match="exceeds"):
         LinearRegression(budget=dp.ZCDP(0.5), sparsity=5, x_bound=1.0, coef_bound=1.0).fit(X, y)
     with pytest.raises(ValueError, match="x_bound"):
-        LinearRegression(budget=dp.ZCDP(0.5), method="gd", x_bound=float("inf"), coef_bound=1.0)
+        LinearRegression(budget=dp.ZCDP(0.5), method="gd", x_bound=float("inf"), coef_bound=1.0).fit(X, y)
     with pytest.raises(ValueError, match="ApproxDP"):
-        LinearRegression(budget=dp.ZCDP(0.5), accounting="paper")
-    with pytest.raises(ValueError, match="method"):
-        LinearRegression(budget=dp.ZCDP(0.5), method="lasso")
+        LinearRegression(budget=dp.ZCDP(0.5), accounting="paper").make_plan(4, 100)
+    with pytest.raises(dp.errors.ParameterError, match="method='lasso' is not one of"):
+        LinearRegression(budget=dp.ZCDP(0.5), method="lasso").fit(X, y)
     with pytest.raises(ValueError, match="fit"):
         m.predict(X)
 

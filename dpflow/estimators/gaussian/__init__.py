@@ -763,17 +763,60 @@ def fit(
     """
     from dpflow.tables import to_rows
 
-    where = "gaussian.fit"
-    X = to_rows(X, None, where)
+    X = to_rows(X, None, "gaussian.fit")
     shape = np.shape(X)
     if len(shape) != 2:
-        raise _refuse(where, f"X has shape {shape}", "pass an (n, d) array")
+        raise _refuse("gaussian.fit", f"X has shape {shape}", "pass an (n, d) array")
+    n, d = shape
+    start = _start(d, n, budget, mean_bound, cov_bound, t_cov, t_mean, split, Fraction(scale_share), route,
+                   max_error, strict)
+    if start.b_fit is None:  # one plan: the bounded routes, or the per-column scale route
+        res = start.plan.run({"X": X}, noise=noise)
+        return _finish(res.released["mean"], res.released["covariance"], res.report, start.plan, None, start.route)
+    return _fit_unbounded(X, start, t_cov, t_mean, split, noise, max_error)
+
+
+def first_plan(d: int, n: int, budget: Measure, mean_bound: float | None = None, cov_bound: float | None = None,
+               t_cov: int | None = None, t_mean: int | None = None, split: float = 0.5,
+               scale_share: Fraction = unbounded.SCALE_SHARE, route: str | None = None,
+               max_error: float | None = None, strict: bool = False) -> Plan:
+    """The plan :func:`fit` runs first on n rows of d columns with these arguments, decided from public facts only
+    (no data is read, nothing is charged; ``strict=True`` refuses here as in ``fit``): with the bounds the only
+    plan; without them the per-column scale route's, or the private scale search's (route ``kmssu``: the plan that
+    follows it is made from its release).
+
+    >>> import dpflow as dp
+    >>> first_plan(3, 5000, dp.ZCDP(0.5), mean_bound=10.0, cov_bound=30.0).name
+    'gaussian_full'
+    >>> first_plan(3, 5000, dp.ApproxZCDP(0.5, 1e-6)).name   # the scale search's; the next plan uses its release
+    'gaussian_scale_search'
+    """
+    return _start(d, n, budget, mean_bound, cov_bound, t_cov, t_mean, split, Fraction(scale_share), route,
+                  max_error, strict).plan
+
+
+@attrs.frozen(eq=False)
+class _Start:
+    """What :func:`fit` decides before any data: the first plan and, for a one-plan fit, its route's name; for the
+    scale search (``b_fit`` set) the budget left for the second plan, the route asked of it and the outlook."""
+
+    plan: Plan
+    route: str
+    b_fit: Measure | None = None
+    cov_route: str = ""
+    outlook: str = ""
+    share: Fraction = Fraction(0)
+
+
+def _start(d: int, n: int, budget: Measure, mean_bound: float | None, cov_bound: float | None, t_cov: int | None,
+           t_mean: int | None, split: float, share: Fraction, route: str | None, max_error: float | None,
+           strict: bool) -> _Start:
+    where = "gaussian.fit"
     if (mean_bound is None) != (cov_bound is None):
         raise _refuse(where, "only one of mean_bound and cov_bound was given",
                       "pass both bounds, or neither (the scale is then found privately)")
     if max_error is not None and not max_error > 0:
         raise _refuse(where, f"max_error={max_error}", "pass a positive max_error, or None")
-    n, d = shape
     if mean_bound is not None and cov_bound is not None:
         if d < 1 or n < 2:
             raise _refuse(where, f"d={d}, n={n}", "declare d >= 1 and n >= 2")
@@ -782,21 +825,21 @@ def fit(
         _check_bound(where, "mean_bound", mean_bound, 0.0)
         _check_bound(where, "cov_bound", cov_bound, 1.0)
         bounds = (float(mean_bound), float(cov_bound))
-        if route is not None and route.partition("+")[0] == "scaled":
-            return _fit_scaled(X, budget, split, noise, route.partition("+")[2] or None, max_error, strict,
-                               "per-column scale route forced by route= (the bounds clamp its estimates)", None,
-                               "scaled", bounds)
-        forecasts = bounded_forecasts(d, n, budget, mean_bound, cov_bound, split, t_cov, t_mean)
-        chosen = _choose(where, forecasts, route)
-        why = None if route is not None else _scaled_instead(d, n, budget, split, bounds, forecasts[chosen])
+        search, _, cov_route = (route or "").partition("+")
+        why: str | None = "per-column scale route forced by route= (the bounds clamp its estimates)"
+        if search != "scaled":
+            forecasts = bounded_forecasts(d, n, budget, mean_bound, cov_bound, split, t_cov, t_mean)
+            chosen = _choose(where, forecasts, route)
+            cov_route = ""
+            why = None if route is not None else _scaled_instead(d, n, budget, split, bounds, forecasts[chosen])
         if why is not None:
-            return _fit_scaled(X, budget, split, noise, None, max_error, strict, why, None, "scaled", bounds)
+            scaled, plan = _scaled_plan(d, n, budget, split, cov_route or None, max_error, strict, why, bounds)
+            return _Start(plan, f"scaled+{scaled}")
         lines = _enforce(forecasts[chosen], (math.sqrt(d * cov_bound), cov_bound), max_error, strict, where)
         note = routes.compare(forecasts, chosen, route is not None)
-        plan = _bounded_plan(chosen, d, n, budget, mean_bound, cov_bound, t_cov, t_mean, split, None, note, lines)
-        res = plan.run({"X": X}, noise=noise)
-        return _finish(res.released["mean"], res.released["covariance"], res.report, plan, None, chosen)
-    return _fit_unbounded(X, budget, t_cov, t_mean, split, noise, Fraction(scale_share), route, max_error, strict)
+        return _Start(_bounded_plan(chosen, d, n, budget, mean_bound, cov_bound, t_cov, t_mean, split, None, note,
+                                    lines), chosen)
+    return _unbounded_start(d, n, budget, split, share, route, max_error, strict)
 
 
 SCALED_REGRET = 2.0
@@ -905,10 +948,10 @@ def _pure_reach(n: int, d: int, b_fit: Measure, split: float) -> str | None:
 
 
 
-def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
-                   share: Fraction, route: str | None, max_error: float | None, strict: bool) -> Fit:
+def _unbounded_start(d: int, n: int, budget: Measure, split: float, share: Fraction, route: str | None,
+                     max_error: float | None, strict: bool) -> _Start:
+    """The first plan of a fit without bounds: the per-column scale route's, or the scale search's."""
     where = "gaussian.fit"
-    n, d = np.shape(X)
     require_budget(budget, where, (ZCDP, ApproxZCDP, ApproxDP, PureDP))  # the user's, before the split
     if isinstance(budget, (ApproxZCDP, ApproxDP)) and budget.delta == 0:
         raise _refuse(where, f"{budget.describe()} has delta = 0", "pass delta > 0, or a ZCDP or PureDP budget")
@@ -928,8 +971,9 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
                f"{'' if feasible else 'not '}expected to find the scale ({why})")
     if search == "scaled":
         why_route = "forced by route=" if route else "chosen: the search is not expected to succeed"
-        return _fit_scaled(X, budget, split, noise, cov_route or None, max_error, strict,
-                           f"{outlook}; per-column scale route {why_route}", None, "scaled")
+        chosen, plan = _scaled_plan(d, n, budget, split, cov_route or None, max_error, strict,
+                                    f"{outlook}; per-column scale route {why_route}")
+        return _Start(plan, f"scaled+{chosen}")
     if strict or not feasible:  # before any data: the prediction at the smallest bounds the search releases
         if not feasible:
             inf = Prediction("mean", "Mahalanobis", math.inf, routes.CONFIDENCE, outlook, "kmssu")
@@ -940,9 +984,21 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
             pre = routes.joint(n, d, total_rho(b_fit), 8.0 * math.sqrt(d), unbounded.SMALLEST_K, split, lower=1.0)
         _enforce(pre, (math.sqrt(d), 1.0), max_error, strict, where)
     p1 = unbounded.scale_plan(d, n, b_scale, share, budget, _pure_reach(n, d, b_fit, split))
+    return _Start(p1, "", b_fit, cov_route, outlook, share)
+
+
+def _fit_unbounded(X: Any, start: _Start, t_cov: int | None, t_mean: int | None, split: float, noise: Any,
+                   max_error: float | None) -> Fit:
+    """A fit without bounds after the scale search (``start``): its run, then the bounded route on the rows in
+    the units it found, or the per-column scale route with the rest of the budget when it found nothing."""
+    where = "gaussian.fit"
+    n, d = np.shape(X)
+    p1, b_fit, cov_route, outlook = start.plan, start.b_fit, start.cov_route, start.outlook
+    assert b_fit is not None
+    pure = isinstance(b_fit, PureDP)
     r1 = p1.run({"X": X}, noise=noise)
     sc = unbounded.bounds_from(r1.released, d)
-    found = ScaleSearch(share, r1.report, p1, sc)
+    found = ScaleSearch(start.share, r1.report, p1, sc)
     if not sc.found:  # the private "not found": a public fact; the fallback's budget was fixed before data
         lost = f"{where}: the private scale search released 'not found' ({outlook})"
         if pure:
@@ -977,12 +1033,11 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
     return _finish(mean, cov, res.report, plan, found, f"kmssu+{chosen}")
 
 
-def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: str | None,
-                max_error: float | None, strict: bool, note: str, search: ScaleSearch | None, name: str,
-                bounds: tuple[float, float] | None = None) -> Fit:
-    """The ``scaled`` route of :func:`fit` (:func:`scaled_gaussian`) under ``budget``; with public ``bounds``
-    its predictions and tolerances are in the data's units (:func:`routes.in_bounds`)."""
-    n, d = np.shape(X)
+def _scaled_plan(d: int, n: int, budget: Measure, split: float, cov_route: str | None, max_error: float | None,
+                 strict: bool, note: str, bounds: tuple[float, float] | None = None) -> tuple[str, Plan]:
+    """The ``scaled`` route of :func:`fit` (:func:`scaled_gaussian`) under ``budget``: its covariance route and
+    plan, decided before data; with public ``bounds`` its predictions and tolerances are in the data's units
+    (:func:`routes.in_bounds`)."""
     forecasts = scaled_forecasts(d, n, budget, split)
     K = SCALED_K_PER_COORD * d
     tol = (math.sqrt(K), K)
@@ -991,12 +1046,19 @@ def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: st
         tol = (math.sqrt(d * bounds[1]), bounds[1])
     chosen = _choose("gaussian.fit", forecasts, cov_route)
     lines = _enforce(forecasts[chosen], tol, max_error, strict, "gaussian.fit")
-    plan = scaled_gaussian(d=d, n=n, budget=budget, split=split, route=cov_route, note=note, alerts=lines,
-                           bounds=bounds)
+    return chosen, scaled_gaussian(d=d, n=n, budget=budget, split=split, route=cov_route, note=note, alerts=lines,
+                                   bounds=bounds)
+
+
+def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: str | None,
+                max_error: float | None, strict: bool, note: str, search: ScaleSearch | None, name: str) -> Fit:
+    """The ``scaled`` route of :func:`fit` (:func:`scaled_gaussian`) under ``budget``, run on ``X``."""
+    n, d = np.shape(X)
+    chosen, plan = _scaled_plan(d, n, budget, split, cov_route, max_error, strict, note)
     res = plan.run({"X": X}, noise=noise)
     return _finish(res.released["mean"], res.released["covariance"], res.report, plan, search, f"{name}+{chosen}")
 
 
 __all__ = ["Fit", "ScaleSearch", "bounded_forecasts", "coinpress", "covariance", "default_rounds",
-           "diagonal_gaussian", "fit", "gaussian", "klsu", "kv", "mean", "routes", "scaled_forecasts",
+           "diagonal_gaussian", "first_plan", "fit", "gaussian", "klsu", "kv", "mean", "routes", "scaled_forecasts",
            "scaled_gaussian", "steps", "total_rho", "unbounded", "univariate_mean"]
