@@ -93,12 +93,13 @@ def _column_costs(n: int, pure: bool) -> tuple[float, float, float, float]:
 
 SHARES = (0.25, 0.25, 0.25, 0.25)
 """A column's weight split between its four mechanisms (range of ``|x|``, median, range of ``|x - c|``,
-spread): equal.  The split in proportion to the rho each needs by :func:`_column_needs` (about 0.23, 0.11, 0.23,
-0.42) assumes the median's search range is about the data's width, but a column whose mean is far from 0
-relative to its spread (``|mu| / sd = 10^6``) has a range ``10^6`` times wider: the median then missed in up to
-59 of 60 seeds.  Measured over one column of N(mu, 1) at (n, epsilon) = (200, 4), (500, 1), (2,000, 0.25),
-(10,000, 0.05) and mu in {0, 10, 10^3, 10^6}: misses 196/960 by need, 39/960 equal, 54/960 with 0.3 for the
-ranges (benchmarks/results/scale_step.md)."""
+spread): equal.  A split in proportion to each mechanism's need for a reliable answer at n = 10^4 (about 0.23,
+0.11, 0.23, 0.42 under the Laplace-era rule) assumes the median's search range is about the data's width, but a
+column whose mean is far from 0 relative to its spread (``|mu| / sd = 10^6``) has a range ``10^6`` times wider:
+its median then missed in up to 58 of 60 seeds.  Measured over one column of N(mu, 1) at (n, epsilon) = (200, 4),
+(500, 1), (2,000, 0.25), (10,000, 0.05) and mu in {0, 10, 10^3, 10^6}, the step at half the budget: misses
+162/960 by that split, 1/960 equal, 10/960 with 0.3 for the ranges (benchmarks/results/scale_step.md)."""
+
 
 MIN_SCALE_WEIGHT, MAX_SCALE_WEIGHT = 0.02, 0.5
 """The range of the scale step's share chosen by :func:`scale_weight`."""
