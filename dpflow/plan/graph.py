@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
-import networkx as nx
 
 from dpflow.errors import PlanReferenceError, PlanTypeError, SerializationError
 from dpflow.nodes import NodeRecord
@@ -24,6 +23,7 @@ from dpflow.plan.serialize import (
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 
 if TYPE_CHECKING:
+    import networkx as nx
     import numpy as np
 
     from dpflow.api import Result
@@ -84,6 +84,8 @@ def _valid_budget(plan: Plan, _attribute: object, budget: Measure) -> None:
 
 def build_graph(records: tuple[NodeRecord, ...], what: str = "plan") -> nx.DiGraph:
     """The networkx DAG of ``records``; refuses undefined references and cycles."""
+    import networkx as nx  # imported when a graph is built (a plan out of order, or .graph()), not with dpflow
+
     g = nx.DiGraph()
     for i, rec in enumerate(records):
         if rec.id in g:
@@ -117,6 +119,8 @@ def topological(records: tuple[NodeRecord, ...], what: str = "plan") -> list[Nod
         seen.add(rec.id)
     else:
         return list(records)
+    import networkx as nx
+
     g = build_graph(records, what)
     order = nx.lexicographical_topological_sort(g, key=lambda n: g.nodes[n]["order"])
     return [g.nodes[n]["record"] for n in order]

@@ -18,8 +18,6 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from scipy import special
-
 from .measures import ApproxZCDP, exact
 from .rounding import down, to_float_down, to_float_up, up
 
@@ -364,6 +362,8 @@ def gaussian_dp_delta(mu: Real, epsilon: Real) -> float:
     >>> gaussian_dp_delta(0.0, 1.0)
     0.0
     """
+    from scipy import special  # imported when used, not with dpflow (import time)
+
     mu_f = _loss_up("mu", mu)
     eps_f = _point_down("epsilon", epsilon)
     if mu_f == 0.0:
