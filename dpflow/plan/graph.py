@@ -168,6 +168,9 @@ class Plan:
     accounting: AccountingOption = attrs.field(default="auto", converter=accounting_option)
     """``"auto"`` (zCDP or pure, chosen by the planner) or ``"basic"`` (per-mechanism (epsilon, delta)
     shares, basic composition; ApproxDP budgets only)."""
+    _hash: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    """:attr:`hash`, once computed: every field is immutable (frozen records, parameters converted to tuples
+    and floats), so a run of the same plan object looks its certificate up without writing its JSON again."""
 
     def graph(self) -> nx.DiGraph:
         """The plan as a networkx DiGraph (nodes carry ``record`` and ``order``)."""
@@ -216,7 +219,10 @@ class Plan:
     @property
     def hash(self) -> str:
         """Stable content hash: sha256 of the canonical JSON."""
-        return "sha256:" + hashlib.sha256(self.to_json().encode()).hexdigest()
+        if self._hash is None:
+            object.__setattr__(self, "_hash", "sha256:" + hashlib.sha256(self.to_json().encode()).hexdigest())
+        assert self._hash is not None
+        return self._hash
 
     def check(self, exact_noise: bool = True) -> Ledger:
         """Certify the plan (no data is read) for the noise a default run draws; raises a
