@@ -14,6 +14,7 @@ Inputs may be floats, ints or Fractions.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -257,6 +258,11 @@ def zcdp_to_approx_dp(rho: Real, delta: Real) -> float:
         return 0.0
     if d <= 0.0:
         raise ValueError(f"delta must be positive when rho > 0 (rho={rho!r}, delta={delta!r})")
+    return _cks_epsilon(rho_f, d)
+
+
+def _cks_epsilon_of(rho_f: float, d: float) -> float:
+    """:func:`zcdp_to_approx_dp` of a float rho > 0 and delta in (0, 1) (uncached: :data:`_cks_epsilon`)."""
     log_inv_delta = -math.log(d)
     a_max = min(1.0 + math.sqrt(log_inv_delta / rho_f) + 1.0, _ALPHA_MAX)
     alpha = _bisect_sign(
@@ -264,6 +270,12 @@ def zcdp_to_approx_dp(rho: Real, delta: Real) -> float:
     )
     eps = max(0.0, _cks_eps_up(rho_f, d, alpha))
     return _verify_cks_epsilon(rho_f, d, eps)
+
+
+# cached by a call, not a decorator (mutmut does not mutate decorated functions): every ledger reports its
+# sources' totals at the report delta, and a plan certified again (a new plan object, a cleared certificate
+# cache) asks for the same figure
+_cks_epsilon = functools.lru_cache(maxsize=512)(_cks_epsilon_of)
 
 
 def _verify_cks_epsilon(rho_f: float, d: float, eps: float) -> float:
