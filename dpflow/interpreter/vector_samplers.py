@@ -122,15 +122,16 @@ def uniform_below(n: np.ndarray, src: WordSource) -> np.ndarray:
     True
     """
     m = np.ascontiguousarray(n, dtype=np.uint64)
-    rem = (np.uint64(0) - m) % m  # 2^64 mod m
+    top = np.uint64(0) - m  # 2^64 - m: w is accepted when its multiple of m, w - w % m, is at most this
     w = src.draw(m.size).reshape(m.shape)
     out = w % m
-    bad = np.flatnonzero((rem != 0) & (w >= np.uint64(0) - rem))
+    bad = np.flatnonzero(w - out > top)
     while bad.size:  # rare: redraw the rejected entries
-        mi, ri = m.ravel()[bad], rem.ravel()[bad]
+        mi, ti = m.ravel()[bad], top.ravel()[bad]
         w2 = src.draw(bad.size)
-        ok = w2 < np.uint64(0) - ri
-        out.ravel()[bad[ok]] = w2[ok] % mi[ok]
+        r2 = w2 % mi
+        ok = w2 - r2 <= ti
+        out.ravel()[bad[ok]] = r2[ok]
         bad = bad[~ok]
     return out.astype(np.int64)
 
@@ -202,6 +203,8 @@ class _LazyUniform:
 
 # --------------------------------------------------------------------------- Bernoulli(exp(-x)), x in [0, 1]
 
+_COLUMNS = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
+
 def _first_failure(success: np.ndarray) -> np.ndarray:
     """1-based index of the first False column (BERN_COLUMNS + 1 when every column is True)."""
     fail = ~success
@@ -212,8 +215,7 @@ def _first_failure(success: np.ndarray) -> np.ndarray:
 def _bern_exp_ratio(u: np.ndarray, t: int, src: WordSource) -> np.ndarray:
     """Bernoulli(exp(-u / t)) for integers 0 <= u < t (CKS20 Alg. 1: K is the first k with Bernoulli(x/k)
     false; the result is K odd).  Column k is Bernoulli(u / (t k)): a uniform below t k against u."""
-    cols = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
-    a = uniform_below(np.broadcast_to(t * cols, (u.size, BERN_COLUMNS)).copy(), src)
+    a = uniform_below(np.broadcast_to(t * _COLUMNS, (u.size, BERN_COLUMNS)), src)
     k = _first_failure(a < u[:, None])
     for i in np.flatnonzero(k > BERN_COLUMNS):  # probability < 2^-44: the same loop, continued exactly
         src.continuations += 1
@@ -231,8 +233,7 @@ def _bern_exp_frac(rem: np.ndarray, den: int, src: WordSource) -> np.ndarray:
     on a tie)."""
     m = rem.size
     f64 = ((rem << 64) // den).astype(np.uint64)
-    cols = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
-    c = uniform_below(np.broadcast_to(cols, (m, BERN_COLUMNS)).copy(), src)
+    c = uniform_below(np.broadcast_to(_COLUMNS, (m, BERN_COLUMNS)), src)
     w = src.draw(m * BERN_COLUMNS).reshape(m, BERN_COLUMNS)
     below = w < f64[:, None]
     for i, j in zip(*np.nonzero(w == f64[:, None]), strict=True):
