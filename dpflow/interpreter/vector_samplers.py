@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import os
@@ -298,6 +299,14 @@ def discrete_laplace_array(scale: Fraction, size: int, src: WordSource) -> np.nd
     if t >= _MAX_INT or s >= _MAX_INT:
         rng = src.int_source()
         return np.array([discrete_laplace(scale, rng) for _ in range(size)], dtype=object)
+    if size == 1:  # a scalar release: the same steps on Python integers (numpy's per-call cost was most of it)
+        z = _laplace_one(t, s, src)
+        return np.array([z], dtype=np.int64 if abs(z) < 2**62 else object)
+    return _laplace_vector(t, s, size, src)
+
+
+def _laplace_vector(t: int, s: int, size: int, src: WordSource) -> np.ndarray:
+    """:func:`discrete_laplace_array` of scale t/s for integers below ``_MAX_INT``, whole arrays at once."""
     out = np.zeros(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
@@ -321,6 +330,62 @@ def discrete_laplace_array(scale: Fraction, size: int, src: WordSource) -> np.nd
         out[pending[ok]] = np.where(negative, -mag, mag)[ok]
         pending = pending[~ok]
     return out
+
+
+# --------------------------------------------------------------------------- one draw, on Python integers
+
+def _below_each(moduli: list[int], src: WordSource) -> list[int]:
+    """:func:`uniform_below` of a list of moduli, on Python integers: the same words, redrawn in the same order."""
+    words = src.draw(len(moduli)).tolist()
+    out = [w % m for w, m in zip(words, moduli, strict=True)]
+    bad = [i for i, w in enumerate(words) if w - out[i] > _TWO64 - moduli[i]]
+    while bad:
+        again = []
+        for i, w in zip(bad, src.draw(len(bad)).tolist(), strict=True):
+            r = w % moduli[i]
+            if w - r <= _TWO64 - moduli[i]:
+                out[i] = r
+            else:
+                again.append(i)
+        bad = again
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _exp_thresholds() -> tuple[int, ...]:
+    """:func:`_exp_table` for v = 1..GEOM_TABLE as Python integers, ascending (v = GEOM_TABLE first)."""
+    return tuple(int(x) for x in _exp_table()[:0:-1])
+
+
+def _laplace_one(t: int, s: int, src: WordSource) -> int:
+    """One draw of :func:`discrete_laplace_array` (scale t/s): the steps of its loop for a single pending
+    entry, each drawing the words it draws there, so the same words give the same value (tests check it)."""
+    thresholds = _exp_thresholds()
+    while True:
+        while True:  # U: rejection sampling, accepted with exp(-U/t) (_bern_exp_ratio's columns)
+            u = _below_each([t], src)[0]
+            a = _below_each([t * k for k in range(1, BERN_COLUMNS + 1)], src)
+            k = next((j for j, x in enumerate(a, 1) if not x < u), BERN_COLUMNS + 1)
+            if k > BERN_COLUMNS:  # probability < 2^-44: the same loop, continued exactly
+                src.continuations += 1
+                k, rng = BERN_COLUMNS + 1, src.int_source()
+                while rng.below(t * k) < u:
+                    k += 1
+            if k % 2 == 1:
+                break
+        w = src.word()  # V: _geometric_exp1, the number of thresholds above w
+        i = bisect.bisect_right(thresholds, w)
+        v = GEOM_TABLE - i
+        if v == GEOM_TABLE or (i > 0 and thresholds[i - 1] == w):
+            r = _LazyUniform(w, src)
+            v = 0
+            while r.below_exp(v + 1):
+                v += 1
+        mag = (v * t + u) // s
+        if src.word() >> 63 == 0:
+            return mag
+        if mag != 0:  # (-, 0) is rejected
+            return -mag
 
 
 def discrete_gaussian_array(sigma2: Fraction, size: int, src: WordSource) -> np.ndarray:
