@@ -41,7 +41,7 @@ def exact(x: float | int | str | Fraction) -> Fraction:
     elif type(x) is float:
         if not math.isfinite(x):
             raise ValueError(f"privacy parameter must be finite, got {x!r}")
-        q = Fraction(x)
+        q = Fraction(*x.as_integer_ratio())  # Fraction(x) exactly, without Fraction's abstract-base-class checks
     elif isinstance(x, bool):
         raise TypeError("privacy parameter must be a number or a numeric string, got a bool")
     elif isinstance(x, Fraction):
