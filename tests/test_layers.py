@@ -111,9 +111,9 @@ def test_the_checker_sees_lazy_imports_and_ignores_type_checking_ones() -> None:
 
 #: Heavy packages that ``import dpflow`` must not load (issue 30): each is imported inside the function that
 #: uses it (PLD numerics, calibration, the mixture and heavy-tailed estimators, the CLI's CSV reader, the dask
-#: backend, ``Plan.graph``), and ``dp.stats`` / ``dp.estimators`` on first use.
+#: backend, ``Plan.graph``, a budget store's sqlite3), and ``dp.stats`` / ``dp.estimators`` on first use.
 NOT_AT_IMPORT = ("dp_accounting", "scipy", "pandas", "dask", "distributed", "networkx", "sklearn", "pyarrow",
-                 "dpflow.estimators", "dpflow.stats")
+                 "sqlite3", "dpflow.budget", "dpflow.estimators", "dpflow.stats")
 
 
 def test_import_dpflow_loads_no_heavy_package() -> None:
