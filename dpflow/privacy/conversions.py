@@ -258,11 +258,6 @@ def zcdp_to_approx_dp(rho: Real, delta: Real) -> float:
         return 0.0
     if d <= 0.0:
         raise ValueError(f"delta must be positive when rho > 0 (rho={rho!r}, delta={delta!r})")
-    return _cks_epsilon(rho_f, d)
-
-
-def _cks_epsilon_of(rho_f: float, d: float) -> float:
-    """:func:`zcdp_to_approx_dp` of a float rho > 0 and delta in (0, 1) (uncached: :data:`_cks_epsilon`)."""
     log_inv_delta = -math.log(d)
     a_max = min(1.0 + math.sqrt(log_inv_delta / rho_f) + 1.0, _ALPHA_MAX)
     alpha = _bisect_sign(
@@ -273,9 +268,9 @@ def _cks_epsilon_of(rho_f: float, d: float) -> float:
 
 
 # cached by a call, not a decorator (mutmut does not mutate decorated functions): every ledger reports its
-# sources' totals at the report delta, and a plan certified again (a new plan object, a cleared certificate
-# cache) asks for the same figure
-_cks_epsilon = functools.lru_cache(maxsize=512)(_cks_epsilon_of)
+# sources' totals at the report delta (:func:`approx_zcdp_to_approx_dp`), and a plan certified again (a new plan
+# object, a cleared certificate cache) asks for the same figure
+_cks_epsilon = functools.lru_cache(maxsize=512)(zcdp_to_approx_dp)
 
 
 def _verify_cks_epsilon(rho_f: float, d: float, eps: float) -> float:
@@ -339,7 +334,7 @@ def approx_zcdp_to_approx_dp(rho: Real, delta0: Real, delta: Real) -> float:
             f"delta must exceed delta0 of the approximate zCDP guarantee: delta={float(d)!r}, "
             f"delta0={float(d0)!r}"
         )
-    return zcdp_to_approx_dp(rho, to_float_down(min(d - d0, Fraction(1))))
+    return _cks_epsilon(rho, to_float_down(min(d - d0, Fraction(1))))
 
 
 # ----------------------------------------------------------------------------------------------
