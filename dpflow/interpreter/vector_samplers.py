@@ -206,6 +206,7 @@ class _LazyUniform:
 
 _COLUMNS = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
 
+
 def _first_failure(success: np.ndarray) -> np.ndarray:
     """1-based index of the first False column (BERN_COLUMNS + 1 when every column is True)."""
     fail = ~success
