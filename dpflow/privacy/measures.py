@@ -62,7 +62,7 @@ def exact(x: float | int | str | Fraction) -> Fraction:
             raise ValueError(f"privacy parameter must be a finite number, got {x!r}") from err
     else:
         raise TypeError(f"privacy parameter must be float, int, str or Fraction, got {type(x).__name__}")
-    if q < 0:
+    if q.numerator < 0:  # a Fraction's sign is its numerator's (q < 0 goes through numbers.Rational checks)
         raise ValueError(f"privacy parameter must be non-negative, got {x!r}")
     return q
 
