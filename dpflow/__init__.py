@@ -12,7 +12,10 @@
 (3,)
 """
 
-from dpflow import estimators, nodes, stats
+import importlib
+from typing import TYPE_CHECKING
+
+from dpflow import nodes
 from dpflow._version import __version__
 from dpflow.api import Result, run
 from dpflow.domains import (
@@ -49,6 +52,23 @@ from dpflow.planner import Ledger, certify
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpflow.report import Report
 from dpflow.tables import Category
+
+if TYPE_CHECKING:
+    from dpflow import estimators, stats
+
+_LAZY = ("estimators", "stats")
+"""Subpackages imported on first use (``dp.stats.mean``), not by ``import dpflow``: with the estimators they
+pull in, they are most of dpflow's own import time."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return importlib.import_module(f"dpflow.{name}")
+    raise AttributeError(f"module 'dpflow' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 __all__ = [
     "AccuracyError", "AccuracyWarning", "ApproxDP", "ApproxZCDP", "BooleanCube", "BudgetError", "Category",

@@ -6,12 +6,11 @@ renders); ``Plan.check`` and ``Plan.run`` reach it without ``dpflow.plan`` impor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
-from dpflow.budget import BudgetStore
 from dpflow.errors import UnknownNameError
 from dpflow.interpreter.noise import NoiseSource, SecureNoise
 from dpflow.interpreter.numpy_backend import NumpyBackend
@@ -22,6 +21,9 @@ from dpflow.planner.certify import certified
 from dpflow.planner.ledger import Ledger
 from dpflow.report.report import Report
 from dpflow.text import overview_html, overview_text
+
+if TYPE_CHECKING:  # the store (sqlite3) is imported by whoever makes one, not with dpflow
+    from dpflow.budget import BudgetStore
 
 __all__ = ["Named", "Result", "check", "run"]
 

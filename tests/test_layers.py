@@ -8,6 +8,8 @@ Imports inside functions count (a lazy import is still a dependency); imports un
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -105,3 +107,26 @@ def test_the_checker_sees_lazy_imports_and_ignores_type_checking_ones() -> None:
     v.visit(ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import dpflow.api\n"
                       "def f():\n    from dpflow.planner.certify import certify\n"))
     assert v.found == {"dpflow.planner.certify"}
+
+
+#: Heavy packages that ``import dpflow`` must not load (issue 30): each is imported inside the function that
+#: uses it (PLD numerics, calibration, the mixture and heavy-tailed estimators, the CLI's CSV reader, the dask
+#: backend, ``Plan.graph``, a budget store's sqlite3), and ``dp.stats`` / ``dp.estimators`` on first use.
+NOT_AT_IMPORT = ("dp_accounting", "scipy", "pandas", "dask", "distributed", "networkx", "sklearn", "pyarrow",
+                 "sqlite3", "dpflow.budget", "dpflow.estimators", "dpflow.stats")
+
+
+def test_import_dpflow_loads_no_heavy_package() -> None:
+    code = ("import sys, dpflow\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({tuple(p + '.' for p in NOT_AT_IMPORT)!r})\n"
+            f"             or m in {NOT_AT_IMPORT!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT.parent).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_lazy_subpackages_load_on_first_use() -> None:
+    code = "import dpflow as dp\nprint(dp.stats.mean.__module__, dp.estimators.clipped_mean.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT.parent).stdout
+    assert out.split() == ["dpflow.stats", "dpflow.estimators.mean"]

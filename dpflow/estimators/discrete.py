@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from dpflow import nodes
 from dpflow.domains import Ordinal
@@ -147,6 +146,8 @@ def monotone_cdf(cdf: Any) -> CDF:
     >>> monotone_cdf((np.array([-1, 2, 5, 9]), np.array([0.0, -0.6, 2.0, 1.0])))[1].tolist()
     [0.0, 0.0, 1.0, 1.0]
     """
+    from scipy.optimize import isotonic_regression
+
     P = np.asarray(cdf[0], dtype=np.int64)
     F = np.nan_to_num(np.asarray(cdf[1], dtype=float), nan=0.0, posinf=1.0, neginf=0.0)
     out = np.clip(isotonic_regression(F).x, 0.0, 1.0)

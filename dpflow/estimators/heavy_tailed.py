@@ -46,7 +46,6 @@ from typing import Any, Literal
 
 import attrs
 import numpy as np
-from scipy import stats
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
@@ -379,6 +378,7 @@ def tail_bias(r: float, d: int, v: float, kurtosis: float) -> float:
 
 def _chi(d: int) -> float:
     """``sqrt`` of the chi-square quantile with d degrees of freedom at one term's confidence."""
+    from scipy import stats
     return math.sqrt(float(stats.chi2.ppf(1.0 - (1.0 - CONFIDENCE) / 4, d)))
 
 

@@ -55,7 +55,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-from scipy import stats
 
 from dpflow import nodes as N
 from dpflow.domains import Vectors
@@ -163,6 +162,8 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
         why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget: the "
                "standardised units, and so the centres, are not bounded")
         return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    from scipy import stats
+
     q = 1.0 - (1.0 - CONFIDENCE) / (2 * k)
     chi = math.sqrt(float(stats.chi2.ppf(q, d)))
     rg = (gram_widen(d) if method == "sample_aggregate" else 1.0) * sigma_max * math.sqrt(
@@ -275,6 +276,8 @@ def gram_widen(d: int) -> float:
     >>> [gram_widen(d) for d in (1, 2, 10, 50)]
     [1.71, 1.5, 1.22, 1.1]
     """
+    from scipy import stats
+
     tau = float(stats.chi2.sf(GRAM_WIDEN**2 * stats.chi2.ppf(0.97, 2), 4))
     f = math.sqrt(float(stats.chi2.isf(tau, d + 2) / stats.chi2.ppf(0.97, d)))
     return math.ceil(f * 100 - 1e-9) / 100
@@ -770,6 +773,8 @@ class GaussianMixture(Estimator):
         Xa = self._rows(X, reset=False)
         if self.n_found_ == 0:
             raise ValueError(f"no component was found (not_found_: {self.not_found_}): nothing to predict with")
+        from scipy import stats
+
         logp = np.stack([np.log(w) + stats.multivariate_normal(m, c, allow_singular=True).logpdf(Xa)
                          for w, m, c in zip(self.weights_, self.means_, self.covariances_, strict=True)], axis=-1)
         out: np.ndarray = logp.reshape(Xa.shape[0], -1)

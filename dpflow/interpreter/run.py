@@ -156,7 +156,7 @@ class _Run:
                 env[rec.id] = self.evaluate(rec, [env[i] for i in rec.inputs], ctx)
             if rec.id in shared:
                 env[rec.id] = self.backend.persist(env[rec.id])
-            for used in (*rec.inputs, *(r.id for r in node.refs())):
+            for used in space.reads[rec.id]:
                 left[used] -= 1
                 kind = space.types.get(used)
                 if left[used] == 0 and self.frees and used not in self.keep and not isinstance(kind, ReleasedT):
@@ -193,7 +193,7 @@ def _reads(space: TypedScope) -> tuple[dict[str, int], set[str]]:
     left: dict[str, int] = defaultdict(int)
     shared: set[str] = set()
     for rec in space.order:
-        for used in (*rec.inputs, *(r.id for r in rec.node.refs())):
+        for used in space.reads[rec.id]:
             left[used] += 1
         if isinstance(rec.node, Recurse) and rec.node.times > 1:
             shared.add(rec.inputs[0])

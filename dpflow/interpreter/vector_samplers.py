@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import os
@@ -122,15 +123,16 @@ def uniform_below(n: np.ndarray, src: WordSource) -> np.ndarray:
     True
     """
     m = np.ascontiguousarray(n, dtype=np.uint64)
-    rem = (np.uint64(0) - m) % m  # 2^64 mod m
+    top = np.uint64(0) - m  # 2^64 - m: w is accepted when its multiple of m, w - w % m, is at most this
     w = src.draw(m.size).reshape(m.shape)
     out = w % m
-    bad = np.flatnonzero((rem != 0) & (w >= np.uint64(0) - rem))
+    bad = np.flatnonzero(w - out > top)
     while bad.size:  # rare: redraw the rejected entries
-        mi, ri = m.ravel()[bad], rem.ravel()[bad]
+        mi, ti = m.ravel()[bad], top.ravel()[bad]
         w2 = src.draw(bad.size)
-        ok = w2 < np.uint64(0) - ri
-        out.ravel()[bad[ok]] = w2[ok] % mi[ok]
+        r2 = w2 % mi
+        ok = w2 - r2 <= ti
+        out.ravel()[bad[ok]] = r2[ok]
         bad = bad[~ok]
     return out.astype(np.int64)
 
@@ -202,6 +204,9 @@ class _LazyUniform:
 
 # --------------------------------------------------------------------------- Bernoulli(exp(-x)), x in [0, 1]
 
+_COLUMNS = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
+
+
 def _first_failure(success: np.ndarray) -> np.ndarray:
     """1-based index of the first False column (BERN_COLUMNS + 1 when every column is True)."""
     fail = ~success
@@ -212,8 +217,7 @@ def _first_failure(success: np.ndarray) -> np.ndarray:
 def _bern_exp_ratio(u: np.ndarray, t: int, src: WordSource) -> np.ndarray:
     """Bernoulli(exp(-u / t)) for integers 0 <= u < t (CKS20 Alg. 1: K is the first k with Bernoulli(x/k)
     false; the result is K odd).  Column k is Bernoulli(u / (t k)): a uniform below t k against u."""
-    cols = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
-    a = uniform_below(np.broadcast_to(t * cols, (u.size, BERN_COLUMNS)).copy(), src)
+    a = uniform_below(np.broadcast_to(t * _COLUMNS, (u.size, BERN_COLUMNS)), src)
     k = _first_failure(a < u[:, None])
     for i in np.flatnonzero(k > BERN_COLUMNS):  # probability < 2^-44: the same loop, continued exactly
         src.continuations += 1
@@ -231,8 +235,7 @@ def _bern_exp_frac(rem: np.ndarray, den: int, src: WordSource) -> np.ndarray:
     on a tie)."""
     m = rem.size
     f64 = ((rem << 64) // den).astype(np.uint64)
-    cols = np.arange(1, BERN_COLUMNS + 1, dtype=np.int64)
-    c = uniform_below(np.broadcast_to(cols, (m, BERN_COLUMNS)).copy(), src)
+    c = uniform_below(np.broadcast_to(_COLUMNS, (m, BERN_COLUMNS)), src)
     w = src.draw(m * BERN_COLUMNS).reshape(m, BERN_COLUMNS)
     below = w < f64[:, None]
     for i, j in zip(*np.nonzero(w == f64[:, None]), strict=True):
@@ -297,6 +300,14 @@ def discrete_laplace_array(scale: Fraction, size: int, src: WordSource) -> np.nd
     if t >= _MAX_INT or s >= _MAX_INT:
         rng = src.int_source()
         return np.array([discrete_laplace(scale, rng) for _ in range(size)], dtype=object)
+    if size == 1:  # a scalar release: the same steps on Python integers (numpy's per-call cost was most of it)
+        z = _laplace_one(t, s, src)
+        return np.array([z], dtype=np.int64 if abs(z) < 2**62 else object)
+    return _laplace_vector(t, s, size, src)
+
+
+def _laplace_vector(t: int, s: int, size: int, src: WordSource) -> np.ndarray:
+    """:func:`discrete_laplace_array` of scale t/s for integers below ``_MAX_INT``, whole arrays at once."""
     out = np.zeros(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
@@ -320,6 +331,62 @@ def discrete_laplace_array(scale: Fraction, size: int, src: WordSource) -> np.nd
         out[pending[ok]] = np.where(negative, -mag, mag)[ok]
         pending = pending[~ok]
     return out
+
+
+# --------------------------------------------------------------------------- one draw, on Python integers
+
+def _below_each(moduli: list[int], src: WordSource) -> list[int]:
+    """:func:`uniform_below` of a list of moduli, on Python integers: the same words, redrawn in the same order."""
+    words = src.draw(len(moduli)).tolist()
+    out = [w % m for w, m in zip(words, moduli, strict=True)]
+    bad = [i for i, w in enumerate(words) if w - out[i] > _TWO64 - moduli[i]]
+    while bad:
+        again = []
+        for i, w in zip(bad, src.draw(len(bad)).tolist(), strict=True):
+            r = w % moduli[i]
+            if w - r <= _TWO64 - moduli[i]:
+                out[i] = r
+            else:
+                again.append(i)
+        bad = again
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _exp_thresholds() -> tuple[int, ...]:
+    """:func:`_exp_table` for v = 1..GEOM_TABLE as Python integers, ascending (v = GEOM_TABLE first)."""
+    return tuple(int(x) for x in _exp_table()[:0:-1])
+
+
+def _laplace_one(t: int, s: int, src: WordSource) -> int:
+    """One draw of :func:`discrete_laplace_array` (scale t/s): the steps of its loop for a single pending
+    entry, each drawing the words it draws there, so the same words give the same value (tests check it)."""
+    thresholds = _exp_thresholds()
+    while True:
+        while True:  # U: rejection sampling, accepted with exp(-U/t) (_bern_exp_ratio's columns)
+            u = _below_each([t], src)[0]
+            a = _below_each([t * k for k in range(1, BERN_COLUMNS + 1)], src)
+            k = next((j for j, x in enumerate(a, 1) if not x < u), BERN_COLUMNS + 1)
+            if k > BERN_COLUMNS:  # probability < 2^-44: the same loop, continued exactly
+                src.continuations += 1
+                k, rng = BERN_COLUMNS + 1, src.int_source()
+                while rng.below(t * k) < u:
+                    k += 1
+            if k % 2 == 1:
+                break
+        w = src.word()  # V: _geometric_exp1, the number of thresholds above w
+        i = bisect.bisect_right(thresholds, w)
+        v = GEOM_TABLE - i
+        if v == GEOM_TABLE or (i > 0 and thresholds[i - 1] == w):
+            r = _LazyUniform(w, src)
+            v = 0
+            while r.below_exp(v + 1):
+                v += 1
+        mag = (v * t + u) // s
+        if src.word() >> 63 == 0:
+            return mag
+        if mag != 0:  # (-, 0) is rejected
+            return -mag
 
 
 def discrete_gaussian_array(sigma2: Fraction, size: int, src: WordSource) -> np.ndarray:

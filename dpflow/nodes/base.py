@@ -15,8 +15,9 @@ The static types live in :mod:`dpflow.nodes.types`, the parameter converters in 
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -187,13 +188,17 @@ class EvalContext(Protocol):
 # --------------------------------------------------------------------------- node families
 
 
+def _field_names_of(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in attrs.fields(cls))
+
+
+# cached by a call, not a decorator (mutmut does not mutate decorated functions): a node class's fields are fixed,
+# and the builder, the planner and every run ask a node for its references
+_field_names: Callable[[type], tuple[str, ...]] = functools.lru_cache(maxsize=None)(_field_names_of)
+
+
 def _ref_fields(node: Any) -> tuple[Ref, ...]:
-    refs: list[Ref] = []
-    for f in attrs.fields(type(node)):
-        v = getattr(node, f.name)
-        if isinstance(v, Ref):
-            refs.append(v)
-    return tuple(refs)
+    return tuple(v for name in _field_names(type(node)) if isinstance(v := getattr(node, name), Ref))
 
 
 NODE_KINDS: dict[str, type[Node]] = {}

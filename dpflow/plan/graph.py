@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
-import networkx as nx
 
 from dpflow.errors import PlanReferenceError, PlanTypeError, SerializationError
 from dpflow.nodes import NodeRecord
@@ -24,6 +23,7 @@ from dpflow.plan.serialize import (
 from dpflow.privacy import ZCDP, ApproxDP, ApproxZCDP, Measure, PureDP
 
 if TYPE_CHECKING:
+    import networkx as nx
     import numpy as np
 
     from dpflow.api import Result
@@ -84,6 +84,8 @@ def _valid_budget(plan: Plan, _attribute: object, budget: Measure) -> None:
 
 def build_graph(records: tuple[NodeRecord, ...], what: str = "plan") -> nx.DiGraph:
     """The networkx DAG of ``records``; refuses undefined references and cycles."""
+    import networkx as nx  # imported when a graph is built (a plan out of order, or .graph()), not with dpflow
+
     g = nx.DiGraph()
     for i, rec in enumerate(records):
         if rec.id in g:
@@ -117,6 +119,8 @@ def topological(records: tuple[NodeRecord, ...], what: str = "plan") -> list[Nod
         seen.add(rec.id)
     else:
         return list(records)
+    import networkx as nx
+
     g = build_graph(records, what)
     order = nx.lexicographical_topological_sort(g, key=lambda n: g.nodes[n]["order"])
     return [g.nodes[n]["record"] for n in order]
@@ -164,6 +168,9 @@ class Plan:
     accounting: AccountingOption = attrs.field(default="auto", converter=accounting_option)
     """``"auto"`` (zCDP or pure, chosen by the planner) or ``"basic"`` (per-mechanism (epsilon, delta)
     shares, basic composition; ApproxDP budgets only)."""
+    _hash: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    """:attr:`hash`, once computed: every field is immutable (frozen records, parameters converted to tuples
+    and floats), so a run of the same plan object looks its certificate up without writing its JSON again."""
 
     def graph(self) -> nx.DiGraph:
         """The plan as a networkx DiGraph (nodes carry ``record`` and ``order``)."""
@@ -212,7 +219,10 @@ class Plan:
     @property
     def hash(self) -> str:
         """Stable content hash: sha256 of the canonical JSON."""
-        return "sha256:" + hashlib.sha256(self.to_json().encode()).hexdigest()
+        if self._hash is None:
+            object.__setattr__(self, "_hash", "sha256:" + hashlib.sha256(self.to_json().encode()).hexdigest())
+        assert self._hash is not None
+        return self._hash
 
     def check(self, exact_noise: bool = True) -> Ledger:
         """Certify the plan (no data is read) for the noise a default run draws; raises a

@@ -71,6 +71,9 @@ def legacy_sym_names(data: Any) -> Any:
 
 def encode(value: Any) -> Any:
     """A node parameter (or anything inside one) as JSON data."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is bool or (kind is float and not math.isinf(value)):
+        return value  # the common parameters first (exact types: a subclass takes the checks below)
     if isinstance(value, Ref):
         return {"$ref": value.id}
     if isinstance(value, Fraction):

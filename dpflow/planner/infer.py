@@ -57,6 +57,8 @@ class TypedScope:
     bodies: dict[str, TypedScope]
     parents: dict[str, str] = attrs.field(init=False)
     records: dict[str, NodeRecord] = attrs.field(init=False)
+    reads: dict[str, tuple[str, ...]] = attrs.field(init=False)
+    """The ids each node reads: its input slots, then the released values its parameters refer to."""
     steps: list[_Step] = attrs.field(init=False)
     """The sensitive nodes, children before parents, tagged with how they fold."""
     program: _Program = attrs.field(init=False)
@@ -65,6 +67,7 @@ class TypedScope:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "parents", {c.id: p for p, cs in self.children.items() for c in cs})
         object.__setattr__(self, "records", {r.id: r for r in self.order})
+        object.__setattr__(self, "reads", {r.id: (*r.inputs, *(x.id for x in r.node.refs())) for r in self.order})
         object.__setattr__(self, "steps", _fold_steps(self))
         object.__setattr__(self, "program", _fold_program(self.steps))
 

@@ -13,8 +13,6 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from scipy import optimize
-
 from .composition import advanced_composition
 from .conversions import (
     bounded_range_to_zcdp,
@@ -167,6 +165,8 @@ def gdp_mu_for_approx_dp(epsilon: Real, delta: Real) -> float:
     lo, hi = _bracket(ok)
     if lo == 0.0:  # pragma: no cover - only for delta near the smallest subnormal
         return 0.0
+    from scipy import optimize  # imported when used, not with dpflow (import time)
+
     log_d = math.log(d)
     root = optimize.brentq(
         lambda mu: math.log(gaussian_dp_delta(mu, eps)) - log_d, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500

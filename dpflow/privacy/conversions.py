@@ -14,11 +14,10 @@ Inputs may be floats, ints or Fractions.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
-
-from scipy import special
 
 from .measures import ApproxZCDP, exact
 from .rounding import down, to_float_down, to_float_up, up
@@ -268,6 +267,12 @@ def zcdp_to_approx_dp(rho: Real, delta: Real) -> float:
     return _verify_cks_epsilon(rho_f, d, eps)
 
 
+# cached by a call, not a decorator (mutmut does not mutate decorated functions): every ledger reports its
+# sources' totals at the report delta (:func:`approx_zcdp_to_approx_dp`), and a plan certified again (a new plan
+# object, a cleared certificate cache) asks for the same figure
+_cks_epsilon = functools.lru_cache(maxsize=512)(zcdp_to_approx_dp)
+
+
 def _verify_cks_epsilon(rho_f: float, d: float, eps: float) -> float:
     """Nudge eps up (geometrically growing steps) until cks_delta(rho, eps) <= d."""
     candidate = eps
@@ -329,7 +334,7 @@ def approx_zcdp_to_approx_dp(rho: Real, delta0: Real, delta: Real) -> float:
             f"delta must exceed delta0 of the approximate zCDP guarantee: delta={float(d)!r}, "
             f"delta0={float(d0)!r}"
         )
-    return zcdp_to_approx_dp(rho, to_float_down(min(d - d0, Fraction(1))))
+    return _cks_epsilon(rho, to_float_down(min(d - d0, Fraction(1))))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -364,6 +369,8 @@ def gaussian_dp_delta(mu: Real, epsilon: Real) -> float:
     >>> gaussian_dp_delta(0.0, 1.0)
     0.0
     """
+    from scipy import special  # imported when used, not with dpflow (import time)
+
     mu_f = _loss_up("mu", mu)
     eps_f = _point_down("epsilon", epsilon)
     if mu_f == 0.0:

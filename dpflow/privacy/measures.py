@@ -41,7 +41,7 @@ def exact(x: float | int | str | Fraction) -> Fraction:
     elif type(x) is float:
         if not math.isfinite(x):
             raise ValueError(f"privacy parameter must be finite, got {x!r}")
-        q = Fraction(x)
+        q = Fraction(*x.as_integer_ratio())  # Fraction(x) exactly, without Fraction's abstract-base-class checks
     elif isinstance(x, bool):
         raise TypeError("privacy parameter must be a number or a numeric string, got a bool")
     elif isinstance(x, Fraction):
@@ -62,7 +62,7 @@ def exact(x: float | int | str | Fraction) -> Fraction:
             raise ValueError(f"privacy parameter must be a finite number, got {x!r}") from err
     else:
         raise TypeError(f"privacy parameter must be float, int, str or Fraction, got {type(x).__name__}")
-    if q < 0:
+    if q.numerator < 0:  # a Fraction's sign is its numerator's (q < 0 goes through numbers.Rational checks)
         raise ValueError(f"privacy parameter must be non-negative, got {x!r}")
     return q
 

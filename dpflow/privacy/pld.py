@@ -68,18 +68,16 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
-from dp_accounting.pld import pld_pmf as _pmf
-from dp_accounting.pld import privacy_loss_distribution as _pld
-from dp_accounting.pld import privacy_loss_mechanism as _mech
-from scipy.special import ndtr
-from scipy.stats import binom
 
 from .measures import exact
 from .rounding import down, to_float_down, to_float_up, up
+
+if TYPE_CHECKING:  # dp_accounting (with scipy.stats) is imported where a PLD is built, not with dpflow
+    from dp_accounting.pld import privacy_loss_distribution as _pld
 
 __all__ = [
     "DELTA_NUMERICAL_RESERVE",
@@ -414,6 +412,7 @@ _GAUSSIANS = (GaussianPLD, LatticeGaussianPLD)
 
 def _event_pld(event: LaplacePLD | PurePLD | ApproxPLD, count: int) -> _pld.PrivacyLossDistribution:
     """The pessimistic PLD of ``count`` self-compositions of a non-Gaussian event."""
+    from dp_accounting.pld import privacy_loss_distribution as _pld
     vdi = VALUE_DISCRETIZATION_INTERVAL
     if isinstance(event, LaplacePLD):
         base = _pld.from_laplace_mechanism(down(1.0 / to_float_up(event.epsilon)), sensitivity=1.0,
@@ -432,6 +431,9 @@ def _randomized_response_power(eps: Fraction, delta: float, k: int, pessimistic:
     composition).  Rounding each loss up (``pessimistic``; down otherwise) once errs by at most one grid step
     in all, where composing k rounded copies (``self_compose``) errs by up to k steps: the k-fold pure
     composition of a 10,000-node plan (833 events of epsilon 0.003) gets an epsilon 8% lower this way."""
+    from dp_accounting.pld import pld_pmf as _pmf
+    from dp_accounting.pld import privacy_loss_distribution as _pld
+    from scipy.stats import binom
     v = VALUE_DISCRETIZATION_INTERVAL
     j = np.arange(k + 1)
     ratio = eps / Fraction(v)  # losses in grid steps, (2 j - k) eps / v, rounded exactly
@@ -454,6 +456,9 @@ def _gaussian_pld(sigma: float) -> _pld.PrivacyLossDistribution:
     grid point at a time: most of a search step).  The inverse of the loss L(x) = (-1/2 - x) / sigma^2 of the
     remove direction is x = -1/2 - epsilon sigma^2; delta(epsilon) = P(x' <= x) - e^epsilon Q(x' <= x)
     (dp_accounting's ``get_delta_for_epsilon``).  Tests check it equal to ``from_gaussian_mechanism``."""
+    from dp_accounting.pld import pld_pmf as _pmf
+    from dp_accounting.pld import privacy_loss_distribution as _pld
+    from dp_accounting.pld import privacy_loss_mechanism as _mech
     vdi = VALUE_DISCRETIZATION_INTERVAL
     loss = _mech.GaussianPrivacyLoss(sigma, sensitivity=1.0, pessimistic_estimate=True, log_mass_truncation_bound=-50,
                                      adjacency_type=_mech.AdjacencyType.REMOVE)
@@ -527,6 +532,9 @@ def _gaussian_pld_lower(mu: float) -> _pld.PrivacyLossDistribution:
     Wang 2018; Dong, Roth & Su 2022), here rounded DOWN to the grid (bucket [i v, (i + 1) v) at i v), the
     mass below mean - 12 sd dropped and the mass above mean + 12 sd put on the top bucket: every delta(epsilon)
     it gives is at most the exact one."""
+    from dp_accounting.pld import pld_pmf as _pmf
+    from dp_accounting.pld import privacy_loss_distribution as _pld
+    from scipy.special import ndtr
     v, m = VALUE_DISCRETIZATION_INTERVAL, mu * mu / 2.0
     lower, upper = math.floor((m - 12.0 * mu) / v), math.ceil((m + 12.0 * mu) / v)
     edges = ndtr((np.arange(lower, upper + 2) * v - m) / mu)

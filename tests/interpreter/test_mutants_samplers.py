@@ -518,14 +518,15 @@ def test_discrete_laplace_array_refuses_and_hands_huge_scales_to_the_exact_per_d
 
 
 def _laplace_scripted(scale: Fraction, u: list[int], v: list[int], signs: list[int]) -> np.ndarray:
-    """discrete_laplace_array with its steps scripted: U (accepted at once), V and the sign words."""
+    """discrete_laplace_array's vectorised loop with its steps scripted: U (accepted at once), V and the sign words
+    (a single draw runs the same steps on Python integers: ``test_vector_samplers`` checks them equal)."""
     from dpflow.interpreter import vector_samplers as V
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(V, "uniform_below", lambda n, s: np.array(u, dtype=np.int64))
         mp.setattr(V, "_bern_exp_ratio", lambda c, t, s: np.ones(c.size, dtype=bool))
         mp.setattr(V, "_geometric_exp1", lambda m, s: np.array(v, dtype=np.int64))
-        return V.discrete_laplace_array(scale, len(u), _Drawn([signs]))  # type: ignore[arg-type]
+        return V._laplace_vector(scale.numerator, scale.denominator, len(u), _Drawn([signs]))  # type: ignore[arg-type]
 
 
 def test_discrete_laplace_magnitude_is_exact_in_integers_at_every_size() -> None:
@@ -545,6 +546,11 @@ def test_discrete_laplace_magnitude_is_exact_in_integers_at_every_size() -> None
     assert out.dtype == object and out.tolist() == [2**62]
     out = _laplace_scripted(Fraction(2**55), [2**55 - 1], [127], [2**63])  # 2^62 - 1 (V >= 44): int64 still
     assert out.dtype == np.int64 and out.tolist() == [-(2**62 - 1)]
+    for z, kind in ((2**62 - 1, np.int64), (-(2**62), object), (2**62, object)):  # a single draw: the same rule
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(V, "_laplace_one", lambda t, s, src, z=z: z)
+            one = V.discrete_laplace_array(Fraction(3), 1, V.WordSource(seed=0))
+        assert one.dtype == kind and one.tolist() == [z]
 
 
 # ----------------------------------------------------------------- dpflow/interpreter/noise.py (round 11)

@@ -159,3 +159,39 @@ def test_secure_and_seeded_sources_use_the_word_sampler() -> None:
     noise = dp.SecureNoise()
     g = noise.discrete_gaussian(Fraction(2**80), (1000,))
     assert g.dtype == np.int64 and noise.words.words > 1000 and 0.8 < float(np.std(g.astype(float))) / 2**40 < 1.2
+
+
+class _Scripted(WordSource):
+    """A seeded word source whose first words are given: forces the rare branches (a rejected word, all
+    ``BERN_COLUMNS`` columns true, a geometric word equal to a threshold)."""
+
+    def __init__(self, script: list[int], seed: int) -> None:
+        super().__init__(seed=seed)
+        self.script = list(script)
+
+    def draw(self, n: int) -> np.ndarray:
+        k = min(n, len(self.script))
+        head, self.script = self.script[:k], self.script[k:]
+        rest = super().draw(n - k) if n > k else np.zeros(0, dtype=np.uint64)
+        self.words += k
+        return np.concatenate([np.array(head, dtype=np.uint64), rest])
+
+
+def test_one_laplace_draw_is_the_vector_samplers_draw_from_the_same_words() -> None:
+    """A single draw (a scalar release) runs on Python integers: it must draw the same words, in the same order,
+    and return the same value as the vectorised loop, rare branches included."""
+    ties = vs._exp_thresholds()
+    scripts = [[], [5, *[0] * 16], [2**64 - 1, 2**64 - 2, 4], [1, *[2**64 - 1] * 16, ties[0]],
+               [3, *[2**63] * 16, ties[3]], [7, *[2**63 + 5] * 16, ties[-1], ties[-2]]]
+    continued = 0
+    for seed in range(600):
+        for scale in (Fraction(1, 3), Fraction(7, 2), Fraction(10), Fraction(2**40 * 100 + 7, 100)):
+            script = scripts[seed % len(scripts)]
+            one, vec = _Scripted(script, seed), _Scripted(script, seed)
+            z = vs._laplace_one(scale.numerator, scale.denominator, one)
+            assert [z] == vs._laplace_vector(scale.numerator, scale.denominator, 1, vec).tolist()
+            assert (one.words, one.continuations) == (vec.words, vec.continuations)
+            continued += one.continuations > 0
+    assert continued > 100  # the continuations were exercised
+    z1 = discrete_laplace_array(Fraction(3), 1, WordSource(seed=4))
+    assert z1.dtype == np.int64 and z1.tolist() == vs._laplace_vector(3, 1, 1, WordSource(seed=4)).tolist()
