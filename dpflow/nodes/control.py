@@ -43,7 +43,7 @@ class State(Node):
 
 @attrs.frozen(kw_only=True)
 class Round(Node):
-    """Stand-in for the public round index (0, 1, ...) of a ``Repeat`` body, or the depth of a ``PartitionTree`` piece."""
+    """Stand-in for the public round index (0, 1, ...) of a ``Repeat`` body, or a ``PartitionTree`` piece's depth."""
 
     kind: ClassVar[str] = "Round"
 
@@ -229,7 +229,8 @@ class PartitionTree(Control):
     that the split decision, the parts and their states read: :func:`needed`), ``L`` that of the leaf's result.
     The tree is charged ``T_0`` where ``T_D = L`` and ``T_d = seq(S, most(L, split_rule([T_(d+1)] * p, VALUE)))``:
     ``T_0.one = D S.one + L.one`` and, under replace-one, ``T_0.both`` is the largest of ``D S.both + L.both`` and
-    ``a S.both + 2 ((D - a) S.one + L.one)`` over ``a = 1..D`` (the root holds both records).  It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` that
+    ``a S.both + 2 ((D - a) S.one + L.one)`` over ``a = 1..D`` (the root holds both records).
+    It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` that
     ``nodes.terrific.recursive_partition`` unrolls, computed in O(D p) compositions.  Derivation:
 
     1. *One certificate for every piece.*  The body is typed on a value piece of the tree's rows (``Piece``'s type:

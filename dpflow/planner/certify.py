@@ -6,9 +6,9 @@ body, outputs and node parameters released (``validate``); (1) infer every node'
 (domain, public size, sensitivity) in topological order, recursing into control bodies
 (``infer``); (2) fold the per-record structure of every source (reuse adds, index splits take the
 max, value partitions take the max under add/remove and the two largest under replace, rounds of a
-``Repeat`` add, a ``PartitionTree`` charges a record's paths) (``fold``); (3) choose the accounting mode (``modes``) and allocate the budget to
-mechanisms by weight, exactly (``fractions.Fraction``), after fixed-cost mechanisms
-(``allocate``); (4) fold the mechanisms' certified costs the same way and check them against the
+``Repeat`` add, a ``PartitionTree`` charges a record's paths) (``fold``); (3) choose the accounting mode
+(``modes``) and allocate the budget to mechanisms by weight, exactly (``fractions.Fraction``), after fixed-cost
+mechanisms (``allocate``); (4) fold the mechanisms' certified costs the same way and check them against the
 budget; (5) write the ledger (``render``).  This module runs the steps in order.
 
 Allocation never lands above the budget: shares are exact fractions of the

@@ -160,7 +160,8 @@ of its full cost (``privacy.ratio.share_at_ratio`` of a unit share; ``privacy.ra
 def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
               per_round: bool, factor: Factor | None = None) -> Fraction:
     """Fold fractions (shares, weights) below ``start``; a loop multiplies by the sum of its round
-    weights (``per_round``) or by its number of rounds, a partition tree composes its paths (``tree_rule``).  With ``factor``, a mechanism's one-sided value is its
+    weights (``per_round``) or by its number of rounds, a partition tree composes its paths (``tree_rule``).
+    With ``factor``, a mechanism's one-sided value is its
     value times its factor (the folds that allocate the budget: they bound the one-sided costs)."""
     return of_relation(relation, _fold_frac(space, start, leaf, per_round, factor))
 

@@ -292,7 +292,8 @@ def composition_from_data(d: dict[str, Any]) -> Composition:
     if "parallel" in d:
         return Parallel(d["parallel"], tuple(composition_from_data(p) for p in d["parts"]))
     if "tree" in d:
-        return Tree(d["tree"], d["depth"], d["parts"], composition_from_data(d["split"]), composition_from_data(d["leaf"]))
+        return Tree(d["tree"], d["depth"], d["parts"], composition_from_data(d["split"]),
+                    composition_from_data(d["leaf"]))
     return Rounds(d["rounds"], Fraction(d["weight"]), d["count"], composition_from_data(d["body"]))
 
 
@@ -300,7 +301,8 @@ def recompose(c: Composition, relation: Relation) -> Cost:
     """The cost of a composition tree by its documented meaning alone: a sequence adds, a split's parts
     compose in parallel (:func:`split_rule`: one record is in one piece; a replaced
     record changes one index block, or at most two value pieces, each by one record),
-    ``count`` rounds are a ``count``-fold composition, a partition tree composes its paths (:func:`tree_rule`).  Any accountant can re-walk a ledger this way; the
+    ``count`` rounds are a ``count``-fold composition, a partition tree composes its paths (:func:`tree_rule`).
+    Any accountant can re-walk a ledger this way; the
     test suite checks it gives every source total the planner's fold computed.
 
     >>> t = Sequential((Charge("a", Cost.pure(1)), Rounds("r", Fraction(1), 2, Charge("r/b", Cost.pure(1)))))
@@ -487,9 +489,10 @@ class Ledger:
             found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
             raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
                              "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text, a version 2 "
-                             "ledger has no noise calibrations, a version 3 ledger no one-sided charges and a "
-                             "version 4 ledger no predicted errors, and a version 5 ledger names loops Recurse, so none can be read: certify the plan again "
-                             "(Plan.from_json(...).check()) to get a current ledger")
+                             "ledger has no noise calibrations, a version 3 ledger no one-sided charges, a "
+                             "version 4 ledger no predicted errors and a version 5 ledger names loops Recurse, so "
+                             "none can be read: certify the plan again (Plan.from_json(...).check()) to get a "
+                             "current ledger")
         ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
                            "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),
                            "composition": tuple(d["composition"]), "warnings": tuple(d["warnings"]),

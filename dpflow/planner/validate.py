@@ -43,7 +43,8 @@ def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, 
             for stand_in, least in ((Input, 1), (State, 1), (Round, 0)):
                 if not least <= counts[stand_in] <= 1:
                     raise PlanTypeError(path + rec.id, f"the body has {counts[stand_in]} {stand_in.kind} stand-ins",
-                                        "build the body with dpflow.nodes.repeat or partition_tree (one Input, one State, "
+                                        "build the body with dpflow.nodes.repeat or partition_tree (one Input, one "
+                                        "State, "
                                         "at most one Round)")
             _check_records(node.body.records, f"{path}{rec.id}/", sources)
 

@@ -42,8 +42,9 @@ def test_repeat_types_itself() -> None:
     rec = Repeat(times=1, body=None)  # type: ignore[arg-type]
     with pytest.raises(PlanTypeError) as e:
         rec.infer([], Ctx())  # type: ignore[arg-type]
-    assert (e.value.node, e.value.problem, e.value.fix) == ("r", "Repeat takes sensitive rows and a released initial "
-                                                            "state", "call dpflow.nodes.repeat(rows, init, body, times)")
+    assert (e.value.node, e.value.problem, e.value.fix) == (
+        "r", "Repeat takes sensitive rows and a released initial state",
+        "call dpflow.nodes.repeat(rows, init, body, times)")
 
 
 def test_recurse_refusals() -> None:
