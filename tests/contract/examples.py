@@ -547,6 +547,20 @@ for _kind in ("Repeat", "Input", "State", "Round"):
     example(_kind, relations=RELATIONS, in_body=_kind != "Repeat")(_recurse)
 
 
+def _tree_body(rows: Any, state: Any, depth: Any) -> N.TreeStep:
+    inside, outside = N.split(rows, N.PartitionByBall(center=state, radius=rows.builder.public(1.0)))
+    cnt = N.LaplaceMech()(N.Count()(rows))
+    leaf = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(rows)))
+    return N.TreeStep(split=cnt, parts=[inside, outside], states=[state, state], leaf=leaf, size=cnt)
+
+
+@example("PartitionTree", relations=RELATIONS, special=((1.0, 0.0, 0.0), (0.0, 0.0, 0.0)))
+def _partition_tree(b: dp.PlanBuilder, X: Any) -> Fragment:
+    """A tree of ball partitions, depth at most 2 and 3 parts: split while a piece's noisy count is positive."""
+    tree = N.partition_tree(X, b.public([0.0, 0.0, 0.0]), _tree_body, max_depth=2, max_parts=3)
+    return Fragment({"tree": tree}, tree.id)
+
+
 # --------------------------------------------------------------------------- k-tuples of block answers (tuples.py)
 
 

@@ -52,7 +52,7 @@ def kinds_of(records: tuple[N.NodeRecord, ...]) -> set[str]:
     out: set[str] = set()
     for r in records:
         out.add(r.node.kind)
-        if isinstance(r.node, N.Repeat):
+        if isinstance(r.node, (N.Repeat, N.PartitionTree)):
             out |= kinds_of(r.node.body.records)
     return out
 
@@ -654,7 +654,7 @@ def test_bounds_at_edge_run_time_values_never_raise_nor_understate(kind, what, e
 def carries_a_rule(cls: type[N.Node]) -> bool:
     """Mechanisms (a cost), queries and transforms (a sensitivity or stability), splits and pieces
     (parallel composition), loops (sequential composition)."""
-    return issubclass(cls, (N.Mechanism, N.Query, N.Transform, N.Repeat)) or cls.kind in (
+    return issubclass(cls, (N.Mechanism, N.Query, N.Transform, N.Repeat, N.PartitionTree)) or cls.kind in (
         "SplitByIndex", "PartitionByBall", "Piece")
 
 
@@ -676,7 +676,7 @@ def test_node_kinds_register_themselves_and_cannot_be_shadowed() -> None:
     (a test's mutant) does not replace the real kind, and a second dpflow class of the same kind is refused."""
     from dpflow.nodes.base import NODE_KINDS, Node
 
-    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 68
+    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 69
 
     class Mutant(N.Mean):
         kind: ClassVar[str] = "Mean"

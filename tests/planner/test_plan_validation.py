@@ -180,7 +180,7 @@ def test_a_source_inside_a_recurse_body_is_refused(name: str, outer: bool) -> No
     plan = edited(b.build(**outs), _move_body_input_to_a_source(name))
     rec_id = node_id(json.loads(plan.to_json())["nodes"], "Repeat")
     err = refused_everywhere(plan, dp.PlanTypeError, f"{rec_id}/b9.source_99")
-    assert f"source {name} is declared inside a Repeat body" in str(err)
+    assert f"source {name} is declared inside a control body" in str(err)
 
 
 def test_a_source_inside_a_nested_recurse_body_is_refused() -> None:
@@ -208,7 +208,7 @@ def test_the_builder_refuses_a_source_inside_a_recurse_body(name: str) -> None:
     with pytest.raises(dp.PlanTypeError) as info:
         N.repeat(X, b.public([0.0, 0.0]), step, times=3)
     assert_refusal(info.value, name)
-    assert "inside a Repeat body" in str(info.value) and "top-level builder" in str(info.value)
+    assert "inside a control body" in str(info.value) and "top-level builder" in str(info.value)
 
 
 def _second_source(name: str) -> Edit:

@@ -52,7 +52,7 @@ def test_fold_steps_are_tagged_by_step_kind():
     assert all(isinstance(tag, StepKind) for tag, *_ in steps)
     kinds = {rec.node.kind: tag for tag, rec, *_ in steps}
     assert kinds["GaussianMech"] is StepKind.MECH
-    assert kinds["Repeat"] is StepKind.RECURSE
+    assert kinds["Repeat"] is StepKind.CONTROL
     assert kinds["Source"] is kinds["Clip"] is kinds["Sum"] is StepKind.SEQ
     rules = {rec.node.kind: (tag, rule) for tag, rec, _, _, rule in steps if tag is StepKind.PIECES}
     assert rules == {"SplitByIndex": (StepKind.PIECES, "index"), "PartitionByBall": (StepKind.PIECES, "value")}

@@ -51,7 +51,7 @@ def _walk_every_step(space: TypedScope, start: str) -> str:
             acc[rec.id] = acc[kids[0]] if len(kids) == 1 else "(" + "+".join(acc[k] for k in kids) + ")"
         elif tag is StepKind.MECH:
             acc[rec.id] = rec.id
-        elif tag is StepKind.RECURSE:
+        elif tag is StepKind.CONTROL:
             acc[rec.id] = "R" + rec.id
         else:
             assert rule is not None
