@@ -317,3 +317,22 @@ def test_json_bound_factors_are_not_coerced(factor: list[Any]) -> None:
     with pytest.raises((ValueError, SerializationError)):
         decode(json.loads(json.dumps({"$sym": [2.0, [factor]]})))
     assert decode({"$sym": [2.0, [[{"$released": "radius"}, 1]]]}) == dp.Sym(2.0, ((dp.ReleasedScalar("radius"), 1),))
+
+
+def test_an_old_plan_naming_recurse_loads_and_certifies_to_the_same_ledger() -> None:
+    """Issue 31: ``Recurse`` is now ``Repeat``.  Plans written before the rename (``data/recurse_plans_v2.json``:
+    a hand-written loop with round weights and CoinPress covariance, with the ledgers dpflow certified for them at
+    568d9a4) still load, and certify to the same ledger: every entry, cost event, composed total and composition
+    tree, only the kind's name, the plan hash (of the re-encoded plan) and the ledger schema version differ."""
+    from pathlib import Path
+
+    docs = json.loads((Path(__file__).parent / "data" / "recurse_plans_v2.json").read_text())
+    for doc in docs:
+        assert '"kind": "Recurse"' in json.dumps(doc["plan"])
+        plan = dp.Plan.from_json(json.dumps(doc["plan"]))
+        assert any(isinstance(r.node, N.Repeat) for r in plan.records)
+        new = json.loads(certify(plan).ledger.to_json())
+        old = json.loads(json.dumps(doc["ledger"]).replace('"Recurse"', '"Repeat"').replace("Recurse:", "Repeat:"))
+        assert (old.pop("schema_version"), new.pop("schema_version")) == (5, 6)
+        assert old.pop("plan_hash") != new.pop("plan_hash")
+        assert new == old
