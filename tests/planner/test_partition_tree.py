@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -49,9 +48,8 @@ def _body(parts: int) -> Any:
     return body
 
 
-def tree_plan(relation: str, max_depth: int, max_parts: int | None, parts: int = 2,
-              budget: dp.Measure = dp.ZCDP(1)) -> dp.Plan:
-    b = dp.PlanBuilder(budget=budget, neighbors=relation)
+def tree_plan(relation: str, max_depth: int, max_parts: int | None, parts: int = 2) -> dp.Plan:
+    b = dp.PlanBuilder(budget=dp.ZCDP(1), neighbors=relation)
     X = b.source("X", dp.Vectors(d=1), n=50 if relation == "replace" else None)
     out = N.partition_tree(X, b.public([0.0]), _body(parts), max_depth=max_depth, max_parts=max_parts)
     m = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(X)))  # and one mechanism outside the tree
@@ -182,8 +180,8 @@ def test_the_depth_bound_follows_max_parts() -> None:
 
 def test_plan_size_and_certification_do_not_grow_with_depth() -> None:
     """The body is certified once: the plan has the same nodes at every depth bound, and certifying a tree 40 deep
-    (2^40 pieces) takes about as long as one 1 deep; its cost grows linearly in the depth."""
-    sizes, rhos, times = [], [], []
+    (2^40 pieces) takes under a second."""
+    sizes, times = [], []
     for depth in (1, 40):
         plan = tree_plan("replace", depth, None)
         sizes.append(len(plan.records) + sum(len(r.node.body.records) for r in plan.records
@@ -191,7 +189,7 @@ def test_plan_size_and_certification_do_not_grow_with_depth() -> None:
         t0 = time.perf_counter()
         cert = certify(plan)
         times.append(time.perf_counter() - t0)
-        rhos.append(cert.ledger.totals[0].cost.rho)
+        assert cert.ledger.totals[0].cost.rho <= 1
     assert sizes[0] == sizes[1]
     assert times[1] < 1.0
 
