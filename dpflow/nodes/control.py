@@ -366,7 +366,8 @@ class PartitionTree(Control):
 
 
 def _splits(decision: Any) -> bool:
-    """The released split decision: split when it is a finite positive number (NaN, "not found", 0: a leaf)."""
+    """The released split decision, read as a scalar (its first entry: ``released_scalar``): split when it is a
+    finite positive number (NaN, "not found", 0, a negative number, what is not a number: a leaf)."""
     try:
         x = released_scalar(decision)
     except (TypeError, ValueError):
