@@ -379,35 +379,72 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     elif method == "warmup":
         parts, w_leaf = _warmup_parts(X, Xb, c, Rc, min(k, d), k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
-        parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
+        out |= _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest, radii_l)
+        return b.build(**out)
     for i, Xl in enumerate(parts):
         out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None,
                      given[i] if given else None)
     return b.build(**out)
 
 
+RPGMP_STATE = ("V", "c", "Rb", "pc", "pr")
+"""The released state of an RPGMP piece: the projection basis and origin, the bounding radius, and the piece's ball
+(the ball a split found, or its parent's)."""
+
+
 def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t: int, s_min: float, delta: float,
-                 seed: int, rest: float) -> list[Any]:
-    """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then terrific balls in the projected
-    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves.  The projected space has
-    ``q = min(k, d)`` dimensions (with k > d the PCA basis is d x d)."""
+                 seed: int, rest: float, radii_l: tuple[float, ...]) -> dict[str, Any]:
+    """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then a :class:`~dpflow.nodes.PartitionTree`
+    (mixtures.md 5.2): each piece searches a terrific ball in the projected space, splits into the rows inside and
+    the rest when one is found (breadth first, at most k parts, depth k - 1), and a leaf is estimated by PGME's
+    per-part steps (:func:`_leaf`).  The body is certified once: the planner charges a record's root-to-leaf path
+    (two under replace-one; ``ledger.tree_rule``), the same charge as the complete tree of depth k - 1 this plan
+    unrolled before issue 31, so every share is the same.  The projected space has ``q = min(k, d)`` dimensions
+    (with k > d the PCA basis is d x d).  Returns the outputs ``leafI_n``, ``leafI_mean``, ``leafI_gram`` for I < k
+    (NaN for a leaf the tree did not make: post-processing of the released tree)."""
     q = min(k, d)
+    b = X.builder
     V = N.private_pca(X, k=q, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
     radii_p = N.radius_grid(s_min * math.sqrt(q) / 2, 2 * Rc)
     levels = k - 1
     per_node = WEIGHTS["partition"] * rest / max(levels, 1)
     w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
     shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
+    w_leaf = WEIGHTS["leaves"] * rest
 
-    def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
-        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=q,
-                               beta=BETA, delta=delta, seed=seed + 1000 * level + i, weights=shares)
+    def body(rows: Any, state: Any, depth: Any) -> N.TreeStep:
+        Vs, cs, Rs, pc, pr = (N.Apply(fn=np.asarray, shape=shape)(N.Get(name)(state))  # the parts' shapes
+                              for name, shape in zip(RPGMP_STATE, ((d, q), (d,), (), (q,), ()), strict=True))
+        ball = N.terrific_ball(N.Project(basis=Vs, center=cs)(rows), t=t, radii=radii_p, center=pc, radius=pr, d=q,
+                               beta=BETA, delta=delta, seed=seed, weights=shares)
+        cen, rad = N.Get(index=0)(ball), N.Get(index=1)(ball)
+        inside, outside = N.split(rows, N.PartitionByProjectedBall(center=cen, radius=rad, basis=Vs, origin=cs))
+        pack = N.Pack(names=RPGMP_STATE)
+        leaf = _leaf(rows, cs, Rs, radii_l, w_leaf, 0, t, gram_widen(d))
+        return N.TreeStep(split=rad, parts=[inside, outside], states=[pack(Vs, cs, Rs, cen, rad), state],
+                          leaf=N.Pack()(leaf["leaf0_n"], leaf["leaf0_mean"], leaf["leaf0_gram"]), size=leaf["leaf0_n"])
 
-    def rule(cen: Any, rad: Any) -> Any:
-        return N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c)
+    init = N.Pack(names=RPGMP_STATE)(V, c, Rb, b.public([0.0] * q), Rb)
+    tree = N.partition_tree(Xb, init, body, max_depth=levels, max_parts=k)
+    out: dict[str, Any] = {}
+    for i in range(k):
+        for j, (name, shape) in enumerate((("n", ()), ("mean", (d,)), ("gram", (d, d)))):
+            out[f"leaf{i}_{name}"] = N.Apply(fn=leaf_part, shape=shape)(tree, b.public(float(i)), b.public(float(j)),
+                                                                      b.public(float(d)))
+    return out
 
-    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * q), Rb), max_parts=k)
-    return [Xl for Xl, _, _ in nodes]
+
+def leaf_part(leaves: Any, i: Any, j: Any, d: Any) -> np.ndarray:
+    """Part ``j`` (count, mean, Gram) of leaf ``i`` of a released tree, NaN of its shape when the tree made fewer
+    leaves (post-processing of released values).
+
+    >>> leaf_part(((3.0, np.zeros(2), np.eye(2)),), 0.0, 0.0, 2.0), leaf_part((), 1.0, 1.0, 2.0)
+    (array(3.), array([nan, nan]))
+    """
+    i, j, dd = int(i), int(j), int(d)
+    if i < len(leaves):
+        return np.asarray(leaves[i][j], dtype=float)
+    return np.full(((), (dd,), (dd, dd))[j], np.nan)
 
 
 def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, q: int, k: int, t: int, s_min: float, delta: float,

@@ -227,14 +227,15 @@ class PartitionTree(Control):
     (:meth:`depth`), ``p`` the parts per split, ``S`` the per-record cost pair (``one``: a record enters or leaves
     the piece; ``both``: a record of the piece is replaced) of what a splitting piece evaluates (the body's nodes
     that the split decision, the parts and their states read: :func:`needed`), ``L`` that of the leaf's result.
-    The tree is charged ``T_0`` where ``T_D = L`` and ``T_d = seq(S, most(L, split_rule([T_(d+1)] * p, VALUE)))``:
-    ``T_0.one = D S.one + L.one`` and, under replace-one, ``T_0.both`` is the largest of ``D S.both + L.both`` and
+    The tree is charged ``T_0`` where ``T_D = L`` and ``T_d = seq(S, most(L, split_rule([T_(d+1)] * p, VALUE)))``
+    (``tree_rule`` composes its closed form): ``T_0.one = D S.one + L.one`` and, under replace-one, ``T_0.both`` is the largest of ``D S.both + L.both`` and
     ``a S.both + 2 ((D - a) S.one + L.one)`` over ``a = 1..D`` (the root holds both records).
     It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` that
     ``nodes.terrific.recursive_partition`` unrolls, computed in O(D p) compositions.  Derivation:
 
     1. *One certificate for every piece.*  The body is typed on a value piece of the tree's rows (``Piece``'s type:
-       private size at most the rows' public bound, a record may enter or leave).  A part of a value piece has that
+       private size at most the rows' public bound, a record may enter or leave; a norm bound stated by released
+       values outside the body is dropped: the body bounds its rows itself, e.g. by ``Clip``).  A part of a value piece has that
        type again, and the root's rows are the one piece of the trivial partition, so the body's certified costs
        ``S`` and ``L`` bound every run on every piece (rows of stability > 1 are refused: a record's rows could
        then follow several paths).
@@ -307,7 +308,10 @@ class PartitionTree(Control):
                                 "could follow several paths", "partition the rows before any map that makes "
                                 "several rows of one record")
         at_most = rows.size.sym() if rows.size.public else rows.size.at_most
-        piece = attrs.evolve(rows, changes=rows.changes | {"add_remove"}, size=Size(
+        dom = rows.domain
+        if dom.center is not None or (dom.l2_bound is not None and dom.l2_bound.refs()):
+            dom = attrs.evolve(dom, l2_bound=None, center=None)  # a bound by outer released values: not in the body
+        piece = attrs.evolve(rows, domain=dom, changes=rows.changes | {"add_remove"}, size=Size(
             public=False, known=None, ref=rows.size.ref, at_most=at_most if at_most and not at_most.refs() else None))
         types = ctx.infer_body(self.body, {Input: piece, State: ins[1], Round: ReleasedT(())})
         _released_out(types, self.body.output, ctx, "the body's leaf result must be a released value")

@@ -164,21 +164,26 @@ def split_rule(pieces: Sequence[PerRecord[T]], rule: SplitRule, ops: Ops[T]) -> 
 
 
 def tree_rule(split: PerRecord[T], leaf: PerRecord[T], depth: int, parts: int, ops: Ops[T]) -> PerRecord[T]:
-    """The per-record rule of a ``PartitionTree`` of depth bound ``depth`` and ``parts`` parts per split, from the
-    costs of what a splitting piece evaluates (``split``) and of a leaf's result (``leaf``): ``T_depth = leaf``,
-    ``T_d = seq(split, most(leaf, split_rule([T_(d+1)] * parts, VALUE)))``.  It is :func:`split_rule` folded over
-    the complete tree of that depth (each level's children are alike, so one of them stands for all), in
-    O(depth * parts) compositions; the derivation is in ``PartitionTree``'s docstring.
+    """The per-record rule of a ``PartitionTree`` of depth bound ``D = depth`` and ``parts`` parts per split, from
+    the costs of what a splitting piece evaluates (``S = split``) and of a leaf's result (``L = leaf``): the cost
+    :func:`split_rule` gives the complete tree of depth D (``T_D = L``, ``T_d = seq(S, most(L, split_rule([T_(d+1)]
+    * parts, VALUE)))``), in closed form: ``one = seq(S.one x D, L.one)``; ``both = most(seq(S.both x D, L.both),
+    seq(S.both x a, S.one x 2(D - a), L.one x 2) for a = 1..D)`` (the second family only with two parts or more:
+    the two records' paths share ``a`` pieces, then each goes on alone).  The recurrence reduces to it because a
+    path's cost only grows with its length (``most(L, T_(d+1)) = T_(d+1)``) and ``split_rule`` of equal children
+    is ``(one, most(both, one + one))``; the closed form composes each candidate once (no join of joins).  The
+    derivation is in ``PartitionTree``'s docstring.
 
     >>> add = Ops(sum, max, lambda xs: sum(sorted(xs)[-2:]))
     >>> tree_rule(PerRecord(1, 1), PerRecord(10, 10), 3, 2, add)
     PerRecord(one=13, both=25)
     """
-    t = leaf
-    for _ in range(depth):
-        kids = split_rule([t] * parts, SplitRule.VALUE, ops)
-        t = seq_pairs([split, PerRecord(ops.most([leaf.one, kids.one]), ops.most([leaf.both, kids.both]))], ops)
-    return t
+    one = ops.seq([split.one] * depth + [leaf.one])
+    paths = [ops.seq([split.both] * depth + [leaf.both])]
+    if parts > 1:
+        paths += [ops.seq([split.both] * a + [split.one] * (2 * (depth - a)) + [leaf.one] * 2)
+                  for a in range(1, depth + 1)]
+    return PerRecord(one, ops.most(paths))
 
 
 def seq_pairs(parts: Sequence[PerRecord[T]], ops: Ops[T]) -> PerRecord[T]:
