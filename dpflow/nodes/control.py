@@ -228,15 +228,15 @@ class PartitionTree(Control):
     the piece; ``both``: a record of the piece is replaced) of what a splitting piece evaluates (the body's nodes
     that the split decision, the parts and their states read: :func:`needed`), ``L`` that of the leaf's result.
     The tree is charged ``T_0`` where ``T_D = L`` and ``T_d = seq(S, most(L, split_rule([T_(d+1)] * p, VALUE)))``
-    (``tree_rule`` composes its closed form): ``T_0.one = D S.one + L.one`` and, under replace-one, ``T_0.both`` is the largest of ``D S.both + L.both`` and
-    ``a S.both + 2 ((D - a) S.one + L.one)`` over ``a = 1..D`` (the root holds both records).
-    It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` that
-    ``nodes.terrific.recursive_partition`` unrolls, computed in O(D p) compositions.  Derivation:
+    (``tree_rule`` composes its closed form): ``T_0.one = D S.one + L.one`` and, under replace-one, ``T_0.both`` is
+    the largest of ``D S.both + L.both`` and ``a S.both + 2 ((D - a) S.one + L.one)`` over ``a = 1..D`` (the root
+    holds both records).  It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` that
+    ``nodes.terrific.recursive_partition`` unrolls, computed in O(D) compositions.  Derivation:
 
     1. *One certificate for every piece.*  The body is typed on a value piece of the tree's rows (``Piece``'s type:
        private size at most the rows' public bound, a record may enter or leave; a norm bound stated by released
-       values outside the body is dropped: the body bounds its rows itself, e.g. by ``Clip``).  A part of a value piece has that
-       type again, and the root's rows are the one piece of the trivial partition, so the body's certified costs
+       values outside the body is dropped: the body bounds its rows itself, e.g. by ``Clip``).  A part of a value
+       piece has that type again, and the root's rows are the one piece of the trivial partition, so the body's certified costs
        ``S`` and ``L`` bound every run on every piece (rows of stability > 1 are refused: a record's rows could
        then follow several paths).
     2. *One path per record* (``planner/fold.py``, ``ledger.split_rule``; McSherry 2009 Thm 4).  Fix neighbours
