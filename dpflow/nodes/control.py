@@ -236,9 +236,9 @@ class PartitionTree(Control):
     1. *One certificate for every piece.*  The body is typed on a value piece of the tree's rows (``Piece``'s type:
        private size at most the rows' public bound, a record may enter or leave; a norm bound stated by released
        values outside the body is dropped: the body bounds its rows itself, e.g. by ``Clip``).  A part of a value
-       piece has that type again, and the root's rows are the one piece of the trivial partition, so the body's certified costs
-       ``S`` and ``L`` bound every run on every piece (rows of stability > 1 are refused: a record's rows could
-       then follow several paths).
+       piece has that type again, and the root's rows are the one piece of the trivial partition, so the body's
+       certified costs ``S`` and ``L`` bound every run on every piece (rows of stability > 1 are refused: a
+       record's rows could then follow several paths).
     2. *One path per record* (``planner/fold.py``, ``ledger.split_rule``; McSherry 2009 Thm 4).  Fix neighbours
        and a transcript of released values: the tree's shape, every partition and state are functions of it and of
        public parameters, and a value partition puts a record in one part, so the record lies in the pieces of one
