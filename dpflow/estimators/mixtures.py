@@ -106,27 +106,39 @@ def _feasibility(plan: Plan) -> tuple[float, float, str]:
     from dpflow.nodes.sparse_vector import AboveThreshold, margin, svt_split
     from dpflow.nodes.stability import GaussianStabilityHistogram
 
-    records = {r.id: r for r in plan.records}
+    records = _records_by_path(plan.records)
     thr, rho_sum, blocked = math.inf, math.inf, ""
     for e in plan.check().entries:
         rec = records.get(e.node)
         if rec is None or e.event is None:
             continue
-        node, cost = rec.node, e.event.cost
+        node, cost, scope = rec.node, e.event.cost, e.node[:e.node.rfind("/") + 1]  # "" at the top level
         if isinstance(node, GaussianStabilityHistogram) and cost.rho is not None:
             thr = node.scale_threshold(4.0, 2.0, Fraction(cost.rho))[1]  # group counts, replace: l1 4, l2 2
-        elif node.kind == "GaussianMech" and cost.rho is not None and records[rec.inputs[0]].node.kind == "Sum":
+        elif (node.kind == "GaussianMech" and cost.rho is not None
+              and records[scope + rec.inputs[0]].node.kind == "Sum"):
             rho_sum = min(rho_sum, float(cost.rho))
         elif (isinstance(node, AboveThreshold) and isinstance(node.threshold, float) and node.min_threshold is not None
               and node.margin_beta is not None and cost.pure_eps is not None and "=" in e.sensitivity):
             delta = float(e.sensitivity.rsplit("=", 1)[1])
-            m = len(getattr(records[rec.inputs[0]].node, "radii", ())) or 1
+            m = len(getattr(records[scope + rec.inputs[0]].node, "radii", ())) or 1
             eps1, eps2 = svt_split(Fraction(cost.pure_eps))
             alpha = margin(delta, m, float(eps1), float(eps2), node.margin_beta)
             if node.threshold - alpha < node.min_threshold and not blocked:
                 blocked = (f"the radius search {e.node} cannot run: its accuracy margin {alpha:.4g} at the certified "
                            f"epsilon lowers its threshold {node.threshold:.4g} below {node.min_threshold:.4g}")
     return thr, rho_sum, blocked
+
+
+def _records_by_path(records: Any, prefix: str = "") -> dict[str, Any]:
+    """The records of a plan and of its control bodies, by node path (as the ledger's entries name them)."""
+    out: dict[str, Any] = {}
+    for r in records:
+        out[prefix + r.id] = r
+        body = getattr(r.node, "body", None)
+        if body is not None:
+            out |= _records_by_path(body.records, f"{prefix}{r.id}/")
+    return out
 
 
 def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: float, sigma_max: float,
