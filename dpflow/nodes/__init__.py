@@ -49,7 +49,6 @@ from dpflow.nodes.terrific import (
     TerrificScores,
     ball_mean,
     radius_grid,
-    recursive_partition,
     terrific_ball,
 )
 from dpflow.nodes.transforms import (
@@ -83,7 +82,7 @@ __all__ = [
     "Gram", "Project", "TopEigenvectors", "private_pca",
     "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
     "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
-    "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
+    "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
     "GaussianStabilityHistogram", "PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleNearest",
     "TupleProject",
 ]

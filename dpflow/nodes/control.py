@@ -230,8 +230,8 @@ class PartitionTree(Control):
     The tree is charged ``T_0`` where ``T_D = L`` and ``T_d = seq(S, most(L, split_rule([T_(d+1)] * p, VALUE)))``
     (``tree_rule`` composes its closed form): ``T_0.one = D S.one + L.one`` and, under replace-one, ``T_0.both`` is
     the largest of ``D S.both + L.both`` and ``a S.both + 2 ((D - a) S.one + L.one)`` over ``a = 1..D`` (the root
-    holds both records).  It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` that
-    ``nodes.terrific.recursive_partition`` unrolls, computed in O(D) compositions.  Derivation:
+    holds both records).  It is the cost ``split_rule`` gives the complete p-ary tree of depth ``D`` (what RPGMP's
+    plan unrolled before this node: 2^D - 1 copies of the body), computed in O(D) compositions.  Derivation:
 
     1. *One certificate for every piece.*  The body is typed on a value piece of the tree's rows (``Piece``'s type:
        private size at most the rows' public bound, a record may enter or leave; a norm bound stated by released
