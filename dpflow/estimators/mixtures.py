@@ -18,9 +18,9 @@ means are instead private averages of the blocks' matched centres (mixtures.md 8
 accurate: :data:`MEANS`).
 
 ``method="rpgmp"`` (mixtures.md 5): projects onto the top-k eigenvectors of a noisy second moment (Analyze
-Gauss, 2.9) and splits by terrific balls level by level (4.3, 5.2: every level's nodes are the pieces of
-value partitions; the planner charges two root-to-leaf paths, ``planner.fold.split_rule``): the 2^(k-1)
-leaves.
+Gauss, 2.9) and splits by terrific balls, breadth first (4.3, 5.2): one ``PartitionTree`` of depth k - 1 and
+at most k parts whose body (a terrific ball, the value partition by it, a leaf's estimates) is certified once;
+the planner charges two root-to-leaf paths (``planner.ledger.tree_rule``).
 
 Each part (leaf) is then estimated: a noisy count, a mean in two steps (within the bounding ball or from the
 part's released location, then within the radius that holds 97% of the part's rows, found by
@@ -306,7 +306,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     ball are the one part) or from RPGMP (``method="rpgmp"``) or the warm-up chain (``method="warmup"``),
     then each part's estimates.  Outputs
     ``leafI_n`` (noisy count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each
-    part (the ``2^(k-1)`` leaves of RPGMP, or ``k``), and ``t`` (the public target part size).  With
+    of the k parts (RPGMP's tree makes at most k leaves: NaN for the others), and ``t`` (the public target part size).  With
     ``standardize=True`` the private per-column scale step runs first (its share of the budget by
     :func:`dpflow.estimators.scale.scale_weight`, the other weights scaled by the rest), the leaves are on the
     standardised rows and ``radius``, ``sigma_range`` are in units of the released scales; the plan then also
