@@ -306,8 +306,8 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     ball are the one part) or from RPGMP (``method="rpgmp"``) or the warm-up chain (``method="warmup"``),
     then each part's estimates.  Outputs
     ``leafI_n`` (noisy count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each
-    of the k parts (RPGMP's tree makes at most k leaves: NaN for the others), and ``t`` (the public target part size).  With
-    ``standardize=True`` the private per-column scale step runs first (its share of the budget by
+    of the k parts (RPGMP's tree makes at most k leaves: NaN for the others), and ``t`` (the public target part
+    size).  With ``standardize=True`` the private per-column scale step runs first (its share of the budget by
     :func:`dpflow.estimators.scale.scale_weight`, the other weights scaled by the rest), the leaves are on the
     standardised rows and ``radius``, ``sigma_range`` are in units of the released scales; the plan then also
     outputs ``centre`` and ``scale``.
