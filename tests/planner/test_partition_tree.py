@@ -246,3 +246,5 @@ def test_the_run_records_the_realised_tree() -> None:
         ("root", 2, None), ("0", None, 0), ("1", 2, None), ("10", None, 1), ("11", None, 2)]
     assert [round(t["size"]) for t in tree if "leaf" in t] == [10, 10, 20]
     assert [round(float(x)) for x in res.released["tree"]] == [10, 10, 20]
+    line = next(x for x in res.report.to_markdown().splitlines() if x.startswith("- partition_tree_") and "root" in x)
+    assert line.count("split into 2") == 2 and line.count(": leaf ") == 3 and "10: leaf 1, size " in line
