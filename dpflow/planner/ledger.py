@@ -69,7 +69,7 @@ class CostEvent:
 
     ``mode`` and the exact ``share`` are the noise parameters: with the node's sensitivity (in the
     entry) they fix the noise scale.  ``cost`` is the certified cost of one invocation at that share,
-    per unit round weight when ``per_round_weight`` (a mechanism inside a control body).
+    per unit round weight when ``per_round_weight`` (a mechanism inside a ``Repeat`` body).
     ``accounting`` is the plan's: under ``"basic"`` the mechanism is calibrated to be
     (``cost.basic_eps``, ``cost.basic_delta``)-DP on its own.
 

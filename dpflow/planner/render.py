@@ -96,7 +96,9 @@ def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
 
 
 def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocation],
-             mode: Mode) -> list[LedgerEntry]:
+             mode: Mode, in_loop: bool = False) -> list[LedgerEntry]:
+    """The ledger entries of ``space`` and of its control bodies; ``in_loop``: inside a ``Repeat`` body (costs are
+    then per unit round weight; a ``PartitionTree`` body alone runs every time at its one allocation)."""
     out: list[LedgerEntry] = []
     described: dict[str, str] = {}  # every node's output, described once (its readers list it as an input)
 
@@ -125,7 +127,7 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
             noise = node.noise_text(stat, alloc.share, alloc.mode)
             if alloc.continuous_gaussian:  # never in a certificate for exact sources
                 noise += " (this certificate uses the exact Gaussian-DP profile: continuous noise on every source)"
-            event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, bool(space.path),
+            event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, in_loop,
                               alloc.continuous_gaussian, "basic" if ctx.basic else "auto")
             rule = _rule_text(ctx, space, rec)
         elif isinstance(t, StatT):
@@ -134,7 +136,7 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
                                derivation=deriv, noise=noise, rule=rule, reference=str(type(node).reference),
                                event=event))
         if isinstance(node, Control):
-            out.extend(_entries(ctx, space.bodies[rec.id], allocations, mode))
+            out.extend(_entries(ctx, space.bodies[rec.id], allocations, mode, in_loop or isinstance(node, Repeat)))
     return out
 
 

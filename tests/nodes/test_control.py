@@ -136,3 +136,5 @@ def test_the_ledger_states_the_bound() -> None:
     assert "at most 3 parts, depth <= 2 (max_depth=5)" in entry.derivation
     assert "two paths under replace-one" in entry.derivation
     assert any(note.startswith("PartitionTree: a record's root-to-leaf path is charged") for note in ledger.composition)
+    body = [e for e in ledger.entries if e.event is not None and e.node.startswith("partition_tree_")]
+    assert body and not any(e.event.per_round_weight or "round" in e.cost for e in body if e.event is not None)
