@@ -1,7 +1,7 @@
 """Planner speed: certify plans of 100, 1,000 and 10,000 nodes, no data read.
 
 Three shapes: a *wide* composition (one source, many clipped means each released with
-its own Gaussian mechanism, alternating with index splits), a *deep* Recurse (a
+its own Gaussian mechanism, alternating with index splits), a *deep* Repeat (a
 loop whose body is a long chain of preconditioning, clipping, a query and a
 mechanism), and a *wide mixed* plan (Gaussian and Laplace releases) under an
 ``ApproxDP`` budget, allocated in PLD mode.  Target (issue 2): the 10,000-node plan is certified in under a second.
@@ -57,7 +57,7 @@ def mixed_plan(nodes: int) -> dp.Plan:
 
 
 def deep_plan(nodes: int, times: int = 10) -> dp.Plan:
-    """A Recurse whose body is a chain of about ``nodes`` nodes (precondition / clip / mean / release)."""
+    """A Repeat whose body is a chain of about ``nodes`` nodes (precondition / clip / mean / release)."""
     b = dp.PlanBuilder(budget=dp.ZCDP(1.0), name=f"deep_{nodes}")
     X = b.source("X", dp.Vectors(d=10), n=100_000)
 
@@ -69,7 +69,7 @@ def deep_plan(nodes: int, times: int = 10) -> dp.Plan:
             out = N.GaussianMech()(N.Mean()(centred))
         return out
 
-    last = N.recurse(X, b.public([0.0] * 10), body, times=times, round_weights=[1.0 + i for i in range(times)])
+    last = N.repeat(X, b.public([0.0] * 10), body, times=times, round_weights=[1.0 + i for i in range(times)])
     return b.build(mean=last)
 
 
@@ -89,7 +89,7 @@ def count_nodes(plan: dp.Plan) -> int:
     while stack:
         rec = stack.pop()
         total += 1
-        if isinstance(rec.node, N.Recurse):
+        if isinstance(rec.node, N.Repeat):
             stack.extend(rec.node.body.records)
     return total
 
@@ -103,7 +103,7 @@ def main() -> None:
           "| certify, SecureNoise (the default run) |")
     print("|---|---|---|---|---|")
     for size in (100, 1_000, 10_000):
-        for name, make in (("wide", wide_plan), ("deep Recurse", deep_plan),
+        for name, make in (("wide", wide_plan), ("deep Repeat", deep_plan),
                            ("wide mixed, ApproxDP (PLD mode)", mixed_plan)):
             plan = make(size)
             n_mech = sum(1 for _ in dp.certify(plan).allocations)

@@ -61,7 +61,7 @@ class Builder(Protocol):
         ...
 
     def child(self) -> Builder:
-        """A fresh builder for a sub-plan (the body of ``Recurse``)."""
+        """A fresh builder for a sub-plan (the body of a control node)."""
         ...
 
     def freeze(self, output: str) -> SubPlan:

@@ -262,7 +262,7 @@ def ht_pce(rows: Sensitive[Rows], n: int, d: int, u: float, rho: float, weight: 
                 state, M, unit, cb.public(g2), cb.public(float(n)), cb.public(kurtosis), cb.public(BETA / t),
                 cb.public(float(typical)))
 
-        state = N.recurse(rows, init, body, times=t)
+        state = N.repeat(rows, init, body, times=t)
     else:
         if u > 4.0:
             accuracy_warning(b, f"HT_PCE: n={n} rows are too few for a preconditioning round to make progress "

@@ -18,9 +18,9 @@ means are instead private averages of the blocks' matched centres (mixtures.md 8
 accurate: :data:`MEANS`).
 
 ``method="rpgmp"`` (mixtures.md 5): projects onto the top-k eigenvectors of a noisy second moment (Analyze
-Gauss, 2.9) and splits by terrific balls level by level (4.3, 5.2: every level's nodes are the pieces of
-value partitions; the planner charges two root-to-leaf paths, ``planner.fold.split_rule``): the 2^(k-1)
-leaves.
+Gauss, 2.9) and splits by terrific balls, breadth first (4.3, 5.2): one ``PartitionTree`` of depth k - 1 and
+at most k parts whose body (a terrific ball, the value partition by it, a leaf's estimates) is certified once;
+the planner charges two root-to-leaf paths (``planner.ledger.tree_rule``).
 
 Each part (leaf) is then estimated: a noisy count, a mean in two steps (within the bounding ball or from the
 part's released location, then within the radius that holds 97% of the part's rows, found by
@@ -106,27 +106,39 @@ def _feasibility(plan: Plan) -> tuple[float, float, str]:
     from dpflow.nodes.sparse_vector import AboveThreshold, margin, svt_split
     from dpflow.nodes.stability import GaussianStabilityHistogram
 
-    records = {r.id: r for r in plan.records}
+    records = _records_by_path(plan.records)
     thr, rho_sum, blocked = math.inf, math.inf, ""
     for e in plan.check().entries:
         rec = records.get(e.node)
         if rec is None or e.event is None:
             continue
-        node, cost = rec.node, e.event.cost
+        node, cost, scope = rec.node, e.event.cost, e.node[:e.node.rfind("/") + 1]  # "" at the top level
         if isinstance(node, GaussianStabilityHistogram) and cost.rho is not None:
             thr = node.scale_threshold(4.0, 2.0, Fraction(cost.rho))[1]  # group counts, replace: l1 4, l2 2
-        elif node.kind == "GaussianMech" and cost.rho is not None and records[rec.inputs[0]].node.kind == "Sum":
+        elif (node.kind == "GaussianMech" and cost.rho is not None
+              and records[scope + rec.inputs[0]].node.kind == "Sum"):
             rho_sum = min(rho_sum, float(cost.rho))
         elif (isinstance(node, AboveThreshold) and isinstance(node.threshold, float) and node.min_threshold is not None
               and node.margin_beta is not None and cost.pure_eps is not None and "=" in e.sensitivity):
             delta = float(e.sensitivity.rsplit("=", 1)[1])
-            m = len(getattr(records[rec.inputs[0]].node, "radii", ())) or 1
+            m = len(getattr(records[scope + rec.inputs[0]].node, "radii", ())) or 1
             eps1, eps2 = svt_split(Fraction(cost.pure_eps))
             alpha = margin(delta, m, float(eps1), float(eps2), node.margin_beta)
             if node.threshold - alpha < node.min_threshold and not blocked:
                 blocked = (f"the radius search {e.node} cannot run: its accuracy margin {alpha:.4g} at the certified "
                            f"epsilon lowers its threshold {node.threshold:.4g} below {node.min_threshold:.4g}")
     return thr, rho_sum, blocked
+
+
+def _records_by_path(records: Any, prefix: str = "") -> dict[str, Any]:
+    """The records of a plan and of its control bodies, by node path (as the ledger's entries name them)."""
+    out: dict[str, Any] = {}
+    for r in records:
+        out[prefix + r.id] = r
+        body = getattr(r.node, "body", None)
+        if body is not None:
+            out |= _records_by_path(body.records, f"{prefix}{r.id}/")
+    return out
 
 
 def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: float, sigma_max: float,
@@ -298,8 +310,8 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     ball are the one part) or from RPGMP (``method="rpgmp"``) or the warm-up chain (``method="warmup"``),
     then each part's estimates.  Outputs
     ``leafI_n`` (noisy count), ``leafI_mean`` and ``leafI_gram`` (noisy Gram matrix about the mean) for each
-    part (the ``2^(k-1)`` leaves of RPGMP, or ``k``), and ``t`` (the public target part size).  With
-    ``standardize=True`` the private per-column scale step runs first (its share of the budget by
+    of the k parts (RPGMP's tree makes at most k leaves: NaN for the others), and ``t`` (the public target part
+    size).  With ``standardize=True`` the private per-column scale step runs first (its share of the budget by
     :func:`dpflow.estimators.scale.scale_weight`, the other weights scaled by the rest), the leaves are on the
     standardised rows and ``radius``, ``sigma_range`` are in units of the released scales; the plan then also
     outputs ``centre`` and ``scale``.
@@ -383,7 +395,8 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
     elif method == "warmup":
         parts, w_leaf = _warmup_parts(X, Xb, c, Rc, min(k, d), k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
     else:
-        parts, w_leaf = _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest), WEIGHTS["leaves"] * rest
+        out |= _rpgmp_parts(X, Xb, c, Rb, Rc, d, k, t, s_min, delta, seed, rest, radii_l)
+        return b.build(**out)
     assert len(parts) == part_count(method, k)
     for i, Xl in enumerate(parts):
         out |= _leaf(Xl, c, Rb, radii_l, w_leaf, i, t, gram_widen(d), starts[i] if starts else None,
@@ -392,14 +405,14 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
 
 
 def part_count(method: str, k: int) -> int:
-    """The number of parts (leaves) :func:`gaussian_mixture_plan` estimates, public: the ``2^(k-1)`` leaves of
-    RPGMP's recursive partition, or ``k`` (sample-and-aggregate's nearest-location split, the warm-up's k - 1
-    balls and the rest).
+    """The number of parts (leaves) :func:`gaussian_mixture_plan` estimates, public: ``k`` for every method (RPGMP's
+    PartitionTree makes at most k leaves, its outputs NaN for leaves a run did not make; sample-and-aggregate's
+    nearest-location split; the warm-up's k - 1 balls and the rest).
 
     >>> part_count("rpgmp", 3), part_count("sample_aggregate", 3)
-    (4, 3)
+    (3, 3)
     """
-    return 2 ** (k - 1) if method == "rpgmp" else k
+    return k
 
 
 def leaf_outputs(i: int) -> tuple[str, str, str]:
@@ -411,28 +424,64 @@ def leaf_outputs(i: int) -> tuple[str, str, str]:
     return f"leaf{i}_n", f"leaf{i}_mean", f"leaf{i}_gram"
 
 
+RPGMP_STATE = ("V", "c", "Rb", "pc", "pr")
+"""The released state of an RPGMP piece: the projection basis and origin, the bounding radius, and the piece's ball
+(the ball a split found, or its parent's)."""
+
+
 def _rpgmp_parts(X: Any, Xb: Any, c: Any, Rb: Any, Rc: float, d: int, k: int, t: int, s_min: float, delta: float,
-                 seed: int, rest: float) -> list[Any]:
-    """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then terrific balls in the projected
-    space, breadth-first, at most k parts (mixtures.md 5.2): the 2^(k-1) leaves.  The projected space has
-    ``q = min(k, d)`` dimensions (with k > d the PCA basis is d x d)."""
+                 seed: int, rest: float, radii_l: tuple[float, ...]) -> dict[str, Any]:
+    """RPGMP: Analyze Gauss on the rows clipped to the bounding ball, then a :class:`~dpflow.nodes.PartitionTree`
+    (mixtures.md 5.2): each piece searches a terrific ball in the projected space, splits into the rows inside and
+    the rest when one is found (breadth first, at most k parts, depth k - 1), and a leaf is estimated by PGME's
+    per-part steps (:func:`_leaf`).  The body is certified once: the planner charges a record's root-to-leaf path
+    (two under replace-one; ``ledger.tree_rule``), the same charge as the complete tree of depth k - 1 this plan
+    unrolled before issue 31, so every share is the same.  The projected space has ``q = min(k, d)`` dimensions
+    (with k > d the PCA basis is d x d).  Returns the outputs ``leafI_n``, ``leafI_mean``, ``leafI_gram`` for I < k
+    (NaN for a leaf the tree did not make: post-processing of the released tree)."""
     q = min(k, d)
+    b = X.builder
     V = N.private_pca(X, k=q, radius=Rb, center=c, weight=WEIGHTS["pca"] * rest)
     radii_p = N.radius_grid(s_min * math.sqrt(q) / 2, 2 * Rc)
     levels = k - 1
     per_node = WEIGHTS["partition"] * rest / max(levels, 1)
     w_rad, w_grid, w_cell, w_mean, w_cert = PTB_SHARES
     shares = (w_rad * per_node, w_grid * per_node, w_cell * per_node, w_mean * per_node, w_cert * per_node)
+    w_leaf = WEIGHTS["leaves"] * rest
 
-    def ball(Y: Any, pc: Any, pr: Any, level: int, i: int) -> Any:
-        return N.terrific_ball(N.Project(basis=V, center=c)(Y), t=t, radii=radii_p, center=pc, radius=pr, d=q,
-                               beta=BETA, delta=delta, seed=seed + 1000 * level + i, weights=shares)
+    def body(rows: Any, state: Any, depth: Any) -> N.TreeStep:
+        Vs, cs, Rs, pc, pr = (N.Apply(fn=np.asarray, shape=shape)(N.Get(name)(state))  # the parts' shapes
+                              for name, shape in zip(RPGMP_STATE, ((d, q), (d,), (), (q,), ()), strict=True))
+        ball = N.terrific_ball(N.Project(basis=Vs, center=cs)(rows), t=t, radii=radii_p, center=pc, radius=pr, d=q,
+                               beta=BETA, delta=delta, seed=seed, weights=shares)
+        cen, rad = N.Get(index=0)(ball), N.Get(index=1)(ball)
+        inside, outside = N.split(rows, N.PartitionByProjectedBall(center=cen, radius=rad, basis=Vs, origin=cs))
+        pack = N.Pack(names=RPGMP_STATE)
+        leaf = [_leaf(rows, cs, Rs, radii_l, w_leaf, 0, t, gram_widen(d))[name] for name in leaf_outputs(0)]
+        return N.TreeStep(split=rad, parts=[inside, outside], states=[pack(Vs, cs, Rs, cen, rad), state],
+                          leaf=N.Pack()(*leaf), size=leaf[0])
 
-    def rule(cen: Any, rad: Any) -> Any:
-        return N.PartitionByProjectedBall(center=cen, radius=rad, basis=V, origin=c)
+    init = N.Pack(names=RPGMP_STATE)(V, c, Rb, b.public([0.0] * q), Rb)
+    tree = N.partition_tree(Xb, init, body, max_depth=levels, max_parts=k)
+    out: dict[str, Any] = {}
+    for i in range(k):
+        for j, (name, shape) in enumerate(zip(leaf_outputs(i), ((), (d,), (d, d)), strict=True)):
+            out[name] = N.Apply(fn=leaf_part, shape=shape)(tree, b.public(float(i)), b.public(float(j)),
+                                                           b.public(float(d)))
+    return out
 
-    nodes = N.recursive_partition(Xb, levels, ball, rule, (Xb.builder.public([0.0] * q), Rb), max_parts=k)
-    return [Xl for Xl, _, _ in nodes]
+
+def leaf_part(leaves: Any, i: Any, j: Any, d: Any) -> np.ndarray:
+    """Part ``j`` (count, mean, Gram) of leaf ``i`` of a released tree, NaN of its shape when the tree made fewer
+    leaves (post-processing of released values).
+
+    >>> leaf_part(((3.0, np.zeros(2), np.eye(2)),), 0.0, 0.0, 2.0), leaf_part((), 1.0, 1.0, 2.0)
+    (array(3.), array([nan, nan]))
+    """
+    i, j, dd = int(i), int(j), int(d)
+    if i < len(leaves):
+        return np.asarray(leaves[i][j], dtype=float)
+    return np.full(((), (dd,), (dd, dd))[j], np.nan)
 
 
 def _warmup_parts(X: Any, Xc: Any, c: Any, Lam: float, q: int, k: int, t: int, s_min: float, delta: float,

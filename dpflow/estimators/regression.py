@@ -7,7 +7,7 @@ add rho, Peel's Laplace steps add eps^2/2 each (Bun-Steinke 2016 Prop. 1.4, Lemm
 total converts to (epsilon, delta) by the tightest valid rule.  ``accounting="basic"`` is the
 paper's: with an ``ApproxDP(eps, delta)`` budget every iteration gets (eps/T, delta/T) and the
 iterations compose by basic composition.  Both plans show the per-iteration cost in the ledger
-(the mechanism inside the ``Recurse`` body, "per unit round weight") and the ledger's allocation
+(the mechanism inside the ``Repeat`` body, "per unit round weight") and the ledger's allocation
 line says which accounting was used; a "basic" ledger also lists the zCDP conversion of the same
 noise, so the two accountings stand side by side.
 
@@ -102,7 +102,7 @@ def _iterative(name: str, d: int, n: int, budget: Measure, x_bound: float, coef_
             new = N.ProjectCoef(radius=C, sparsity=sparsity)(N.Peel(s=sparsity, weight=w)(grad))
         return N.Pack(names=GD_STATE)(new, a)
 
-    final = N.recurse(Z, N.Pack(names=GD_STATE)(b.public(np.zeros(d)), A), body, times=T)
+    final = N.repeat(Z, N.Pack(names=GD_STATE)(b.public(np.zeros(d)), A), body, times=T)
     record_prediction(b, prediction)
     return b.build(coef=N.Get("beta")(final), residual_bound=A)
 

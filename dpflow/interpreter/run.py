@@ -1,7 +1,8 @@
 """The interpreter: a short loop over a certified plan's nodes in topological order.
 
 It only reads the certificate: every mechanism invocation gets the allocation the planner certified
-for it (:class:`dpflow.planner.InvocationTable`), rounds of ``Recurse`` loops included.
+for it (:class:`dpflow.planner.InvocationTable`), rounds of ``Repeat`` loops included.  A control node runs its
+body through :meth:`_Ctx.run_body` (its own ``evaluate`` says how often and on what).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from dpflow.errors import DEBUG_ENV, DataError, ExecutionError, PlanError, Unkno
 from dpflow.handles import Ref
 from dpflow.interpreter.noise import NoiseSource
 from dpflow.interpreter.progress import Progress
-from dpflow.nodes import Mechanism, NodeRecord, Recurse, Source
+from dpflow.nodes import Mechanism, NodeRecord, Source
 from dpflow.nodes.base import Backend
-from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes.control import Control, Input, Repeat, Round, State, needed
 from dpflow.nodes.types import Allocation, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import Plan
 from dpflow.planner import Certified, TypedScope
@@ -105,6 +106,27 @@ class _Ctx:
     def record(self, key: str, value: Any) -> None:
         self.run.facts[self.node_id].append({key: value})
 
+    def run_body(self, bindings: Mapping[type, Any], wanted: Sequence[str], env: dict[str, Any] | None = None,
+                 round_index: int | None = None) -> dict[str, Any]:
+        """Evaluate what ``wanted`` needs of the body of the control node being evaluated (``EvalContext``)."""
+        assert self._rec is not None
+        rec, path = self._rec, self.node_id
+        body = self.space.bodies[rec.id]
+        rounds = self.rounds
+        if round_index is not None:
+            node = rec.node
+            assert isinstance(node, Repeat)
+            rounds = (*rounds, self.run.cert.invocations.rounds[path][round_index])
+            self.run.rounds_text = f"{path} round {round_index + 1}/{node.times}"
+        if env is None:
+            ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
+            env = {ids[k]: v for k, v in bindings.items() if k in ids}
+        self.run.keep.update(wanted)
+        try:
+            return self.run.space_values(body, env, rounds, needed(body.order, wanted))
+        finally:
+            self.node_id, self.run.at = path, path
+
     def data(self, name: str) -> Any:
         return self.run.data[name]
 
@@ -127,8 +149,10 @@ class _Run:
         self.at = ""
         """The node being evaluated (an engine failure names it)."""
 
-    def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = ()) -> dict[str, Any]:
-        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds.
+    def space_values(self, space: TypedScope, env: dict[str, Any], rounds: tuple[int, ...] = (),
+                     only: frozenset[str] | None = None) -> dict[str, Any]:
+        """Evaluate ``space`` into ``env``; ``rounds``: the weight classes of the enclosing loops' rounds; ``only``:
+        the nodes to evaluate (a control body's run; a node already in ``env`` is not evaluated again).
 
         A value is dropped from ``env`` as soon as the last node that reads it has run, unless it is in
         ``self.keep`` (what the caller reads), ``self.frees`` is off, or it is released (a released value
@@ -138,6 +162,8 @@ class _Run:
         left, shared = _reads(space)
         top = not space.path
         for i, rec in enumerate(space.order):
+            if only is not None and (rec.id not in only or rec.id in env):
+                continue
             if top:
                 self.rounds_text = ""
             self.progress.update(i if top else self.top_done, self.top_total, self.rounds_text)
@@ -150,8 +176,6 @@ class _Run:
                 env[rec.id] = self.data[node.name]
             elif isinstance(node, (Input, State, Round)):
                 continue  # bound by the caller
-            elif isinstance(node, Recurse):
-                env[rec.id] = self.recurse(space, rec, env, rounds)
             else:
                 env[rec.id] = self.evaluate(rec, [env[i] for i in rec.inputs], ctx)
             if rec.id in shared:
@@ -172,30 +196,16 @@ class _Run:
         force its release to another run's."""
         return rec.node.evaluate(ins, ctx)
 
-    def recurse(self, space: TypedScope, rec: NodeRecord, env: dict[str, Any], rounds: tuple[int, ...]) -> Any:
-        node = rec.node
-        assert isinstance(node, Recurse)
-        body = space.bodies[rec.id]
-        classes = self.cert.invocations.rounds[space.path + rec.id]
-        self.keep.add(node.body.output)
-        ids = {type(r.node): r.id for r in body.order if isinstance(r.node, (Input, State, Round))}
-        state = env[rec.inputs[1]]
-        for k in range(node.times):
-            self.rounds_text = f"{space.path + rec.id} round {k + 1}/{node.times}"
-            inner = {ids[Input]: env[rec.inputs[0]], ids[State]: state, ids.get(Round, "_round"): float(k)}
-            state = self.space_values(body, inner, (*rounds, classes[k]))[node.body.output]
-        return state
-
 
 def _reads(space: TypedScope) -> tuple[dict[str, int], set[str]]:
     """How many nodes read each value of ``space`` (input slots and released-parameter references),
-    and the values read more than once (by several nodes, or by every round of a ``Recurse``)."""
+    and the values read more than once (by several nodes, or by every run of a control body)."""
     left: dict[str, int] = defaultdict(int)
     shared: set[str] = set()
     for rec in space.order:
         for used in space.reads[rec.id]:
             left[used] += 1
-        if isinstance(rec.node, Recurse) and rec.node.times > 1:
+        if isinstance(rec.node, Control) and not (isinstance(rec.node, Repeat) and rec.node.times == 1):
             shared.add(rec.inputs[0])
     shared.update(k for k, v in left.items() if v > 1)
     return left, shared

@@ -10,7 +10,7 @@ post-processing and control.
 
 from dpflow.nodes.base import NODE_KINDS, Mechanism, Node, NodeRecord, PostProcess, Query, SubPlan, Transform
 from dpflow.nodes.blocks import SubsampleAggregate
-from dpflow.nodes.control import Input, Recurse, Round, State, recurse
+from dpflow.nodes.control import Input, PartitionTree, Repeat, Round, State, TreeStep, partition_tree, repeat
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech
 from dpflow.nodes.mechanisms import GaussianMech, LaplaceMech, Peel
 from dpflow.nodes.ordinal import AddKnots, IntervalCounts, OrdinalCounts
@@ -49,7 +49,6 @@ from dpflow.nodes.terrific import (
     TerrificScores,
     ball_mean,
     radius_grid,
-    recursive_partition,
     terrific_ball,
 )
 from dpflow.nodes.transforms import (
@@ -74,15 +73,16 @@ __all__ = [
     "Allocation", "Apply", "Clip", "Columns", "Count", "Eigh", "GaussianMech", "Get", "Histogram",
     "Input", "LaplaceMech", "Mean", "Mechanism", "Node", "NodeRecord", "NoiseScale", "PSDProject", "Pack",
     "PairDifferences", "PartitionByBall", "Peel", "Piece", "PiecesT", "PostProcess", "Precondition",
-    "PredictedError", "Public", "Query", "Recurse", "ReleasedT", "Round", "RowsT", "SecondMoment", "Source",
+    "PartitionTree", "PredictedError", "Public", "Query", "Repeat", "ReleasedT", "Round", "RowsT", "SecondMoment",
+    "Source",
     "SplitByIndex", "State", "StatT", "SubPlan", "Sum", "Transform", "noise_scale", "param", "predicted_error",
-    "project_ball", "recurse", "split",
+    "TreeStep", "partition_tree", "project_ball", "repeat", "split",
     "AddKnots", "BinCounts", "DyadicCounts", "DyadicExpMech", "IntervalCounts", "OrdinalCounts", "StabilityHistogram",
     "SubsampleAggregate", "TruncatedBinaryMean", "AboveThreshold", "NOT_FOUND", "found_index",
     "Gram", "Project", "TopEigenvectors", "private_pca",
     "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
     "PartitionByProjectedBall", "ShellCounts", "ShellRadii", "TerrificDecision",
-    "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
+    "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
     "GaussianStabilityHistogram", "PartitionByNearest", "TupleCellCounts", "TupleCenters", "TupleNearest",
     "TupleProject",
 ]

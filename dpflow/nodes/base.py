@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -55,6 +55,11 @@ class InferContext(Protocol):
 
     def row_count(self) -> RowCount:
         """The typed run-time row count of the rows this node outputs (resolved in the node's own scope)."""
+        ...
+
+    def infer_body(self, body: SubPlan, bindings: Mapping[type, VType]) -> Mapping[str, VType]:
+        """Type the sub-plan ``body`` of a control node, its stand-ins (``Input``, ``State``, ``Round``) bound to
+        ``bindings``; the types of its nodes by id.  The planner keeps the typed body for the per-record folds."""
         ...
 
 
@@ -182,6 +187,14 @@ class EvalContext(Protocol):
 
     def record(self, key: str, value: Any) -> None:
         """Record a run-time fact (a realised noise scale) for the report."""
+        ...
+
+    def run_body(self, bindings: Mapping[type, Any], wanted: Sequence[str], env: dict[str, Any] | None = None,
+                 round_index: int | None = None) -> dict[str, Any]:
+        """Evaluate the nodes of the control node's body that ``wanted`` (ids in the body) need, its stand-ins bound
+        to ``bindings`` (``Input``, ``State``, ``Round`` -> value); ``env``, from an earlier call on the same
+        bindings, continues that run.  ``round_index``: the round of a loop with round weights (its mechanisms
+        then get that round's certified allocation).  Returns the body's values by id."""
         ...
 
 
@@ -593,7 +606,7 @@ class NodeRecord:
 
 @attrs.frozen
 class SubPlan:
-    """A traced sub-graph (the body of ``Recurse``) and the id of its output."""
+    """A traced sub-graph (the body of a control node: ``Repeat``, ``PartitionTree``) and the id of its output."""
 
     records: tuple[NodeRecord, ...]
     output: str

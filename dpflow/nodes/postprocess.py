@@ -101,7 +101,7 @@ class Public(Node):
 
 
 def param(builder: Any, name: str, value: Any, why: str = "") -> Any:
-    """A named public parameter on ``builder`` (a plan or Recurse-body builder), shown in the ledger.
+    """A named public parameter on ``builder`` (a plan or control-body builder), shown in the ledger.
 
     >>> import dpflow as dp
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -386,7 +386,7 @@ class Get(PostProcess):
 
 @attrs.frozen(kw_only=True)
 class Pack(PostProcess):
-    """Several released values as one tuple (e.g. the state of a ``Recurse``), with optional part
+    """Several released values as one tuple (e.g. the state of a ``Repeat``), with optional part
     ``names`` (where a paper names the parts) that ``Get("name")`` reads.
 
     >>> import dpflow as dp

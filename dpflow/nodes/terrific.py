@@ -60,7 +60,7 @@ from dpflow.references import Reference
 __all__ = [
     "BallCounts", "BallMean", "CellBall", "CellCounts", "GateBall", "GridMaxCounts", "GridValue",
     "PartitionByProjectedBall", "ShellCounts", "ShellRadii",
-    "TerrificDecision", "TerrificScores", "ball_mean", "radius_grid", "recursive_partition", "terrific_ball",
+    "TerrificDecision", "TerrificScores", "ball_mean", "radius_grid", "terrific_ball",
 ]
 
 _BLOCK = 1 << 22
@@ -772,41 +772,3 @@ class GateBall(PostProcess):
 
 def _is_found(ball: Any) -> bool:
     return isinstance(ball, tuple) and len(ball) == 2 and math.isfinite(released_scalar(ball[1]))
-
-
-def recursive_partition(rows: Sensitive[Any], levels: int, ball: Any, ball_rule: Any, root: tuple[Any, Any],
-                        max_parts: int | None = None) -> list[tuple[Sensitive[Any], Any, Any]]:
-    """Recursion over partition pieces with a static depth bound, unrolled when the plan is built: at each of
-    ``levels`` levels, breadth first, every piece ``(rows, centre, radius)`` asks ``ball(rows, centre, radius,
-    level, index)`` for a released ball ``(centre, radius)`` (or the "not found" ball), which
-    ``ball_rule(centre, radius)`` turns into a value partition (``PartitionByBall``,
-    ``PartitionByProjectedBall``); the piece splits into the rows inside (with the found ball) and the rest
-    (with its own ball).  The branch on the released condition "a ball was found" costs nothing to decide,
-    and both branches are charged whatever it decides (a not-found ball leaves the inside piece empty);
-    with ``max_parts`` a :class:`GateBall` turns a node's ball into "not found" once ``max_parts - 1`` splits
-    were found before it, so there are never more than ``max_parts`` non-empty parts.  Returns the
-    ``2^levels`` leaves.  The planner charges a record's two root-to-leaf paths (``ledger.split_rule``).
-
-    >>> import dpflow as dp
-    >>> from dpflow import nodes as N
-    >>> b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
-    >>> X = b.source("X", dp.Vectors(d=1), n=10)
-    >>> found = lambda rows, c, r, level, i: N.Pack()(b.public([float(level)]), b.public(0.5))
-    >>> rule = lambda c, r: N.PartitionByBall(center=c, radius=r)
-    >>> len(recursive_partition(X, 2, found, rule, (b.public([0.0]), b.public(9.0)), max_parts=3))
-    4
-    """
-    nodes = [(rows, root[0], root[1])]
-    found: list[Any] = []
-    for level in range(levels):
-        nxt = []
-        for i, (R, c, r) in enumerate(nodes):
-            b = ball(R, c, r, level, i)
-            if max_parts is not None:
-                b = GateBall(limit=max_parts - 1)(b, *found)
-                found.append(b)
-            cen, rad = Get(index=0)(b), Get(index=1)(b)
-            inside, outside = split(R, ball_rule(cen, rad))
-            nxt += [(inside, cen, rad), (outside, c, r)]
-        nodes = nxt
-    return nodes

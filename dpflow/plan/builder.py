@@ -79,7 +79,7 @@ class PlanBuilder:
             if ref not in self._ids:
                 raise PlanReferenceError(
                     node.kind, f"uses {ref!r}, which was not made by this builder",
-                    "use handles of one plan; pass outer values into a Recurse body through its state",
+                    "use handles of one plan; pass outer values into a control body through its state",
                 )
         nid = f"{self._prefix}{_snake(node.kind)}_{len(self._records)}"
         self._records.append(NodeRecord(nid, node, inputs))
@@ -93,8 +93,8 @@ class PlanBuilder:
         ``columns`` names the columns to read from a DataFrame (numeric names, or :class:`dpflow.Category`
         for categorical ones, encoded through their public category list); later nodes may select them
         by name (``Columns(keep=["age"])``).  Without ``domain`` the rows are ``Vectors(d)`` with one
-        coordinate per encoded column.  Only on the top-level builder: a ``Recurse`` body reads the rows
-        passed to ``recurse``.
+        coordinate per encoded column.  Only on the top-level builder: a control body reads the rows
+        passed to ``repeat`` or ``partition_tree``.
 
         >>> import dpflow as dp
         >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
@@ -109,9 +109,9 @@ class PlanBuilder:
                                     "pass a domain (dp.Vectors(d=...)) or columns=[...]")
             domain = Vectors(d=len(encoded_names(cols)))
         if self._prefix:
-            raise PlanTypeError(name, "a source is declared inside a Recurse body",
+            raise PlanTypeError(name, "a source is declared inside a control body",
                                 "declare every source on the top-level builder and pass its rows into the "
-                                "body as the first argument of recurse")
+                                "body as the first argument of repeat or partition_tree")
         if any(isinstance(r.node, Source) and r.node.name == name for r in self._records):
             raise PlanTypeError(name, "the source is declared twice", "declare each source once")
         return Sensitive(self.add(Source(name=name, domain=domain, n=n, columns=cols), ()), self)
@@ -124,7 +124,7 @@ class PlanBuilder:
         return Released(self.add(Public(values=tuple(arr.ravel()), shape=arr.shape), ()), self)
 
     def child(self) -> PlanBuilder:
-        """A builder for a Recurse body."""
+        """A builder for a control body (Repeat, PartitionTree)."""
         self._children += 1
         return PlanBuilder(self.budget, self.neighbors, self.report_delta, self.name,
                            _prefix=f"{self._prefix}b{self._children}.", accounting=self.accounting)

@@ -101,7 +101,7 @@ def build_graph(records: tuple[NodeRecord, ...], what: str = "plan") -> nx.DiGra
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise PlanReferenceError(cycle[0][0], f"the references form a cycle: {cycle}",
-                                 "a node may only use nodes computed before it; use Recurse for loops")
+                                 "a node may only use nodes computed before it; use Repeat for loops")
     return g
 
 

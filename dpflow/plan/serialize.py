@@ -6,7 +6,8 @@ Node parameters are encoded by type: a reference to a released node as
 (``{"$n": node}`` a public row count, ``{"$released": node}`` a released scalar, ``{"$norm": node}``
 the norm of a released vector; plan schema 2), a domain as ``{"$domain": kind, ...}``, a categorical
 column as ``{"$category": ...}``, a user function as ``{"$fn": "module:qualname"}`` and the body of a
-``Recurse`` as ``{"$subplan": ...}``.
+control node (``Repeat``, ``PartitionTree``) as ``{"$subplan": ...}``.  A node kind that was renamed is read by
+its old name too (:data:`KIND_ALIASES`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ _SYM_REFS: dict[str, type[domains.SymRef]] = {
     "$n": domains.RowCount, "$released": domains.ReleasedScalar, "$norm": domains.ReleasedNorm,
 }
 _SYM_TAGS: dict[type[domains.SymRef], str] = {cls: tag for tag, cls in _SYM_REFS.items()}
+
+KIND_ALIASES: dict[str, str] = {"Recurse": "Repeat"}
+"""Old node kind -> its kind now: plans written before a rename still load (and certify to the same ledger)."""
 
 
 def _decode_sym_ref(data: Any) -> domains.SymRef:
@@ -142,7 +146,8 @@ def encode_record(rec: NodeRecord) -> dict[str, Any]:
 
 def decode_record(data: dict[str, Any]) -> NodeRecord:
     """Inverse of :func:`encode_record`."""
-    cls = NODE_KINDS.get(data.get("kind", ""))
+    kind = data.get("kind", "")
+    cls = NODE_KINDS.get(KIND_ALIASES.get(kind, kind))
     if cls is None:
         raise SerializationError(f"unknown node kind {data.get('kind')!r}")
     try:

@@ -1,6 +1,6 @@
 """Accuracy before data: the half-width of a (1 - alpha) interval of every release's noise.
 
-The planner records, for every mechanism invocation (per round weight inside ``Recurse`` loops), the
+The planner records, for every mechanism invocation (per round weight inside ``Repeat`` loops), the
 noise it will add: a :class:`NoiseCalibration` in the ledger, computed by the mechanism's own
 :meth:`~dpflow.nodes.Mechanism.noise_scale` from the certified allocation and the statistic's
 sensitivity (the calibration is never restated here).  :meth:`Ledger.accuracy
@@ -70,7 +70,7 @@ class NoiseCalibration:
     scale per unit of the sensitivity ``sensitivity`` (a formula with run-time values).  ``lattice_step``
     and ``lattice_scale`` describe the release exact noise sources make (discrete noise on a lattice),
     when it is known before data; ``lattice`` says whether such sources release on the lattice.
-    ``rounds`` names the rounds of the enclosing ``Recurse`` loops this invocation stands for.
+    ``rounds`` names the rounds of the enclosing ``Repeat`` loops this invocation stands for.
     """
 
     node: str
@@ -320,7 +320,7 @@ def calibrator(node: Mechanism, stat: StatT,
 def _rounds_text(path: str, classes: tuple[int, ...], rounds: dict[str, tuple[int, ...]]) -> str:
     """Which rounds of the enclosing loops an invocation in weight classes ``classes`` stands for."""
     parts = path.split("/")
-    loops = ["/".join(parts[:i]) for i in range(1, len(parts))]
+    loops = [q for q in ("/".join(parts[:i]) for i in range(1, len(parts))) if q in rounds]  # Repeat loops
     out = []
     for loop, c in zip(loops, classes, strict=True):
         ks = [k for k, cl in enumerate(rounds[loop]) if cl == c]
@@ -330,7 +330,7 @@ def _rounds_text(path: str, classes: tuple[int, ...], rounds: dict[str, tuple[in
 
 def noise_calibrations(space: TypedScope, invocations: InvocationTable) -> tuple[NoiseCalibration, ...]:
     """The calibration of every mechanism invocation of a certified plan, in ledger order (top level first,
-    loop bodies after their ``Recurse``, one row per distinct round weight)."""
+    control bodies after their node, one row per distinct round weight)."""
     out: list[NoiseCalibration] = []
     scales: dict[tuple[Mechanism, float, int], float] = {}  # the table holds every allocation meanwhile
     by_node: dict[str, list[tuple[int, ...]]] = {}  # one pass over the table, not one per node (no new tuples)

@@ -12,7 +12,8 @@ from fractions import Fraction
 import attrs
 
 from dpflow.errors import BudgetError, PlanError, PlanTypeError
-from dpflow.nodes import Mechanism, NodeRecord, Recurse
+from dpflow.nodes import Mechanism, NodeRecord, Repeat
+from dpflow.nodes.control import Control
 from dpflow.nodes.types import Allocation, Mode
 from dpflow.planner.context import PlanContext, one_sided_factor, one_sided_ratio
 from dpflow.planner.fold import CostLeaf, _round_weights, fold_cost, fold_frac
@@ -40,7 +41,7 @@ from dpflow.privacy.ratio import ONE
 class InvocationTable:
     """The allocation of every mechanism invocation, rounds included: what the interpreter reads.
 
-    A mechanism inside ``Recurse`` loops is invoked once per round of each enclosing loop, at the
+    A mechanism inside ``Repeat`` loops is invoked once per round of each enclosing loop, at the
     product of those rounds' weights.  ``rounds[loop][k]`` is the weight class of round ``k`` of the
     loop at path ``loop`` (an index into its sorted distinct round weights), and ``table`` is keyed by
     the mechanism's path and the classes of its enclosing loops, outermost first (``()`` outside
@@ -52,11 +53,11 @@ class InvocationTable:
     >>> b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     >>> X = b.source("X", dp.Vectors(d=2), n=100)
     >>> body = lambda rows, state, k: N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))
-    >>> out = N.recurse(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
+    >>> out = N.repeat(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
     >>> inv = dp.certify(b.build(m=out)).invocations
     >>> inv.rounds
-    {'recurse_2': (0, 0, 1)}
-    >>> [str(inv.at("recurse_2/b1.gaussian_mech_5", (c,)).share) for c in inv.rounds["recurse_2"]]
+    {'repeat_2': (0, 0, 1)}
+    >>> [str(inv.at("repeat_2/b1.gaussian_mech_5", (c,)).share) for c in inv.rounds["repeat_2"]]
     ['1/10', '1/10', '3/10']
     """
 
@@ -225,7 +226,9 @@ def _invocations(ctx: PlanContext, space: TypedScope, allocations: dict[str, All
         key = _key(space, rec.id)
         if isinstance(rec.node, Mechanism):
             table[key, classes] = _invocation(ctx, allocations[key], rec.node, mult)
-        elif isinstance(rec.node, Recurse):
+        elif isinstance(rec.node, Control) and not isinstance(rec.node, Repeat):  # every run at the same allocation
+            _invocations(ctx, space.bodies[rec.id], allocations, classes, mult, rounds, table)
+        elif isinstance(rec.node, Repeat):
             weights = sorted(_round_weights(rec.node))
             index = {w: i for i, w in enumerate(weights)}
             rounds[key] = tuple(index[Fraction(rec.node.weight_of_round(k))] for k in range(rec.node.times))

@@ -1,14 +1,14 @@
 """The planner: certify a plan without reading data.
 
 Steps: (0) validate the plan, whatever built it (builder, ``Plan(...)``, JSON): sources
-declared once and only at the top level, one ``Input`` and one ``State`` per ``Recurse``
+declared once and only at the top level, one ``Input`` and one ``State`` per control
 body, outputs and node parameters released (``validate``); (1) infer every node's static type
-(domain, public size, sensitivity) in topological order, recursing into ``Recurse`` bodies
+(domain, public size, sensitivity) in topological order, recursing into control bodies
 (``infer``); (2) fold the per-record structure of every source (reuse adds, index splits take the
 max, value partitions take the max under add/remove and the two largest under replace, rounds of a
-``Recurse`` add) (``fold``); (3) choose the accounting mode (``modes``) and allocate the budget to
-mechanisms by weight, exactly (``fractions.Fraction``), after fixed-cost mechanisms
-(``allocate``); (4) fold the mechanisms' certified costs the same way and check them against the
+``Repeat`` add, a ``PartitionTree`` charges a record's paths) (``fold``); (3) choose the accounting mode
+(``modes``) and allocate the budget to mechanisms by weight, exactly (``fractions.Fraction``), after fixed-cost
+mechanisms (``allocate``); (4) fold the mechanisms' certified costs the same way and check them against the
 budget; (5) write the ledger (``render``).  This module runs the steps in order.
 
 Allocation never lands above the budget: shares are exact fractions of the
@@ -64,7 +64,7 @@ class Certified:
     """A certified plan: the plan, its typed scopes, the budget allocations and the ledger.
 
     ``space`` is the typed top-level :class:`TypedScope` (loop bodies in ``space.bodies``).
-    ``allocations`` is keyed by node path (``recurse_4/b1.gaussian_mech_3`` inside a Recurse body,
+    ``allocations`` is keyed by node path (``repeat_4/b1.gaussian_mech_3`` inside a Repeat body,
     where the share is per unit round weight); ``invocations`` has the allocation of every invocation
     (round weights applied), which is what the interpreter uses.
     """

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, TypeVar
 
-from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
-from dpflow.nodes.control import Input
+from dpflow.nodes import Mechanism, NodeRecord, Piece
+from dpflow.nodes.control import Control, Input, PartitionTree, Repeat, needed
 from dpflow.nodes.types import PiecesT, Relation, RowsT, SplitRule, StatT
-from dpflow.planner.ledger import COST_OPS, Ops, PerRecord, of_relation, seq_pairs, split_rule
+from dpflow.planner.ledger import COST_OPS, Ops, PerRecord, of_relation, seq_pairs, split_rule, tree_rule
 from dpflow.privacy import Cost
 from dpflow.privacy.composition import _fsum as exact_sum
 from dpflow.privacy.ratio import ONE
@@ -28,11 +28,12 @@ _ZERO = Cost.zero()
 
 
 class StepKind(enum.Enum):
-    """How a sensitive node folds: a mechanism is a leaf, a ``Recurse`` charges its rounds, a split
-    composes its pieces in parallel, rows and statistics compose their readers sequentially."""
+    """How a sensitive node folds: a mechanism is a leaf, a control node charges its body by its rule (a ``Repeat``
+    its rounds, a ``PartitionTree`` its paths), a split composes its pieces in parallel, rows and statistics compose
+    their readers sequentially."""
 
     MECH = "mech"
-    RECURSE = "recurse"
+    CONTROL = "control"
     PIECES = "pieces"
     SEQ = "seq"
 
@@ -53,8 +54,8 @@ def _fold_steps(space: TypedScope) -> list[_Step]:
         t = space.types[rec.id]
         if isinstance(rec.node, Mechanism):
             steps.append((StepKind.MECH, rec, kids, (), None))
-        elif isinstance(rec.node, Recurse):
-            steps.append((StepKind.RECURSE, rec, kids, (), None))
+        elif isinstance(rec.node, Control):
+            steps.append((StepKind.CONTROL, rec, kids, (), None))
         elif isinstance(t, PiecesT) and t.rows.stability > 1:  # a record's rows may lie in several pieces
             steps.append((StepKind.SEQ, rec, kids, (), None))
         elif isinstance(t, PiecesT):
@@ -99,7 +100,7 @@ def _fold(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord]
             acc[rec.id] = seq([acc[k] for k in kids])
         elif tag is StepKind.MECH:
             acc[rec.id] = leaf(space, rec)
-        elif tag is StepKind.RECURSE:
+        elif tag is StepKind.CONTROL:
             acc[rec.id] = rec_fn(space, rec)
         else:
             assert rule is not None  # PIECES steps carry their split's rule
@@ -132,8 +133,23 @@ def _body_start(body: TypedScope) -> str:
     return next(r.id for r in body.order if isinstance(r.node, Input))
 
 
-def _round_weights(node: Recurse) -> Counter[Fraction]:
+def _round_weights(node: Repeat) -> Counter[Fraction]:
     return Counter(Fraction(node.weight_of_round(k)) for k in range(node.times))
+
+
+def tree_cones(node: PartitionTree) -> tuple[frozenset[str], frozenset[str]]:
+    """The body nodes a splitting piece evaluates and those a leaf evaluates (``control.needed``): what the split and
+    leaf costs of :func:`~dpflow.planner.ledger.tree_rule` charge."""
+    recs = node.body.records
+    return needed(recs, node.split_heads()), needed(recs, node.leaf_heads())
+
+
+def _masked(fn: Callable[[TypedScope, NodeRecord], T], mask: frozenset[str] | None,
+            zero: T) -> Callable[[TypedScope, NodeRecord], T]:
+    """``fn``, charging nothing for the nodes outside ``mask`` (``None``: every node charged)."""
+    if mask is None:
+        return fn
+    return lambda sp, rec: fn(sp, rec) if rec.id in mask else zero
 
 
 Factor = Callable[["TypedScope", NodeRecord], Fraction]
@@ -144,7 +160,8 @@ of its full cost (``privacy.ratio.share_at_ratio`` of a unit share; ``privacy.ra
 def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
               per_round: bool, factor: Factor | None = None) -> Fraction:
     """Fold fractions (shares, weights) below ``start``; a loop multiplies by the sum of its round
-    weights (``per_round``) or by its number of rounds.  With ``factor``, a mechanism's one-sided value is its
+    weights (``per_round``) or by its number of rounds, a partition tree composes its paths (``tree_rule``).
+    With ``factor``, a mechanism's one-sided value is its
     value times its factor (the folds that allocate the budget: they bound the one-sided costs)."""
     return of_relation(relation, _fold_frac(space, start, leaf, per_round, factor))
 
@@ -152,12 +169,18 @@ def fold_frac(space: TypedScope, relation: Relation, start: str, leaf: Callable[
 _FRAC_OPS: Ops[Fraction] = Ops(_sum_frac, _max_frac, _top_two_frac)
 
 
+_FRAC_ZERO = PerRecord(Fraction(0), Fraction(0))
+
+
 def _fold_frac(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRecord], Fraction],
-               per_round: bool, factor: Factor | None) -> PerRecord[Fraction]:
+               per_round: bool, factor: Factor | None, mask: frozenset[str] | None = None) -> PerRecord[Fraction]:
     def rec_fn(sp: TypedScope, rec: NodeRecord) -> PerRecord[Fraction]:
         node = rec.node
-        assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
+        if isinstance(node, PartitionTree):
+            split, leaves = (_fold_frac(body, _body_start(body), leaf, per_round, factor, m) for m in tree_cones(node))
+            return tree_rule(split, leaves, node.depth(), len(node.parts), _FRAC_OPS)
+        assert isinstance(node, Repeat)
         inner = _fold_frac(body, _body_start(body), leaf, per_round, factor)
         mult = sum(_round_weights(node).elements(), Fraction(0)) if per_round else Fraction(node.times)
         return PerRecord(inner.one * mult, inner.both * mult)
@@ -167,7 +190,7 @@ def _fold_frac(space: TypedScope, start: str, leaf: Callable[[TypedScope, NodeRe
         f = ONE if factor is None else factor(sp, rec)
         return PerRecord(x, x) if f is ONE else PerRecord(x * f, x)
 
-    return _fold_pairs(space, start, leaf2, rec_fn, _FRAC_OPS)
+    return _fold_pairs(space, start, _masked(leaf2, mask, _FRAC_ZERO), _masked(rec_fn, mask, _FRAC_ZERO), _FRAC_OPS)
 
 
 CostLeaf = Callable[["TypedScope", NodeRecord, Fraction], PerRecord[Cost]]
@@ -179,15 +202,23 @@ def fold_cost(space: TypedScope, relation: Relation, start: str, leaf: CostLeaf,
     return of_relation(relation, _fold_cost(space, start, leaf, mult))
 
 
-def _fold_cost(space: TypedScope, start: str, leaf: CostLeaf, mult: Fraction) -> PerRecord[Cost]:
+_COST_ZERO = PerRecord(_ZERO, _ZERO)
+
+
+def _fold_cost(space: TypedScope, start: str, leaf: CostLeaf, mult: Fraction,
+               mask: frozenset[str] | None = None) -> PerRecord[Cost]:
     def rec_fn(sp: TypedScope, rec: NodeRecord) -> PerRecord[Cost]:
         node = rec.node
-        assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
+        if isinstance(node, PartitionTree):
+            split, leaves = (_fold_cost(body, _body_start(body), leaf, mult, m) for m in tree_cones(node))
+            return tree_rule(split, leaves, node.depth(), len(node.parts), COST_OPS)
+        assert isinstance(node, Repeat)
         one, both = _ZERO, _ZERO
         for w, count in sorted(_round_weights(node).items()):
             inner = _fold_cost(body, _body_start(body), leaf, mult * w)
             one, both = one.then(inner.one.scaled(count)), both.then(inner.both.scaled(count))
         return PerRecord(one, both)
 
-    return _fold_pairs(space, start, lambda sp, r: leaf(sp, r, mult), rec_fn, COST_OPS)
+    return _fold_pairs(space, start, _masked(lambda sp, r: leaf(sp, r, mult), mask, _COST_ZERO),
+                       _masked(rec_fn, mask, _COST_ZERO), COST_OPS)

@@ -4,15 +4,15 @@ size, sensitivity), loop bodies included, and the helpers that walk the typed sc
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from dpflow.domains import RowCount
 from dpflow.errors import PlanError, PlanTypeError
 from dpflow.handles import Ref
-from dpflow.nodes import Mechanism, Node, NodeRecord, Recurse, Source
-from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes import Mechanism, Node, NodeRecord, Source, SubPlan
+from dpflow.nodes.control import Control, Input, Round, State
 from dpflow.nodes.types import Inferred, Relation, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import topological
 from dpflow.planner.fold import _fold_program, _fold_steps, _Program, _Step
@@ -24,9 +24,17 @@ class _Ctx:
     node_id: str
     types: dict[str, VType]
     local_id: str = ""
+    bodies: dict[str, TypedScope] | None = None
 
     def type_of(self, ref: Ref) -> VType:
         return self.types[ref.id]
+
+    def infer_body(self, body: SubPlan, bindings: Mapping[type, VType]) -> Mapping[str, VType]:
+        """Type a control node's body (its node path the prefix of the body's paths) and keep it for the folds."""
+        assert self.bodies is not None  # a control node is inferred in its scope
+        scope = _infer_space(body.records, self.relation, f"{self.node_id}/", dict(bindings))
+        self.bodies[self.local_id] = scope
+        return scope.types
 
     def row_count(self) -> RowCount:
         """Scope-local, as the interpreter evaluates a bound from its own scope's values."""
@@ -35,10 +43,10 @@ class _Ctx:
 
 @attrs.frozen(eq=False)
 class TypedScope:
-    """One certified namespace, the top-level plan or one ``Recurse`` body: its nodes in topological
-    order with their static types and ledger derivations, the nested bodies by ``Recurse`` id, and the
+    """One certified namespace, the top-level plan or one control body (``Repeat``, ``PartitionTree``): its nodes in
+    topological order with their static types and ledger derivations, the nested bodies by control node id, and the
     sensitive-data tree (``children``/``parents``) the planner folds.  ``path`` prefixes node ids to
-    node paths (``""`` at the top level, ``"recurse_4/"`` in that loop's body).
+    node paths (``""`` at the top level, ``"repeat_4/"`` in that loop's body).
 
     >>> import dpflow as dp
     >>> from dpflow import nodes as N
@@ -84,16 +92,16 @@ def _infer_space(records: Sequence[NodeRecord], relation: Relation, path: str,
     children: dict[str, list[NodeRecord]] = defaultdict(list)
     bodies: dict[str, TypedScope] = {}
     for rec in order:
-        ctx = _Ctx(relation, path + rec.id, types, rec.id)
+        ctx = _Ctx(relation, path + rec.id, types, rec.id, bodies)
         node = rec.node
         ins = [types[i] for i in rec.inputs]
         if isinstance(node, (Input, State, Round)):
             if bindings is None or type(node) not in bindings:
-                raise PlanTypeError(ctx.node_id, f"{node.kind} stand-in outside a Recurse body",
-                                    "build loops with dpflow.nodes.recurse")
+                raise PlanTypeError(ctx.node_id, f"{node.kind} stand-in outside a control body",
+                                    "build loops with dpflow.nodes.repeat, trees with dpflow.nodes.partition_tree")
             res = Inferred(_bound_here(bindings[type(node)], ctx), f"{node.kind} stand-in")
-        elif isinstance(node, Recurse):
-            res = _infer_recurse(rec, ins, relation, path, bodies)
+        elif isinstance(node, Control):
+            res = node.infer(ins, ctx)
         else:
             res = node.infer(ins, ctx)
             if isinstance(res.out, StatT) and ins and isinstance(ins[0], RowsT) and ins[0].changes == _BOTH:
@@ -139,38 +147,12 @@ def _bound_here(t: VType, ctx: _Ctx) -> VType:
     return t
 
 
-def _infer_recurse(rec: NodeRecord, ins: list[VType], relation: Relation, path: str,
-                   bodies: dict[str, TypedScope]) -> Inferred:
-    node = rec.node
-    assert isinstance(node, Recurse)
-    nid = path + rec.id
-    if len(ins) != 2 or not isinstance(ins[0], RowsT) or not isinstance(ins[1], ReleasedT):
-        raise PlanTypeError(nid, "Recurse takes sensitive rows and a released initial state",
-                            "call dpflow.nodes.recurse(rows, init, body, times)")
-    body = _infer_space(node.body.records, relation, f"{nid}/",
-                        {Input: ins[0], State: ins[1], Round: ReleasedT(())})
-    out = body.types.get(node.body.output)
-    if not isinstance(out, ReleasedT):
-        raise PlanTypeError(nid, "the body must return a released value", "return a mechanism's output")
-    if out.fields != ins[1].fields:  # each round's state is the last round's output, read by the same names
-        raise PlanTypeError(nid, f"the body returns a state with parts {_parts(out)} but the initial state has "
-                            f"parts {_parts(ins[1])}", "pack the initial state and the body's output with the "
-                            "same Pack(names=...)")
-    bodies[rec.id] = body
-    return Inferred(ReleasedT(out.shape, fields=out.fields),
-                    f"{node.times} rounds of a {len(node.body.records)}-node body")
-
-
-def _parts(t: ReleasedT) -> str:
-    return "unnamed" if t.fields is None else str(list(t.fields))
-
-
 def _mechanisms(space: TypedScope) -> list[tuple[TypedScope, NodeRecord, Mechanism]]:
     out: list[tuple[TypedScope, NodeRecord, Mechanism]] = []
     for rec in space.order:
         if isinstance(rec.node, Mechanism):
             out.append((space, rec, rec.node))
-        elif isinstance(rec.node, Recurse):
+        elif isinstance(rec.node, Control):
             out.extend(_mechanisms(space.bodies[rec.id]))
     return out
 

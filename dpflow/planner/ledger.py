@@ -29,9 +29,11 @@ from dpflow.privacy import Conversion, Cost
 from dpflow.text import overview_html, overview_text, shorten, visible
 
 LEDGER_SCHEMA = "dpflow.ledger"
-LEDGER_SCHEMA_VERSION = 5
-"""Version 4: a composition tree's charge may carry its one-sided cost (``Charge.one``: a value piece under
-replace-one, :mod:`dpflow.privacy.ratio`).  Version 3: the noise calibration of every mechanism invocation
+LEDGER_SCHEMA_VERSION = 6
+"""Version 6: a composition tree may hold a ``Tree`` (a ``PartitionTree``: ``{"tree": node, "depth", "parts",
+"split", "leaf"}``), and the fixed-round loop's kind is ``Repeat`` (was ``Recurse``).  Version 4: a composition
+tree's charge may carry its one-sided cost (``Charge.one``: a value piece under replace-one,
+:mod:`dpflow.privacy.ratio`).  Version 3: the noise calibration of every mechanism invocation
 (``noise_calibrations``, for :meth:`Ledger.accuracy`).  Version 2: typed cost events per mechanism entry and
 exact composed costs per source (version 1, ``"schema": "dpflow.ledger/1"``, stored every quantity as text)."""
 
@@ -67,7 +69,7 @@ class CostEvent:
 
     ``mode`` and the exact ``share`` are the noise parameters: with the node's sensitivity (in the
     entry) they fix the noise scale.  ``cost`` is the certified cost of one invocation at that share,
-    per unit round weight when ``per_round_weight`` (a mechanism inside a ``Recurse`` body).
+    per unit round weight when ``per_round_weight`` (a mechanism inside a ``Repeat`` body).
     ``accounting`` is the plan's: under ``"basic"`` the mechanism is calibrated to be
     (``cost.basic_eps``, ``cost.basic_delta``)-DP on its own.
 
@@ -161,6 +163,29 @@ def split_rule(pieces: Sequence[PerRecord[T]], rule: SplitRule, ops: Ops[T]) -> 
     return PerRecord(one, ops.most([ops.most([p.both for p in pieces]), ops.top_two([p.one for p in pieces])]))
 
 
+def tree_rule(split: PerRecord[T], leaf: PerRecord[T], depth: int, parts: int, ops: Ops[T]) -> PerRecord[T]:
+    """The per-record rule of a ``PartitionTree`` of depth bound ``D = depth`` and ``parts`` parts per split, from
+    the costs of what a splitting piece evaluates (``S = split``) and of a leaf's result (``L = leaf``): the cost
+    :func:`split_rule` gives the complete tree of depth D (``T_D = L``, ``T_d = seq(S, most(L, split_rule([T_(d+1)]
+    * parts, VALUE)))``), in closed form: ``one = seq(S.one x D, L.one)``; ``both = most(seq(S.both x D, L.both),
+    seq(S.both x a, S.one x 2(D - a), L.one x 2) for a = 1..D)`` (the second family only with two parts or more:
+    the two records' paths share ``a`` pieces, then each goes on alone).  The recurrence reduces to it because a
+    path's cost only grows with its length (``most(L, T_(d+1)) = T_(d+1)``) and ``split_rule`` of equal children
+    is ``(one, most(both, one + one))``; the closed form composes each candidate once (no join of joins).  The
+    derivation is in ``PartitionTree``'s docstring.
+
+    >>> add = Ops(sum, max, lambda xs: sum(sorted(xs)[-2:]))
+    >>> tree_rule(PerRecord(1, 1), PerRecord(10, 10), 3, 2, add)
+    PerRecord(one=13, both=25)
+    """
+    one = ops.seq([split.one] * depth + [leaf.one])
+    paths = [ops.seq([split.both] * depth + [leaf.both])]
+    if parts > 1:
+        paths += [ops.seq([split.both] * a + [split.one] * (2 * (depth - a)) + [leaf.one] * 2)
+                  for a in range(1, depth + 1)]
+    return PerRecord(one, ops.most(paths))
+
+
 def seq_pairs(parts: Sequence[PerRecord[T]], ops: Ops[T]) -> PerRecord[T]:
     """Uses of the same records compose sequentially, for either kind of change.  When every part's two
     costs are the same object (a mechanism's leaf, a chain of them), ``ops.seq`` (pure) runs once."""
@@ -219,7 +244,7 @@ class Parallel:
 
 @attrs.frozen
 class Rounds:
-    """``count`` rounds of the ``Recurse`` node ``node`` at round weight ``weight``, composed
+    """``count`` rounds of the ``Repeat`` node ``node`` at round weight ``weight``, composed
     sequentially; ``body`` is one such round (its charges are at that weight)."""
 
     node: str
@@ -228,7 +253,19 @@ class Rounds:
     body: Composition
 
 
-Composition: TypeAlias = "Charge | Sequential | Parallel | Rounds"
+@attrs.frozen
+class Tree:
+    """The ``PartitionTree`` node ``node``: ``split`` is what a splitting piece evaluates, ``leaf`` a leaf's result,
+    composed by :func:`tree_rule` over ``depth`` levels of ``parts``-way value partitions."""
+
+    node: str
+    depth: int
+    parts: int
+    split: Composition
+    leaf: Composition
+
+
+Composition: TypeAlias = "Charge | Sequential | Parallel | Rounds | Tree"
 """A per-source composition tree: data, no math; the planner's totals compose exactly this tree."""
 
 
@@ -245,6 +282,9 @@ def composition_to_data(c: Composition) -> dict[str, Any]:
         return {"sequential": [composition_to_data(p) for p in c.parts]}
     if isinstance(c, Parallel):
         return {"parallel": c.rule, "parts": [composition_to_data(p) for p in c.parts]}
+    if isinstance(c, Tree):
+        return {"tree": c.node, "depth": c.depth, "parts": c.parts, "split": composition_to_data(c.split),
+                "leaf": composition_to_data(c.leaf)}
     return {"rounds": c.node, "weight": str(c.weight), "count": c.count, "body": composition_to_data(c.body)}
 
 
@@ -256,6 +296,9 @@ def composition_from_data(d: dict[str, Any]) -> Composition:
         return Sequential(tuple(composition_from_data(p) for p in d["sequential"]))
     if "parallel" in d:
         return Parallel(d["parallel"], tuple(composition_from_data(p) for p in d["parts"]))
+    if "tree" in d:
+        return Tree(d["tree"], d["depth"], d["parts"], composition_from_data(d["split"]),
+                    composition_from_data(d["leaf"]))
     return Rounds(d["rounds"], Fraction(d["weight"]), d["count"], composition_from_data(d["body"]))
 
 
@@ -263,7 +306,8 @@ def recompose(c: Composition, relation: Relation) -> Cost:
     """The cost of a composition tree by its documented meaning alone: a sequence adds, a split's parts
     compose in parallel (:func:`split_rule`: one record is in one piece; a replaced
     record changes one index block, or at most two value pieces, each by one record),
-    ``count`` rounds are a ``count``-fold composition.  Any accountant can re-walk a ledger this way; the
+    ``count`` rounds are a ``count``-fold composition, a partition tree composes its paths (:func:`tree_rule`).
+    Any accountant can re-walk a ledger this way; the
     test suite checks it gives every source total the planner's fold computed.
 
     >>> t = Sequential((Charge("a", Cost.pure(1)), Rounds("r", Fraction(1), 2, Charge("r/b", Cost.pure(1)))))
@@ -282,6 +326,8 @@ def _recompose(c: Composition) -> PerRecord[Cost]:
         return seq_pairs([_recompose(p) for p in c.parts], COST_OPS)
     if isinstance(c, Parallel):
         return split_rule([_recompose(p) for p in c.parts], c.rule, COST_OPS)
+    if isinstance(c, Tree):
+        return tree_rule(_recompose(c.split), _recompose(c.leaf), c.depth, c.parts, COST_OPS)
     body = _recompose(c.body)
     return PerRecord(body.one.scaled(c.count), body.both.scaled(c.count))
 
@@ -448,9 +494,10 @@ class Ledger:
             found = f"schema {schema!r}" + ("" if version is None else f" version {version!r}")
             raise ValueError(f"not a {LEDGER_SCHEMA} version {LEDGER_SCHEMA_VERSION} document ({found}); a "
                              "version 1 ledger (schema 'dpflow.ledger/1') stored its costs as text, a version 2 "
-                             "ledger has no noise calibrations, a version 3 ledger no one-sided charges and a "
-                             "version 4 ledger no predicted errors, so none can be read: certify the plan again "
-                             "(Plan.from_json(...).check()) to get a current ledger")
+                             "ledger has no noise calibrations, a version 3 ledger no one-sided charges, a "
+                             "version 4 ledger no predicted errors and a version 5 ledger names loops Recurse, so "
+                             "none can be read: certify the plan again (Plan.from_json(...).check()) to get a "
+                             "current ledger")
         ledger = Ledger(**{**d, "entries": tuple(LedgerEntry.from_data(e) for e in d["entries"]),
                            "totals": tuple(SourceTotal.from_data(t) for t in d["totals"]),
                            "composition": tuple(d["composition"]), "warnings": tuple(d["warnings"]),

@@ -12,7 +12,7 @@ from fractions import Fraction
 import attrs
 
 from dpflow.errors import PlanError, PlanTypeError
-from dpflow.nodes import Mechanism, NodeRecord, Recurse
+from dpflow.nodes import Mechanism, NodeRecord, Repeat
 from dpflow.nodes.types import Mode
 from dpflow.planner.context import PlanContext, one_sided_factor
 from dpflow.planner.fold import fold_frac
@@ -164,7 +164,7 @@ def _noise_variance(ctx: PlanContext, mode: Mode, total: Fraction) -> Fraction:
 
     A mechanism's variance is proportional to 1 / (the rho it realises at its share): 1/eps^2 vs
     1/(2 rho) for Laplace, and right for Peel too (3s vs 5s/2 unit losses); every round of a
-    Recurse counts (pure shares shrink like 1/T, zCDP variances only like T).
+    Repeat counts (pure shares shrink like 1/T, zCDP variances only like T).
     """
     var = Fraction(0)
     inverse: dict[tuple[Mechanism, Fraction], Fraction] = {}  # equal mechanisms at equal shares: cost each once
@@ -197,7 +197,7 @@ def _basic_mode(ctx: PlanContext) -> ModeChoice:
                                 "give it a weight= instead")
     for sp in _spaces(ctx.space):
         for rec in sp.order:
-            if isinstance(rec.node, Recurse) and rec.node.round_weights is not None:
+            if isinstance(rec.node, Repeat) and rec.node.round_weights is not None:
                 raise PlanTypeError(_key(sp, rec.id), "round weights in basic (epsilon, delta) accounting",
                                     "drop round_weights (every round gets an equal share)")
     text = (f"basic (epsilon, delta) mode: mechanism i gets (epsilon, delta) * w_i / W of "

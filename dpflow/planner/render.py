@@ -3,16 +3,17 @@ composition trees, from the typed scopes and the allocations."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
 
-from dpflow.nodes import Mechanism, NodeRecord, Piece, Recurse
+from dpflow.nodes import Mechanism, NodeRecord, Piece
 from dpflow.nodes.base import text_of
+from dpflow.nodes.control import Control, PartitionTree, Repeat
 from dpflow.nodes.types import Allocation, Mode, PiecesT, RowsT, SplitRule, StatT, VType
 from dpflow.planner.context import PlanContext, one_sided_ratio
-from dpflow.planner.fold import CostLeaf, _body_start, _fold, _round_weights
+from dpflow.planner.fold import CostLeaf, _body_start, _fold, _round_weights, tree_cones
 from dpflow.planner.infer import TypedScope, _key, _spaces
 from dpflow.planner.ledger import (
     Charge,
@@ -23,6 +24,7 @@ from dpflow.planner.ledger import (
     Rounds,
     Sequential,
     SourceTotal,
+    Tree,
 )
 from dpflow.privacy import ApproxDP, ApproxZCDP, Cost
 from dpflow.privacy.ratio import ONE, RATIO_REFERENCE
@@ -94,7 +96,9 @@ def _rule_text(ctx: PlanContext, space: TypedScope, rec: NodeRecord) -> str:
 
 
 def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocation],
-             mode: Mode) -> list[LedgerEntry]:
+             mode: Mode, in_loop: bool = False) -> list[LedgerEntry]:
+    """The ledger entries of ``space`` and of its control bodies; ``in_loop``: inside a ``Repeat`` body (costs are
+    then per unit round weight; a ``PartitionTree`` body alone runs every time at its one allocation)."""
     out: list[LedgerEntry] = []
     described: dict[str, str] = {}  # every node's output, described once (its readers list it as an input)
 
@@ -123,7 +127,7 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
             noise = node.noise_text(stat, alloc.share, alloc.mode)
             if alloc.continuous_gaussian:  # never in a certificate for exact sources
                 noise += " (this certificate uses the exact Gaussian-DP profile: continuous noise on every source)"
-            event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, bool(space.path),
+            event = CostEvent(key, node.kind, alloc.mode, alloc.share, alloc.cost, in_loop,
                               alloc.continuous_gaussian, "basic" if ctx.basic else "auto")
             rule = _rule_text(ctx, space, rec)
         elif isinstance(t, StatT):
@@ -131,21 +135,22 @@ def _entries(ctx: PlanContext, space: TypedScope, allocations: dict[str, Allocat
         out.append(LedgerEntry(node=key, kind=node.kind, input=ins, output=describe(rec.id), sensitivity=sens,
                                derivation=deriv, noise=noise, rule=rule, reference=str(type(node).reference),
                                event=event))
-        if isinstance(node, Recurse):
-            out.extend(_entries(ctx, space.bodies[rec.id], allocations, mode))
+        if isinstance(node, Control):
+            out.extend(_entries(ctx, space.bodies[rec.id], allocations, mode, in_loop or isinstance(node, Repeat)))
     return out
 
 
 def _composition_notes(ctx: PlanContext) -> list[str]:
     notes = [f"per source, mechanisms reading the same records compose by {REF_SEQ}"]
-    has_index = has_value = has_rec = False
+    has_index = has_value = has_rec = has_tree = False
     for sp in _spaces(ctx.space):
         for rec in sp.order:
             t = sp.types[rec.id]
             if isinstance(t, PiecesT):
                 has_index |= t.rule is SplitRule.INDEX
                 has_value |= t.rule is SplitRule.VALUE
-            has_rec |= isinstance(rec.node, Recurse)
+            has_rec |= isinstance(rec.node, Repeat)
+            has_tree |= isinstance(rec.node, PartitionTree)
     if has_index:
         notes.append(f"index splits: a record stays in its block, so pieces take the max ({REF_PAR})")
     if has_value:
@@ -154,7 +159,10 @@ def _composition_notes(ctx: PlanContext) -> list[str]:
                if ctx.relation == "replace" else "one record is in one piece: max")
         notes.append(f"value partitions: {how} ({REF_PAR}; {spec('accounting.md', '1.5')})")
     if has_rec:
-        notes.append("Recurse: every round up to the static bound is charged, round k at its round weight")
+        notes.append("Repeat: every round up to the static bound is charged, round k at its round weight")
+    if has_tree:
+        notes.append("PartitionTree: a record's root-to-leaf path is charged, up to the depth bound (two paths under "
+                     "replace-one, one-sided below the piece where they part), from one certificate of the body")
     return notes
 
 
@@ -182,8 +190,12 @@ def _composition_tree(space: TypedScope, start: str, leaf: CostLeaf, mult: Fract
 
     def rec_fn(sp: TypedScope, rec: NodeRecord) -> Composition:
         node = rec.node
-        assert isinstance(node, Recurse)
         body = sp.bodies[rec.id]
+        if isinstance(node, PartitionTree):
+            split, leaves = (_fold(body, _body_start(body), masked(charge, m), masked(rec_fn, m), seq, par)
+                             for m in tree_cones(node))
+            return Tree(_key(sp, rec.id), node.depth(), len(node.parts), split, leaves)
+        assert isinstance(node, Repeat)
         return seq([Rounds(_key(sp, rec.id), w, count, _composition_tree(body, _body_start(body), leaf, mult * w))
                     for w, count in sorted(_round_weights(node).items())])
 
@@ -194,6 +206,10 @@ def _composition_tree(space: TypedScope, start: str, leaf: CostLeaf, mult: Fract
     def charge(sp: TypedScope, r: NodeRecord) -> Composition:
         pair = leaf(sp, r, mult)
         return Charge(_key(sp, r.id), pair.both, None if pair.one is pair.both else pair.one)
+
+    def masked(fn: Callable[[TypedScope, NodeRecord], Composition],
+               mask: frozenset[str]) -> Callable[[TypedScope, NodeRecord], Composition]:
+        return lambda sp, r: fn(sp, r) if r.id in mask else _NOTHING
 
     return _fold(space, start, charge, rec_fn, seq, par)
 

@@ -10,9 +10,9 @@ import attrs
 
 from dpflow.domains import RowCount, Sym, SymRef
 from dpflow.errors import PlanReferenceError, PlanTypeError, PostProcessingError
-from dpflow.nodes import NodeRecord, Recurse, Source
+from dpflow.nodes import NodeRecord, Source
 from dpflow.nodes.base import released_type
-from dpflow.nodes.control import Input, Round, State
+from dpflow.nodes.control import Control, Input, Round, State
 from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, StatT, VType
 from dpflow.plan.graph import Plan
 from dpflow.planner.infer import TypedScope, _Ctx, _infer_space, _key, _spaces
@@ -20,7 +20,7 @@ from dpflow.planner.infer import TypedScope, _Ctx, _infer_space, _key, _spaces
 
 def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, str]) -> None:
     """Refuse, before inference, what the per-source folds cannot charge: a ``Source`` inside a
-    ``Recurse`` body (the folds start at the top-level sources), a source name declared twice (the
+    control body (the folds start at the top-level sources), a source name declared twice (the
     data and the ledger are keyed by name), and a body without exactly one ``Input`` and one
     ``State`` stand-in and at most one ``Round`` (a body's fold starts at its single ``Input``), and a
     stand-in with inputs (the loop binds it; inputs would be ignored or unfolded)."""
@@ -28,22 +28,23 @@ def _check_records(records: Sequence[NodeRecord], path: str, sources: dict[str, 
         node = rec.node
         if isinstance(node, Source):
             if path:
-                raise PlanTypeError(path + rec.id, f"source {node.name} is declared inside a Recurse body",
+                raise PlanTypeError(path + rec.id, f"source {node.name} is declared inside a control body",
                                     "declare every source on the top-level builder and pass its rows into the "
-                                    "body as the first argument of recurse")
+                                    "body as the first argument of repeat or partition_tree")
             if node.name in sources:
                 raise PlanTypeError(rec.id, f"source {node.name} is declared twice (also by {sources[node.name]})",
                                     "declare each source once and reuse its handle")
             sources[node.name] = rec.id
         elif isinstance(node, (Input, State, Round)) and rec.inputs:
             raise PlanTypeError(path + rec.id, f"the {node.kind} stand-in is given inputs {list(rec.inputs)}",
-                                "stand-ins take no inputs: build the body with dpflow.nodes.recurse")
-        elif isinstance(node, Recurse):
+                                "stand-ins take no inputs: build the body with dpflow.nodes.repeat")
+        elif isinstance(node, Control):
             counts = Counter(type(r.node) for r in node.body.records)
             for stand_in, least in ((Input, 1), (State, 1), (Round, 0)):
                 if not least <= counts[stand_in] <= 1:
                     raise PlanTypeError(path + rec.id, f"the body has {counts[stand_in]} {stand_in.kind} stand-ins",
-                                        "build the body with dpflow.nodes.recurse (one Input, one State, "
+                                        "build the body with dpflow.nodes.repeat or partition_tree (one Input, one "
+                                        "State, "
                                         "at most one Round)")
             _check_records(node.body.records, f"{path}{rec.id}/", sources)
 

@@ -108,5 +108,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     if realised:
         out += ["", "Realised noise intervals (95%, per coordinate, at the scales this run recorded):", ""]
         out += [f"- {_md(r.node)}: {_md(r.noise)}, +/- {r.half_width:.6g} ({_md(r.note)})" for r in realised]
+    trees = [(node, f["tree"]) for node, facts in sorted(run["noise_scales"].items()) for f in facts if "tree" in f]
+    if trees:
+        out += ["", "Realised partition trees (breadth first; a leaf's size as released):", ""]
+        out += [f"- {_md(node)}: " + "; ".join(_md(_piece_text(p)) for p in tree) for node, tree in trees]
     out += [""]
     return "\n".join(out) + "\n"
+
+
+def _piece_text(p: dict[str, Any]) -> str:
+    """One piece of a realised ``PartitionTree`` (its run fact): ``root: split into 2``, ``01: leaf 2, size 10``."""
+    if "split" in p:
+        return f"{p['part']}: split into {p['split']}"
+    size = "" if p.get("size") is None else f", size {p['size']:.6g}"
+    return f"{p['part']}: leaf {p['leaf']}{size}"

@@ -16,7 +16,7 @@ plan.  The statistical audits live in test_audit_stats.py.
 
 Limitation: the plans here are non-adaptive (no parameter is a released value), because with zero
 noise the released parameters differ between D and D' and the comparison would mix two runs.  Adaptive
-plans (every round of a ``Recurse``) are replayed in test_replay.py, with D's releases forced on D'.
+plans (every round of a ``Repeat``) are replayed in test_replay.py, with D's releases forced on D'.
 """
 
 from __future__ import annotations

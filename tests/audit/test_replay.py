@@ -1,6 +1,6 @@
 """Record/replay of adaptive plans (issue 9; spec recipe 6 extended to every round).
 
-In an adaptive plan (CoinPress rounds, PPC, noisy gradient descent, NIHT, anything inside ``Recurse``)
+In an adaptive plan (CoinPress rounds, PPC, noisy gradient descent, NIHT, anything inside ``Repeat``)
 a later round's input depends on earlier releases: run as is on a neighbour D', it would see different
 released parameters, and comparing its pre-noise inputs with D's would mix two different rounds.  So:
 
@@ -32,7 +32,7 @@ from forced_replay import Replay, replay
 
 import dpflow as dp
 from dpflow.estimators import gaussian, regression
-from dpflow.nodes import Mechanism, Recurse
+from dpflow.nodes import Mechanism, Repeat
 from dpflow.nodes.types import StatT
 from dpflow.planner.certify import Certified, TypedScope, certify
 
@@ -119,7 +119,7 @@ def findings(cert: Certified, case: Adaptive, seed: int, rows: tuple[int, ...] =
 def _loop_scopes(space: TypedScope) -> list[tuple[str, TypedScope]]:
     out = []
     for rec in space.order:
-        if isinstance(rec.node, Recurse):
+        if isinstance(rec.node, Repeat):
             body = space.bodies[rec.id]
             out += [(space.path + rec.id, body), *_loop_scopes(body)]
     return out
@@ -149,7 +149,7 @@ def test_the_replay_reaches_every_round(name: str) -> None:
     Y[0] = BIG
     b = Replay(cert, {case.source: Y}, forced=a.releases)
     released = b.space_values(cert.space, {})
-    loops = [(r.node.times, cert.space.bodies[r.id]) for r in cert.space.order if isinstance(r.node, Recurse)]
+    loops = [(r.node.times, cert.space.bodies[r.id]) for r in cert.space.order if isinstance(r.node, Repeat)]
     assert loops
     for times, body in loops:
         mechs = [body.path + r.id for r in body.order if isinstance(r.node, Mechanism)]

@@ -47,7 +47,7 @@ class Example:
     ``relations``: the neighbouring relations the fragment certifies under (each gets the
     sensitivity and non-finite checks).  ``special``: rows on the boundary of the declared bounds
     (the base data holds ``special[0]``; every special row is also tried as a neighbour's row).
-    ``in_body``: the kind is a stand-in inside the body of the Recurse node ``focus``.
+    ``in_body``: the kind is a stand-in inside the body of the Repeat node ``focus``.
     """
 
     kind: str
@@ -536,15 +536,29 @@ def _body(rows: Any, state: Any, k: Any) -> Any:
 
 
 def _recurse(b: dp.PlanBuilder, X: Any) -> Fragment:
-    """A two-round loop; its body holds the three stand-ins (their examples focus on the Recurse node
+    """A two-round loop; its body holds the three stand-ins (their examples focus on the Repeat node
     whose body holds them: ``in_body``)."""
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
-    rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
+    rec = N.repeat(X, init, _body, times=2, round_weights=[1, 2])
     return Fragment({"rec": rec}, rec.id)
 
 
-for _kind in ("Recurse", "Input", "State", "Round"):
-    example(_kind, relations=RELATIONS, in_body=_kind != "Recurse")(_recurse)
+for _kind in ("Repeat", "Input", "State", "Round"):
+    example(_kind, relations=RELATIONS, in_body=_kind != "Repeat")(_recurse)
+
+
+def _tree_body(rows: Any, state: Any, depth: Any) -> N.TreeStep:
+    inside, outside = N.split(rows, N.PartitionByBall(center=state, radius=rows.builder.public(1.0)))
+    cnt = N.LaplaceMech()(N.Count()(rows))
+    leaf = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(rows)))
+    return N.TreeStep(split=cnt, parts=[inside, outside], states=[state, state], leaf=leaf, size=cnt)
+
+
+@example("PartitionTree", relations=RELATIONS, special=((1.0, 0.0, 0.0), (0.0, 0.0, 0.0)))
+def _partition_tree(b: dp.PlanBuilder, X: Any) -> Fragment:
+    """A tree of ball partitions, depth at most 2 and 3 parts: split while a piece's noisy count is positive."""
+    tree = N.partition_tree(X, b.public([0.0, 0.0, 0.0]), _tree_body, max_depth=2, max_parts=3)
+    return Fragment({"tree": tree}, tree.id)
 
 
 # --------------------------------------------------------------------------- k-tuples of block answers (tuples.py)

@@ -52,7 +52,7 @@ def kinds_of(records: tuple[N.NodeRecord, ...]) -> set[str]:
     out: set[str] = set()
     for r in records:
         out.add(r.node.kind)
-        if isinstance(r.node, N.Recurse):
+        if isinstance(r.node, (N.Repeat, N.PartitionTree)):
             out |= kinds_of(r.node.body.records)
     return out
 
@@ -82,7 +82,7 @@ def test_example_uses_its_kind_and_certifies(kind):
         assert kind in kinds_of(plan.records)
         focus = next(r for r in plan.records if r.id == frag.focus)
         if e.in_body:
-            assert isinstance(focus.node, N.Recurse) and kind in kinds_of(focus.node.body.records)
+            assert isinstance(focus.node, N.Repeat) and kind in kinds_of(focus.node.body.records)
         else:
             assert focus.node.kind == kind
         certify(plan)
@@ -185,7 +185,7 @@ def test_stand_in_refuses_an_input_naming_it(kind):
     """Stand-ins take no inputs (like Source and Public): a body that feeds one is refused."""
     plan, frag, _ = ex(kind).plan("replace")
     loop = next(r for r in plan.records if r.id == frag.focus)
-    assert isinstance(loop.node, N.Recurse)
+    assert isinstance(loop.node, N.Repeat)
     recs = list(loop.node.body.records)
     ids = {r.node.kind: r.id for r in recs}
     feed = ids["State"] if kind == "Input" else ids["Input"]
@@ -654,7 +654,7 @@ def test_bounds_at_edge_run_time_values_never_raise_nor_understate(kind, what, e
 def carries_a_rule(cls: type[N.Node]) -> bool:
     """Mechanisms (a cost), queries and transforms (a sensitivity or stability), splits and pieces
     (parallel composition), loops (sequential composition)."""
-    return issubclass(cls, (N.Mechanism, N.Query, N.Transform, N.Recurse)) or cls.kind in (
+    return issubclass(cls, (N.Mechanism, N.Query, N.Transform, N.Repeat, N.PartitionTree)) or cls.kind in (
         "SplitByIndex", "PartitionByBall", "Piece")
 
 
@@ -676,7 +676,7 @@ def test_node_kinds_register_themselves_and_cannot_be_shadowed() -> None:
     (a test's mutant) does not replace the real kind, and a second dpflow class of the same kind is refused."""
     from dpflow.nodes.base import NODE_KINDS, Node
 
-    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 68
+    assert NODE_KINDS["Mean"] is N.Mean and len(NODE_KINDS) == 69
 
     class Mutant(N.Mean):
         kind: ClassVar[str] = "Mean"

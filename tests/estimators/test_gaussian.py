@@ -212,7 +212,7 @@ def _ppc_round_plan(n: int, d: int, K: float) -> tuple[dp.Plan, float]:
         S = N.GaussianMech()(N.SecondMoment()(N.Clip(radius=r)(N.Precondition(matrix=A)(x))))
         return N.Pack()(S, N.Apply(fn=steps.weak_ppc_update, shape=(d, d))(S, A, x.builder.public(bounds), k))
 
-    out = N.recurse(X, b.public(np.diag([3.0] + [1.0] * (d - 1))), body, times=1)
+    out = N.repeat(X, b.public(np.diag([3.0] + [1.0] * (d - 1))), body, times=1)
     return b.build(s=N.Get(index=0)(out)), math.sqrt(2) * radius**2 / n
 
 
@@ -342,7 +342,7 @@ def test_default_rounds_grow_with_the_bounds_and_are_shown_in_the_ledger() -> No
     (rounds,) = [e for e in ledger.entries if e.kind == "Public" and e.derivation.startswith("rounds")]
     t = G.default_rounds(1e6, 5, 3)
     assert rounds.derivation.startswith(f"rounds = {t}")
-    (rec,) = [e for e in ledger.entries if e.kind == "Recurse"]
+    (rec,) = [e for e in ledger.entries if e.kind == "Repeat"]
     assert rec.derivation.startswith(f"{t} rounds")
 
 

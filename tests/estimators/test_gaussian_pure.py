@@ -165,7 +165,7 @@ def test_pure_fit_too_few_rows_is_not_found_never_absurd() -> None:
 
 def _recurse_weights(plan: dp.Plan) -> list[list[float]]:
     return [node["params"]["round_weights"] for node in plan.to_data()["nodes"]
-            if node["kind"] == "Recurse"]
+            if node["kind"] == "Repeat"]
 
 
 def _brute_schedule(m: int, d: int, eps: float, K: float) -> tuple[tuple[Fraction, ...], float]:
@@ -224,7 +224,7 @@ def test_laplace_noise_edge_is_about_the_median_norm() -> None:
 
 
 def test_pure_gaussian_plan_charges_the_derived_schedule_and_shows_it() -> None:
-    """The covariance Recurse's round weights are the schedule; the ledger shows it and the rounds; the
+    """The covariance Repeat's round weights are the schedule; the ledger shows it and the rounds; the
     whole plan still spends exactly the budget."""
     plan = gaussian.gaussian(d=5, n=160_000, budget=dp.PureDP(1), R=10.0, K=3.4e7)
     sched, err = gaussian.coinpress.laplace_cov_schedule(80_000, 5, 0.5, 3.4e7)

@@ -74,6 +74,33 @@ def test_ledger_total_is_the_recomposition_of_its_charges() -> None:
     assert {"Quantile", "AboveThreshold", "StabilityHistogram", "GaussianMech", "LaplaceMech"} <= kinds
 
 
+def test_rpgmp_is_one_partition_tree_whose_plan_does_not_grow_with_k() -> None:
+    """Issue 31: RPGMP's recursion is one PartitionTree (depth k - 1, at most k parts), its body certified once: the
+    plan at k = 10 is within 3 times the plan at k = 3 (it was 2^(k-1) unrolled leaves: 310 nodes at k = 3, 4,990 at
+    k = 7), a found ball goes to the inside part and the outside part keeps its parent's ball, and the per-part
+    outputs are there for every one of the k parts (NaN where the tree made fewer)."""
+    from dpflow import nodes as N
+
+    def size(records: Any) -> int:
+        return sum(1 + (size(r.node.body.records) if isinstance(r.node, N.PartitionTree) else 0) for r in records)
+
+    sizes = {}
+    for k in (3, 10):
+        plan = gaussian_mixture_plan(d=10, n=20000, k=k, budget=dp.ApproxDP(2.0, 1e-6), method="rpgmp")
+        (tree,) = [r.node for r in plan.records if isinstance(r.node, N.PartitionTree)]
+        assert (tree.depth(), tree.max_parts) == (k - 1, k)
+        body = {r.id: r for r in tree.body.records}
+        state = next(r.id for r in tree.body.records if isinstance(r.node, N.State))
+        assert tree.states[1] == state  # outside: the parent's ball
+        inside = body[tree.states[0]]  # inside: the ball found (centre, radius: Get 0 and 1 of the terrific ball)
+        assert [body[i].node for i in inside.inputs[3:]] == [N.Get(index=0), N.Get(index=1)]
+        assert tree.split == inside.inputs[4]
+        assert sorted(name for name, _ in plan.outputs if name.startswith("leaf")) == sorted(
+            f"leaf{i}_{part}" for i in range(k) for part in ("n", "mean", "gram"))
+        sizes[k] = size(plan.records)
+    assert sizes[10] <= 3 * sizes[3]
+
+
 def test_raw_scale_data_with_standardize_needs_no_bounds() -> None:
     """Columns a thousand times wider and a hundred times narrower than the components' unit scale, far from
     the origin: the private per-column scale step puts them on a common scale, and the estimates mapped back

@@ -72,7 +72,7 @@ def _peel_plan(budget: dp.ApproxDP, accounting: str, times: int = 11, round_weig
         peel = N.Peel(s=3, epsilon="0.01") if fixed else N.Peel(s=3)
         return peel(N.Mean()(N.Clip(box=(-1, 1))(rows)))
 
-    return b.build(out=N.recurse(X, b.public([0.0] * 30), body, times=times, round_weights=round_weights))
+    return b.build(out=N.repeat(X, b.public([0.0] * 30), body, times=times, round_weights=round_weights))
 
 
 def test_basic_mode_gives_every_round_eps_over_t_and_composes_to_the_budget() -> None:

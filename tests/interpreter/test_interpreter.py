@@ -1,5 +1,5 @@
 """End-to-end runs: reproducibility, release status, accuracy implied by the guarantee,
-Recurse rounds and the non-finite policy."""
+Repeat rounds and the non-finite policy."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def recurse_plan(times: int) -> tuple[dp.Plan, str]:
     def step(rows: Any, state: Any, k: Any) -> Any:
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0, center=state)(rows)))
 
-    last = N.recurse(X, b.public([5.0, 5.0]), step, times=times)
+    last = N.repeat(X, b.public([5.0, 5.0]), step, times=times)
     return b.build(last=last), last.id
 
 

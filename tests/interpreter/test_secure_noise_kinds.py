@@ -69,7 +69,7 @@ def _kinds(plan: dp.Plan) -> set[str]:
     while stack:
         r = stack.pop()
         out.add(r.node.kind)
-        if isinstance(r.node, N.Recurse):
+        if isinstance(r.node, N.Repeat):
             stack.extend(r.node.body.records)
     return out
 

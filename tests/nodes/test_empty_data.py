@@ -36,8 +36,16 @@ def _vectors(b: dp.PlanBuilder) -> dict[str, Any]:
         "hist": N.LaplaceMech()(N.Histogram(edges=[-1.0, 0.0, 1.0])(col)),
         "rownorm_q": N.Quantile(q=0.5)(N.OrderStatistics(upper=2.0)(N.Magnitudes(of="rows")(X))),
         "coord_q": N.Quantile(q=0.9)(N.OrderStatistics(upper=2.0)(N.Magnitudes(of="coordinates")(X))),
-        "loop": N.recurse(X, b.public([0.0, 0.0, 0.0]), _step, times=2),
+        "loop": N.repeat(X, b.public([0.0, 0.0, 0.0]), _step, times=2),
+        "tree": N.partition_tree(X, b.public([0.0, 0.0, 0.0]), _tree_step, max_depth=2, max_parts=3),
     }
+
+
+def _tree_step(rows: Any, state: Any, depth: Any) -> N.TreeStep:
+    inside, outside = N.split(rows, N.PartitionByBall(center=state, radius=rows.builder.public(1.0)))
+    cnt = N.LaplaceMech()(N.Count()(rows))
+    return N.TreeStep(split=cnt, parts=[inside, outside], states=[state, state],
+                      leaf=N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(rows))))
 
 
 def _step(rows: Any, state: Any, k: Any) -> Any:
@@ -100,14 +108,14 @@ REFUSED_UNDER_ADD_REMOVE: dict[str, Callable[[Any, dp.PlanBuilder], Any]] = {
 }
 
 
-STAND_INS = {"Input", "State", "Round"}  # bound by Recurse, exercised by the "loop" release
+STAND_INS = {"Input", "State", "Round"}  # bound by Repeat, exercised by the "loop" release
 
 
 def _kinds(plan: dp.Plan) -> set[str]:
     out: set[str] = set()
     for rec in plan.records:
         out.add(rec.node.kind)
-        if isinstance(rec.node, N.Recurse):
+        if isinstance(rec.node, (N.Repeat, N.PartitionTree)):
             out |= {r.node.kind for r in rec.node.body.records}
     return out
 

@@ -344,37 +344,6 @@ def test_terrific_ball_plan() -> None:
                       radius=10.0)
 
 
-def test_recursive_partition_plan() -> None:
-    """Breadth first over ``levels``: each piece asks for a ball, is gated (with ``max_parts``) against every ball
-    asked before it, and splits into (inside, the found ball) and (outside, its own ball): 2^levels leaves."""
-    from dpflow import nodes as N
-    from dpflow.nodes.terrific import recursive_partition
-
-    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
-    X = b.source("X", dp.Vectors(d=1), n=10)
-    asked: list[tuple[int, int]] = []
-
-    def found(rows: Any, c: Any, r: Any, level: int, i: int) -> Any:
-        asked.append((level, i))
-        return N.Pack()(b.public([float(level)]), b.public(0.5))
-
-    root = (b.public([0.0]), b.public(9.0))
-    leaves = recursive_partition(X, 2, found, lambda c, r: N.PartitionByBall(center=c, radius=r), root, max_parts=3)
-    assert asked == [(0, 0), (1, 0), (1, 1)] and len(leaves) == 4
-    assert leaves[3][1] is root[0] and leaves[3][2] is root[1]  # outside, outside: the root ball
-    assert leaves[1][1] is not root[0] and leaves[1][1] is not leaves[0][1]  # the level-0 ball, not level 1's
-    gates = [rec for rec in b.build(x=N.GaussianMech()(N.Count()(leaves[0][0]))).records
-             if isinstance(rec.node, N.GateBall)]
-    assert [g.node.limit for g in gates] == [2, 2, 2] and [len(g.inputs) for g in gates] == [1, 2, 3]
-    b2 = dp.PlanBuilder(budget=dp.ZCDP(1.0))
-    X2 = b2.source("X", dp.Vectors(d=1), n=10)
-    ones = recursive_partition(X2, 1, lambda *a: N.Pack()(b2.public([1.0]), b2.public(0.5)),
-                               lambda c, r: N.PartitionByBall(center=c, radius=r), (b2.public([0.0]), b2.public(9.0)))
-    assert len(ones) == 2
-    assert not any(isinstance(rec.node, N.GateBall) for rec in b2.build(x=N.GaussianMech()(N.Count()(ones[0][0])))
-                   .records)
-
-
 def test_grid_helpers_and_cell_counts() -> None:
     """The public shifts are the seed's uniform [0, 1) draws; cell coordinates never warn (overflow to the clamp);
     decoded keys are floats; a released choice is a valid grid index or None; cell counts of one row, of no row,
@@ -493,33 +462,6 @@ def test_terrific_ball_plan_passes_its_parameters() -> None:
     assert all(s.ratio == 4.0 for s in n["ShellRadii"])
     dec = n["TerrificDecision"][0]
     assert (dec.t, dec.ratio, dec.beta) == (10, 4.0, 0.1)
-
-
-def test_recursive_partition_passes_each_piece_its_ball() -> None:
-    from dpflow import nodes as N
-    from dpflow.nodes.terrific import recursive_partition
-
-    b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
-    X = b.source("X", dp.Vectors(d=1), n=10)
-    root = (b.public([0.0]), b.public(9.0))
-    seen: list[tuple[Any, Any, Any]] = []
-    rules: list[tuple[Any, Any]] = []
-
-    def found(rows: Any, c: Any, r: Any, level: int, i: int) -> Any:
-        seen.append((rows, c, r))
-        return N.Pack()(b.public([float(level)]), b.public(0.5))
-
-    def rule(c: Any, r: Any) -> Any:
-        rules.append((c, r))
-        return N.PartitionByBall(center=c, radius=r)
-
-    leaves = recursive_partition(X, 1, found, rule, root)
-    assert seen == [(X, root[0], root[1])]
-    (cen, rad), = rules
-    assert leaves[0][1:] == (cen, rad) and leaves[1][1:] == root
-    plan = b.build(x=N.GaussianMech()(N.Count()(leaves[0][0])))
-    gets = {r.id: r.node.index for r in plan.records if isinstance(r.node, N.Get)}
-    assert (gets[cen.id], gets[rad.id]) == (0, 1)
 
 
 def test_radii_parameter() -> None:

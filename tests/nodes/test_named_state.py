@@ -74,7 +74,7 @@ def _step(rows: Any, state: Any, k: Any) -> Any:
 def test_a_loop_keeps_the_names_of_its_state() -> None:
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     X = b.source("X", dp.Vectors(d=2), n=50)
-    out = N.recurse(X, _public_state(b), _step, times=3)
+    out = N.repeat(X, _public_state(b), _step, times=3)
     plan = b.build(c=N.Get("centre")(out), r=N.Get("radius")(out))
     assert certify(plan).space.types[out.id] == ReleasedT(None, fields=("centre", "radius"))
     res = plan.run({"X": np.ones((50, 2))}, noise=dp.SeededNoise(1)).released
@@ -87,7 +87,7 @@ def test_a_loop_whose_body_renames_its_state_is_refused() -> None:
         return N.Pack(names=("mean", "radius"))(m, N.Get("radius")(state))
 
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
-    out = N.recurse(b.source("X", dp.Vectors(d=2), n=50), _public_state(b), renamed, times=2)
+    out = N.repeat(b.source("X", dp.Vectors(d=2), n=50), _public_state(b), renamed, times=2)
     with pytest.raises(PlanTypeError, match=rf"^{out.id}: the body returns a state with parts \['mean', 'radius'\] "
                                             r"but the initial state has parts \['centre', 'radius'\]"):
         b.build(o=out).check()

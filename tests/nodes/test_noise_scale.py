@@ -108,7 +108,7 @@ def _loop_plan(budget: Any = None, accounting: str = "auto", weights: Any = (1.0
         m = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(x)))
         return N.Apply(fn=np.append, shape=None)(state, N.noise_scale(m))
 
-    return b.build(u=N.recurse(X, b.public(np.zeros(0)), body, times=3, round_weights=weights))
+    return b.build(u=N.repeat(X, b.public(np.zeros(0)), body, times=3, round_weights=weights))
 
 
 def test_each_round_gets_its_own_certified_multiplier() -> None:
@@ -190,7 +190,7 @@ def test_refuses_a_loop_state_that_came_from_a_mechanism_outside() -> None:
         ids.append(u.id)
         return N.Apply(fn=np.add)(N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(x))), u)
 
-    out = N.recurse(X, init, body, times=2)
+    out = N.repeat(X, init, body, times=2)
     _refused(b.build(out=out), f"{out.id}/{ids[0]}")
 
 

@@ -208,7 +208,7 @@ def test_integer_node_parameters_take_numpy_integers() -> None:
     assert [type(v) for v in held] == [int] * len(held)
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     X = b.source("X", dp.Vectors(d=2), n=i(100))
-    last = N.recurse(X, b.public([0.0, 0.0]), lambda rows, state, k: N.GaussianMech()(N.Mean()(
+    last = N.repeat(X, b.public([0.0, 0.0]), lambda rows, state, k: N.GaussianMech()(N.Mean()(
         N.Clip(radius=1.0)(rows))), times=i(3))
     plan = b.build(m=last)
     assert dp.Plan.from_json(plan.to_json()).hash == plan.hash and plan.check().entries

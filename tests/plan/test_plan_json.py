@@ -23,6 +23,13 @@ def _body(rows: Any, state: Any, k: Any) -> Any:
     return N.Pack()(step, N.Apply(fn=np.add, shape=())(k, k))
 
 
+def _tree_body(rows: Any, state: Any, depth: Any) -> Any:
+    inside, outside = N.split(rows, N.PartitionByBall(center=state, radius=rows.builder.public(1.0)))
+    cnt = N.LaplaceMech()(N.Count()(rows))
+    leaf = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(rows)))
+    return N.TreeStep(split=cnt, parts=[inside, outside], states=[state, state], leaf=leaf, size=cnt)
+
+
 def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     """One plan that uses every node kind of dpflow.nodes.NODE_KINDS."""
     b = dp.PlanBuilder(budget=budget or dp.ApproxZCDP(1, "1/1000000"), name="every-kind")  # delta: StabilityHistogram
@@ -45,9 +52,10 @@ def every_kind_plan(radius: float = 2.0, budget: Any = None) -> dp.Plan:
     ab = N.Apply(fn=np.abs)(m)
     packed = N.Pack()(ab, w, N.param(b, "gamma", 2.5, "a named public parameter"))
     init = N.Pack()(b.public([0.0, 0.0, 0.0]), b.public(0.0))
-    rec = N.recurse(X, init, _body, times=2, round_weights=[1, 2])
+    rec = N.repeat(X, init, _body, times=2, round_weights=[1, 2])
+    tree = N.partition_tree(X, b.public([0.0, 0.0, 0.0]), _tree_body, max_depth=2, max_parts=3)
     N.predicted_error(b, "s", "l2", 0.5, 0.9, "a public statement", "the only route")
-    return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, **_quantile_regression_kinds(b, X),
+    return b.build(s=s, c=cnt, h=h, hx=hx, p=pk, packed=packed, rec=rec, tree=tree, **_quantile_regression_kinds(b, X),
                    **_discrete_kinds(b, X, Y), **_mixture_kinds(X), **_tuple_kinds(X), unit_b=N.noise_scale(pk))
 
 
@@ -110,7 +118,7 @@ def kinds(records: tuple[N.NodeRecord, ...]) -> set[str]:
     out: set[str] = set()
     for r in records:
         out.add(r.node.kind)
-        if isinstance(r.node, N.Recurse):
+        if isinstance(r.node, (N.Repeat, N.PartitionTree)):
             out |= kinds(r.node.body.records)
     return out
 
@@ -309,3 +317,22 @@ def test_json_bound_factors_are_not_coerced(factor: list[Any]) -> None:
     with pytest.raises((ValueError, SerializationError)):
         decode(json.loads(json.dumps({"$sym": [2.0, [factor]]})))
     assert decode({"$sym": [2.0, [[{"$released": "radius"}, 1]]]}) == dp.Sym(2.0, ((dp.ReleasedScalar("radius"), 1),))
+
+
+def test_an_old_plan_naming_recurse_loads_and_certifies_to_the_same_ledger() -> None:
+    """Issue 31: ``Recurse`` is now ``Repeat``.  Plans written before the rename (``data/recurse_plans_v2.json``:
+    a hand-written loop with round weights and CoinPress covariance, with the ledgers dpflow certified for them at
+    568d9a4) still load, and certify to the same ledger: every entry, cost event, composed total and composition
+    tree, only the kind's name, the plan hash (of the re-encoded plan) and the ledger schema version differ."""
+    from pathlib import Path
+
+    docs = json.loads((Path(__file__).parent / "data" / "recurse_plans_v2.json").read_text())
+    for doc in docs:
+        assert '"kind": "Recurse"' in json.dumps(doc["plan"])
+        plan = dp.Plan.from_json(json.dumps(doc["plan"]))
+        assert any(isinstance(r.node, N.Repeat) for r in plan.records)
+        new = json.loads(certify(plan).ledger.to_json())
+        old = json.loads(json.dumps(doc["ledger"]).replace('"Recurse"', '"Repeat"').replace("Recurse:", "Repeat:"))
+        assert (old.pop("schema_version"), new.pop("schema_version")) == (5, 6)
+        assert old.pop("plan_hash") != new.pop("plan_hash")
+        assert new == old

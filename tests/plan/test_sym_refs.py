@@ -121,7 +121,7 @@ def test_a_loop_body_counts_its_rows_in_its_own_scope() -> None:
     to the body's Input stand-in, which the loop binds to the same rows."""
     b = dp.PlanBuilder(budget=dp.ZCDP(0.5))
     X = b.source("X", dp.Vectors(d=2))
-    plan = b.build(o=N.recurse(X, b.public([0.0, 0.0]), _loop, times=2))
+    plan = b.build(o=N.repeat(X, b.public([0.0, 0.0]), _loop, times=2))
     cert = certify(plan)
     (body,) = cert.space.bodies.values()
     inp = next(r.id for r in body.order if isinstance(r.node, N.Input))

@@ -195,7 +195,7 @@ def test_peel_and_loops_get_one_row_per_round_weight() -> None:
     X = b.source("X", dp.Vectors(d=6), n=100)
     top = N.Peel(s=2)(N.Mean()(N.Clip(box=(-1, 1))(X)))
     body = lambda rows, state, k: N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))  # noqa: E731
-    out = N.recurse(X, b.public([0.0] * 6), body, times=3, round_weights=[1.0, 1.0, 3.0])
+    out = N.repeat(X, b.public([0.0] * 6), body, times=3, round_weights=[1.0, 1.0, 3.0])
     cert = certify(b.build(top=top, u=out))
     rows = cert.ledger.accuracy(0.05)
     peel = [r for r in rows if r.kind == "Peel"][0]
@@ -204,7 +204,7 @@ def test_peel_and_loops_get_one_row_per_round_weight() -> None:
     cal = [c for c in cert.ledger.noise_calibrations if c.kind == "Peel"][0]
     assert peel.half_width == pytest.approx(cal.scale * math.log(20), rel=1e-11)
     loop = [r for r in rows if r.kind == "GaussianMech"]
-    assert [r.rounds for r in loop] == ["rounds 0, 1 of recurse_5", "round 2 of recurse_5"]
+    assert [r.rounds for r in loop] == ["rounds 0, 1 of repeat_5", "round 2 of repeat_5"]
     shares = [cert.invocations.at(loop[0].node, (c,)).share for c in (0, 1)]
     assert shares[1] == 3 * shares[0]
     assert loop[0].half_width == pytest.approx(loop[1].half_width * math.sqrt(3), rel=1e-11)

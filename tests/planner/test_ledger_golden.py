@@ -122,7 +122,7 @@ Changes recorded so far:
   instead of ``default_rounds`` and CoinPress's [1/4 over t - 1, 3/4]: for d = 3, n = 4,000, K = 30 two rounds
   [5/8, 3/8] instead of three [1/8, 1/8, 3/4].  Exactly one entry changed, ``gaussian_gaussian/pure``: still
   epsilon 1, half to each part (shares 1/2 exactly, the float weights now summing to 1 exactly), the body's
-  nodes renumbered (``recurse_10/b1.laplace_mech_8``, ``recurse_18/b2.laplace_mech_10``), total rho
+  nodes renumbered (``repeat_10/b1.laplace_mech_8``, ``repeat_18/b2.laplace_mech_10``), total rho
   0.15104 -> 0.14453 (fewer, larger rounds) and its conversions accordingly.  No released golden has a pure
   Gaussian entry.
 * issue 10 (one-sided costs of value pieces, ``dpflow.privacy.ratio``; the PLD join of add/remove pieces that

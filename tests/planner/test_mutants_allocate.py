@@ -165,7 +165,7 @@ def test_a_pure_mechanism_in_weighted_rounds_costs_its_pure_share_per_round() ->
     def body(rows: Any, state: Any, k: int) -> Any:
         return dp.nodes.LaplaceMech()(dp.nodes.Mean()(dp.nodes.Clip(radius=1.0)(rows)))
 
-    out = dp.nodes.recurse(X, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0])
+    out = dp.nodes.repeat(X, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0])
     cert = certify(b.build(m=out))
     inv = cert.invocations
     (loop,) = inv.rounds
@@ -192,13 +192,13 @@ def _looped(budget: Any, mech: Any) -> Any:
     """A plan running ``mech`` on the rows of source X in each of two rounds of a loop."""
     b = dp.PlanBuilder(budget=budget)
     X = b.source("X", dp.Vectors(d=1), n=100)
-    out = dp.nodes.recurse(X, b.public([0.0]), lambda rows, state, k: mech(rows), times=2)
+    out = dp.nodes.repeat(X, b.public([0.0]), lambda rows, state, k: mech(rows), times=2)
     return b.build(m=out)
 
 
 def test_a_cost_refusal_is_re_raised_naming_the_node_path() -> None:
     """A ``PlanError`` from a node's ``cost`` becomes a ``PlanTypeError`` keyed by the node's path (inside a loop
-    body: ``recurse_2/b1.<id>``), with the node's own problem and fix, raised from it."""
+    body: ``repeat_2/b1.<id>``), with the node's own problem and fix, raised from it."""
     from dpflow.planner.certify import certify
 
     plan = _looped(dp.ZCDP(Fraction(1, 2)), lambda rows: _RefusingLaplace()(dp.nodes.Mean()(
@@ -206,7 +206,7 @@ def test_a_cost_refusal_is_re_raised_naming_the_node_path() -> None:
     with pytest.raises(dp.PlanTypeError) as info:
         certify(plan)
     e = info.value
-    assert e.node == "recurse_2/b1.laplace_mech_5"
+    assert e.node == "repeat_2/b1.laplace_mech_5"
     assert (e.problem, e.fix) == ("no calibration at share 1/4", "raise the share")
     assert isinstance(e.__cause__, dp.PlanTypeError) and e.__cause__.node == "LaplaceMech"
 

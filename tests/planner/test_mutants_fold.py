@@ -107,7 +107,7 @@ def test_a_fixed_share_in_a_loop_is_charged_per_round_not_per_round_weight(relat
         N.GaussianMech(rho=0.1)(N.Sum()(N.Clip(radius=1.0)(rows)))  # a body node: run (and charged) every round
         return N.GaussianMech(weight=2.0)(N.Sum()(N.Clip(radius=1.0)(rows)))
 
-    out = N.recurse(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
+    out = N.repeat(X, b.public([0.0, 0.0]), body, times=3, round_weights=[1.0, 1.0, 3.0])
     other = N.GaussianMech(weight=1.0)(N.Sum()(N.Clip(radius=1.0)(X)))
     cert = certify(b.build(m=out, o=other))
     remaining = 1 - 3 * Fraction(0.1)

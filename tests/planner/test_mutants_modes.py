@@ -151,7 +151,7 @@ def _loop_plan(round_weights: list[float] | None) -> tuple[dp.Plan, str]:
     def body(rows: Any, state: Any, k: int) -> Any:
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0, center=state)(rows)))
 
-    out = N.recurse(X, b.public([0.0, 0.0]), body, times=2, round_weights=round_weights)
+    out = N.repeat(X, b.public([0.0, 0.0]), body, times=2, round_weights=round_weights)
     return b.build(m=out), out.id
 
 
@@ -258,7 +258,7 @@ def test_noise_variance_sums_inverse_rho_over_every_source_and_round() -> None:
 
     Z = b.source("Z", dp.Vectors(d=2), n=100)
     plan = b.build(a=N.GaussianMech()(N.Mean()(rows)), c=N.GaussianMech(weight=3.0)(N.Sum()(rows)),
-                   y=N.recurse(Y, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0]),
+                   y=N.repeat(Y, b.public([0.0, 0.0]), body, times=2, round_weights=[1.0, 3.0]),
                    z=N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(Z))))
     T = Fraction(1, 10)
     assert _noise_variance(PlanContext.of(plan), "zcdp", T) == 4 / T + 4 / (3 * T) + 2 * 4 / T + 1 / T

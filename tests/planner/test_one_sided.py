@@ -197,7 +197,7 @@ def test_recurse_rounds_inside_a_piece_charge_one_sided_rounds() -> None:
     def body(rows: Any, state: Any, k: Any) -> Any:
         return N.GaussianMech()(N.Sum()(rows))
 
-    loop = N.recurse(p, b.public([0.0, 0.0]), body, times=3)
+    loop = N.repeat(p, b.public([0.0, 0.0]), body, times=3)
     other = N.GaussianMech()(N.Sum()(q))
     cert = certify(b.build(loop=loop, other=other))
     # both: max(3 rounds in full, 1 in full, (3 rounds + 1) one-sided) = max(3, 1, 4/4) = 3 per unit weight

@@ -1,6 +1,6 @@
 """The planner validates a plan from any origin (builder, ``Plan(...)``, hand-edited JSON) before it
 infers anything (issue 14): only released values leave a plan or steer a node, sources are declared
-once and only at the top level, and a Recurse body has one Input and one State stand-in (at most one
+once and only at the top level, and a Repeat body has one Input and one State stand-in (at most one
 Round).  ``certify``, ``Plan.check``, ``run`` and the ``dpflow check`` / ``dpflow run`` commands all
 refuse such plans before any data is read (the CLI with exit status 2, writing nothing).  Each test
 here failed before the planner's validation step existed (the controls excepted)."""
@@ -31,13 +31,13 @@ def _step(rows: Any, state: Any, k: Any) -> Any:
 
 
 def base_plan() -> dp.Plan:
-    """A mean, a sum over an index piece and a two-round Recurse, all on source X."""
+    """A mean, a sum over an index piece and a two-round Repeat, all on source X."""
     b = dp.PlanBuilder(budget=dp.ZCDP(1))
     X = b.source("X", dp.Vectors(d=2), n=100)
     m = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))
     left, _ = N.split(X, N.SplitByIndex(pieces=2))
     s = N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(left)))
-    last = N.recurse(X, b.public([0.0, 0.0]), _step, times=2)
+    last = N.repeat(X, b.public([0.0, 0.0]), _step, times=2)
     return b.build(m=m, s=s, last=last, m_abs=N.Apply(fn=np.abs)(m))
 
 
@@ -68,10 +68,10 @@ def node_id(records: list[dict[str, Any]], kind: str) -> str:
 
 
 def body(data: dict[str, Any], depth: int = 1) -> dict[str, Any]:
-    """The ``$subplan`` of the first Recurse (``depth`` 2: of the first Recurse inside it)."""
+    """The ``$subplan`` of the first Repeat (``depth`` 2: of the first Repeat inside it)."""
     records = data["nodes"]
     for _ in range(depth):
-        sub: dict[str, Any] = next(r for r in records if r["kind"] == "Recurse")["params"]["body"]["$subplan"]
+        sub: dict[str, Any] = next(r for r in records if r["kind"] == "Repeat")["params"]["body"]["$subplan"]
         records = sub["records"]
     return sub
 
@@ -110,7 +110,7 @@ def test_a_sensitive_output_of_a_plan_built_directly_is_refused() -> None:
 @pytest.mark.parametrize("where", ["undefined", "body", "body_key"])
 def test_an_output_that_is_not_a_top_level_node_is_refused(where: str) -> None:
     data = json.loads(base_plan().to_json())
-    rec_id = node_id(data["nodes"], "Recurse")
+    rec_id = node_id(data["nodes"], "Repeat")
     inner = node_id(body(data)["records"], "GaussianMech")
     target = {"undefined": "ghost_9", "body": inner, "body_key": f"{rec_id}/{inner}"}[where]
     plan = edited(base_plan(), lambda d: d["outputs"].__setitem__("x", target))
@@ -118,9 +118,9 @@ def test_an_output_that_is_not_a_top_level_node_is_refused(where: str) -> None:
     assert err.node == target
 
 
-@pytest.mark.parametrize("kind", ["Public", "Recurse", "Apply", "GaussianMech"])
+@pytest.mark.parametrize("kind", ["Public", "Repeat", "Apply", "GaussianMech"])
 def test_outputs_pointing_at_released_nodes_are_accepted(kind: str) -> None:
-    """Control: public constants, Recurse states, post-processing and mechanisms are released."""
+    """Control: public constants, Repeat states, post-processing and mechanisms are released."""
     target = node_id(json.loads(base_plan().to_json())["nodes"], kind)
     plan = edited(base_plan(), lambda d: d["outputs"].__setitem__("x", target))
     certify(plan)
@@ -155,7 +155,7 @@ def test_a_parameter_pointing_at_a_sensitive_node_is_refused() -> None:
 
 
 def _move_body_input_to_a_source(name: str, depth: int = 1) -> Edit:
-    """Declare a source ``name`` inside a Recurse body and feed the body's Clip from it."""
+    """Declare a source ``name`` inside a Repeat body and feed the body's Clip from it."""
 
     def edit(d: dict[str, Any]) -> None:
         source = dict(next(r for r in d["nodes"] if r["kind"] == "Source"))
@@ -174,13 +174,13 @@ def test_a_source_inside_a_recurse_body_is_refused(name: str, outer: bool) -> No
     top-level mechanism, KeyError for another name."""
     b = dp.PlanBuilder(budget=dp.ZCDP("0.5"))
     X = b.source("X", dp.Vectors(d=2), n=100)
-    outs = {"last": N.recurse(X, b.public([0.0, 0.0]), _step, times=3)}
+    outs = {"last": N.repeat(X, b.public([0.0, 0.0]), _step, times=3)}
     if outer:
         outs["m"] = N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(X)))
     plan = edited(b.build(**outs), _move_body_input_to_a_source(name))
-    rec_id = node_id(json.loads(plan.to_json())["nodes"], "Recurse")
+    rec_id = node_id(json.loads(plan.to_json())["nodes"], "Repeat")
     err = refused_everywhere(plan, dp.PlanTypeError, f"{rec_id}/b9.source_99")
-    assert f"source {name} is declared inside a Recurse body" in str(err)
+    assert f"source {name} is declared inside a control body" in str(err)
 
 
 def test_a_source_inside_a_nested_recurse_body_is_refused() -> None:
@@ -188,9 +188,9 @@ def test_a_source_inside_a_nested_recurse_body_is_refused() -> None:
     X = b.source("X", dp.Vectors(d=2), n=100)
 
     def outer(rows: Any, state: Any, k: Any) -> Any:
-        return N.recurse(rows, state, _step, times=2)
+        return N.repeat(rows, state, _step, times=2)
 
-    plan = edited(b.build(last=N.recurse(X, b.public([0.0, 0.0]), outer, times=2)),
+    plan = edited(b.build(last=N.repeat(X, b.public([0.0, 0.0]), outer, times=2)),
                   _move_body_input_to_a_source("X", depth=2))
     err = refused_everywhere(plan, dp.PlanTypeError, "b9.source_99")
     assert err.node.endswith("/b9.source_99") and err.node.count("/") == 2
@@ -206,9 +206,9 @@ def test_the_builder_refuses_a_source_inside_a_recurse_body(name: str) -> None:
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(Z)))
 
     with pytest.raises(dp.PlanTypeError) as info:
-        N.recurse(X, b.public([0.0, 0.0]), step, times=3)
+        N.repeat(X, b.public([0.0, 0.0]), step, times=3)
     assert_refusal(info.value, name)
-    assert "inside a Recurse body" in str(info.value) and "top-level builder" in str(info.value)
+    assert "inside a control body" in str(info.value) and "top-level builder" in str(info.value)
 
 
 def _second_source(name: str) -> Edit:
@@ -241,11 +241,11 @@ def test_two_sources_with_distinct_names_are_accepted() -> None:
     assert [t.source for t in certify(plan).ledger.totals] == ["X", "Y"]
 
 
-# =========================================================================== Recurse stand-ins
+# =========================================================================== Repeat stand-ins
 
 
 def _stand_ins(kind: str, count: int) -> Edit:
-    """Give the Recurse body ``count`` stand-ins of ``kind`` (an extra Input feeds its own mechanism)."""
+    """Give the Repeat body ``count`` stand-ins of ``kind`` (an extra Input feeds its own mechanism)."""
 
     def edit(d: dict[str, Any]) -> None:
         sub = body(d)
@@ -274,7 +274,7 @@ def test_a_body_without_one_input_and_one_state_is_refused(kind: str, count: int
     """Before: a second Input's mechanisms were spent but never charged (rho 1/2 certified, 1 spent);
     a missing Input or State crashed (StopIteration, KeyError at run time)."""
     plan = edited(base_plan(), _stand_ins(kind, count))
-    rec_id = node_id(json.loads(plan.to_json())["nodes"], "Recurse")
+    rec_id = node_id(json.loads(plan.to_json())["nodes"], "Repeat")
     err = refused_everywhere(plan, dp.PlanTypeError, rec_id)
     assert err.node == rec_id and f"the body has {count} {kind} stand-ins" in str(err)
 

@@ -149,7 +149,7 @@ def test_duplicate_id_in_hand_edited_json():
 def test_undefined_reference_inside_a_recurse_body():
     plan = recurse_plan(2, None)[0]
     data = json.loads(plan.to_json())
-    rec = _node(data["nodes"], "Recurse")
+    rec = _node(data["nodes"], "Repeat")
     body = rec["params"]["body"]["$subplan"]["records"]
     mean = next(r for r in body if r["kind"] == "Mean")
     mean["inputs"] = ["nowhere_1"]
@@ -475,7 +475,7 @@ def recurse_plan(times: int, round_weights: list[float] | None, budget: str = "1
     def step(rows: Any, state: Any, k: Any) -> Any:
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0, center=state)(rows)))
 
-    last = N.recurse(X, b.public([0.0, 0.0]), step, times=times, round_weights=round_weights)
+    last = N.repeat(X, b.public([0.0, 0.0]), step, times=times, round_weights=round_weights)
     outs = {"last": last}
     if outer_weight is not None:
         outs["sum"] = N.GaussianMech(weight=outer_weight)(N.Sum()(N.Clip(radius=1.0)(X)))
@@ -521,9 +521,9 @@ def test_nested_recurse_charges_every_inner_round():
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))
 
     def outer(rows: Any, state: Any, k: Any) -> Any:
-        return N.recurse(rows, state, inner, times=3, round_weights=[1, 2, 3])
+        return N.repeat(rows, state, inner, times=3, round_weights=[1, 2, 3])
 
-    cert = certify(b.build(o=N.recurse(X, b.public([0.0, 0.0]), outer, times=2, round_weights=[1, 4])))
+    cert = certify(b.build(o=N.repeat(X, b.public([0.0, 0.0]), outer, times=2, round_weights=[1, 4])))
     (key,) = cert.allocations
     assert cert.allocations[key].share == Fraction(1, 30)  # (1 + 4) * (1 + 2 + 3) units of weight
     assert Fraction(cert.ledger.totals[0].rho) == 1
@@ -544,7 +544,7 @@ def test_fixed_cost_in_a_recurse_body_is_charged_every_round():
     def body(rows: Any, state: Any, k: Any) -> Any:
         return N.GaussianMech(rho="0.2")(N.Mean()(N.Clip(radius=1.0)(rows)))
 
-    last = N.recurse(X, b.public([0.0, 0.0]), body, times=3)
+    last = N.repeat(X, b.public([0.0, 0.0]), body, times=3)
     with pytest.raises(dp.BudgetError) as info:
         certify(b.build(o=last))
     assert_refusal(info.value, f"{last.id}/")

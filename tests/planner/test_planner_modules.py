@@ -42,7 +42,7 @@ def _plan() -> dp.Plan:
              k: dp.Released[object]) -> dp.Released[object]:
         return N.GaussianMech()(N.Mean()(N.Clip(radius=1.0)(rows)))
 
-    outs["loop"] = N.recurse(X, b.public([0.0, 0.0]), body, times=2)
+    outs["loop"] = N.repeat(X, b.public([0.0, 0.0]), body, times=2)
     return b.build(**outs)
 
 
@@ -52,7 +52,7 @@ def test_fold_steps_are_tagged_by_step_kind():
     assert all(isinstance(tag, StepKind) for tag, *_ in steps)
     kinds = {rec.node.kind: tag for tag, rec, *_ in steps}
     assert kinds["GaussianMech"] is StepKind.MECH
-    assert kinds["Recurse"] is StepKind.RECURSE
+    assert kinds["Repeat"] is StepKind.CONTROL
     assert kinds["Source"] is kinds["Clip"] is kinds["Sum"] is StepKind.SEQ
     rules = {rec.node.kind: (tag, rule) for tag, rec, _, _, rule in steps if tag is StepKind.PIECES}
     assert rules == {"SplitByIndex": (StepKind.PIECES, "index"), "PartitionByBall": (StepKind.PIECES, "value")}

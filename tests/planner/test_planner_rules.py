@@ -139,7 +139,7 @@ def _loop_plan(weights: list[float]) -> tuple[dp.Plan, str]:
         seen.append(m.id)
         return m
 
-    out = N.recurse(X, b.public([0.0, 0.0]), body, times=len(weights), round_weights=weights)
+    out = N.repeat(X, b.public([0.0, 0.0]), body, times=len(weights), round_weights=weights)
     return b.build(m=out), f"{out.id}/{seen[0]}"
 
 

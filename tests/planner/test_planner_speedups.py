@@ -51,7 +51,7 @@ def _walk_every_step(space: TypedScope, start: str) -> str:
             acc[rec.id] = acc[kids[0]] if len(kids) == 1 else "(" + "+".join(acc[k] for k in kids) + ")"
         elif tag is StepKind.MECH:
             acc[rec.id] = rec.id
-        elif tag is StepKind.RECURSE:
+        elif tag is StepKind.CONTROL:
             acc[rec.id] = "R" + rec.id
         else:
             assert rule is not None
@@ -89,7 +89,7 @@ def _weight_products(inv: dp.planner.certify.InvocationTable, path: str, classes
     mult = Fraction(1)
     for loop, c in zip(loops, classes, strict=True):
         node = next(rec.node for sp in _spaces(ctx.space) for rec in sp.order if sp.path + rec.id == loop)
-        assert isinstance(node, N.Recurse)
+        assert isinstance(node, N.Repeat)
         mult *= sorted({Fraction(node.weight_of_round(k)) for k in range(node.times)})[c]
     return mult
 

@@ -62,7 +62,7 @@ def _pure_plan(budget: dp.Measure, weights: tuple[float, float] = (1.0, 1.0), ti
         return N.Peel(s=2, weight=weights[1])(N.Mean()(N.Clip(box=(-1, 1))(rows)))
 
     return b.build(l=N.LaplaceMech(weight=weights[0])(N.Sum()(N.Clip(radius=1.0)(X))),
-                   p=N.recurse(X, b.public([0.0] * 8), body, times=times))
+                   p=N.repeat(X, b.public([0.0] * 8), body, times=times))
 
 
 def _epsilon_at_total(plan: dp.Plan, total: Fraction) -> float:

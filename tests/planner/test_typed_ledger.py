@@ -26,6 +26,7 @@ from dpflow.planner.ledger import (
     Parallel,
     Rounds,
     Sequential,
+    Tree,
     cost_from_data,
     cost_to_data,
     recompose,
@@ -76,7 +77,7 @@ def test_totals_and_events_are_exact_fractions() -> None:
 def test_events_inside_a_recurse_body_are_per_unit_round_weight() -> None:
     ledger = G.covariance(d=2, n=3000, budget=dp.ZCDP("1/3"), K=30.0).check()
     (event,) = ledger.events()
-    assert event.node == "recurse_6/b1.gaussian_mech_8" and event.per_round_weight
+    assert event.node == "repeat_6/b1.gaussian_mech_8" and event.per_round_weight
     assert ledger.totals[0].rho == Fraction(1, 3)
 
 
@@ -131,7 +132,7 @@ def test_summary_text_is_unchanged(name: str) -> None:
 
 def test_recurse_summary_line_is_unchanged() -> None:
     text = G.covariance(d=2, n=3000, budget=dp.ZCDP("1/3"), K=30.0).check(exact_noise=False).summary()
-    assert ("  recurse_6/b1.gaussian_mech_8 l2 = 0.00513694                    rho=0.3333333333 zCDP per unit "
+    assert ("  repeat_6/b1.gaussian_mech_8  l2 = 0.00513694                    rho=0.3333333333 zCDP per unit "
             "round weight") in text.splitlines()
 
 
@@ -193,7 +194,7 @@ def test_ledger_json_round_trip_keeps_the_typed_fields(make: object) -> None:
     ledger = make()  # type: ignore[operator]
     text = ledger.to_json()
     data = json.loads(text)
-    assert (data["schema"], data["schema_version"]) == ("dpflow.ledger", LEDGER_SCHEMA_VERSION) == ("dpflow.ledger", 5)
+    assert (data["schema"], data["schema_version"]) == ("dpflow.ledger", LEDGER_SCHEMA_VERSION) == ("dpflow.ledger", 6)
     total = data["totals"][0]
     assert total["cost"]["rho"] == str(ledger.totals[0].rho) and total["used"] == str(ledger.totals[0].used)
     assert total["measure"] == ledger.totals[0].measure  # the rendered text is in the JSON for readers
@@ -211,8 +212,8 @@ def test_old_or_edited_ledger_json_is_refused_clearly() -> None:
     old = {k: v for k, v in data.items() if k != "schema_version"} | {"schema": "dpflow.ledger/1"}
     with pytest.raises(ValueError, match=r"version 1 ledger .* certify the plan again"):
         Ledger.from_json(json.dumps(old))
-    with pytest.raises(ValueError, match="version 5 document"):
-        Ledger.from_json(json.dumps(data | {"schema_version": 6}))
+    with pytest.raises(ValueError, match="version 6 document"):
+        Ledger.from_json(json.dumps(data | {"schema_version": 7}))
     v4 = {k: v for k, v in data.items() if k != "predictions"} | {"schema_version": 4}
     with pytest.raises(ValueError, match=r"version 4 ledger no predicted errors.* certify the plan again"):
         Ledger.from_json(json.dumps(v4))
@@ -238,9 +239,9 @@ def test_report_json_has_a_schema_version() -> None:
         {"X": np.zeros((100, 2))}, noise=dp.SeededNoise(0))
     data = json.loads(res.report.to_json())
     assert (data["schema"], data["schema_version"]) == ("dpflow.report", REPORT_SCHEMA_VERSION) == ("dpflow.report", 5)
-    assert data["ledger"]["schema_version"] == 5
+    assert data["ledger"]["schema_version"] == 6
     assert Ledger.from_json(json.dumps(data["ledger"])) == res.report.ledger
-    assert "ledger schema dpflow.ledger version 5" in res.report.to_markdown()
+    assert "ledger schema dpflow.ledger version 6" in res.report.to_markdown()
 
 
 # --------------------------------------------------------------------------- composition trees
@@ -250,6 +251,8 @@ def charges(c: Composition) -> list[Charge]:
         return [c]
     if isinstance(c, Rounds):
         return charges(c.body)
+    if isinstance(c, Tree):
+        return charges(c.split) + charges(c.leaf)
     return [x for p in c.parts for x in charges(p)]
 
 
@@ -311,28 +314,32 @@ def test_tree_shapes_are_typed() -> None:
         if isinstance(c, Rounds):
             assert c.count >= 1 and c.weight > 0
             walk(c.body)
+        elif isinstance(c, Tree):
+            assert (c.depth, c.parts) == (2, 2)
+            walk(c.split)
+            walk(c.leaf)
         elif not isinstance(c, Charge):
             for p in c.parts:
                 walk(p)
 
     assert total.composition is not None
     walk(total.composition)
-    assert {"Parallel:index", "Parallel:value", "Rounds", "Sequential", "Charge"} <= set(found)
-    # CoinPress: a Recurse per moment, its rounds grouped by round weight (weights sum to 1 per Recurse)
+    assert {"Parallel:index", "Parallel:value", "Rounds", "Sequential", "Charge", "Tree"} <= set(found)
+    # CoinPress: a Repeat per moment, its rounds grouped by round weight (weights sum to 1 per Repeat)
     rounds: list[Rounds] = []
 
     def collect(c: Composition) -> None:
         if isinstance(c, Rounds):
             rounds.append(c)
-        elif not isinstance(c, Charge):
+        elif not isinstance(c, (Charge, Tree)):
             for p in c.parts:
                 collect(p)
 
     comp = G.gaussian(d=2, n=4000, budget=dp.ZCDP(1), R=10.0, K=30.0).check().totals[0].composition
     assert comp is not None
     collect(comp)
-    assert {r.node for r in rounds} == {"recurse_8", "recurse_17"}
-    for node in ("recurse_8", "recurse_17"):
+    assert {r.node for r in rounds} == {"repeat_8", "repeat_17"}
+    for node in ("repeat_8", "repeat_17"):
         assert sum(r.count * r.weight for r in rounds if r.node == node) == pytest.approx(1)
         assert all(isinstance(r.body, Charge) and r.body.node.startswith(node + "/") for r in rounds if r.node == node)
 

@@ -125,7 +125,7 @@ def _plans(relation: str, budget: dp.ApproxDP) -> dict[str, dp.Plan]:
     def body(rows: Any, state: Any, k: Any) -> Any:
         return N.GaussianMech()(N.Sum()(N.Clip(radius=1.0)(rows)))
 
-    loop = b.build(r=N.recurse(X, b.public([0.0] * 3), body, times=4, round_weights=[1.0, 1.0, 2.0, 4.0]),
+    loop = b.build(r=N.repeat(X, b.public([0.0] * 3), body, times=4, round_weights=[1.0, 1.0, 2.0, 4.0]),
                    lap=N.LaplaceMech(weight=2.0)(N.Sum()(N.Clip(box=(-1.0, 1.0))(X))))
     return {"gaussians": gaussians, "mixed": mixed, "loop": loop}
 

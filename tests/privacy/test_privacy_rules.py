@@ -165,7 +165,7 @@ def test_shares_by_weight() -> None:
 
 
 def _mean_loops(cert: Any) -> dict[str, tuple[Any, str, list[Fraction]]]:
-    """Per CoinPress mean loop (a Recurse body reading a NoiseScale): (the body scope, the path of the
+    """Per CoinPress mean loop (a Repeat body reading a NoiseScale): (the body scope, the path of the
     Gaussian the NoiseScale names, the rho_k the planner allocates to it round by round)."""
     out = {}
     for rec in cert.space.order:

@@ -1,6 +1,6 @@
 """CoinPress (Biswas-Dong-Kamath-Ullman, NeurIPS 2020): iterative private mean and covariance.
 
-Both are ``Recurse`` nodes over all n rows (no sample splitting), charged per round
+Both are ``Repeat`` nodes over all n rows (no sample splitting), charged per round
 at the schedule's round weight (sequential composition, Bun-Steinke 2016 Lemma 1.7).
 
 * Mean (``MVMRec``, gaussian.md 1.1-1.2): round k clips the rows to the released ball
@@ -88,7 +88,7 @@ def _round_rhos(rho: Fraction, sched: Sequence[Fraction]) -> list[Fraction]:
 
 def part_rhos(rho: Fraction, parts: Sequence[tuple[float, int]]) -> list[Fraction]:
     """The rho of each CoinPress part of a plan whose only mechanisms are these parts' Gaussians: a part
-    ``(weight, t)`` is a ``Recurse`` of ``t`` rounds (round weights ``float(s_k)`` of :func:`schedule`) with
+    ``(weight, t)`` is a ``Repeat`` of ``t`` rounds (round weights ``float(s_k)`` of :func:`schedule`) with
     one mechanism of ``weight``, so it gets ``rho * weight * sum_k s_k / sum over parts``, exactly as the
     planner shares by weight (:func:`dpflow.privacy.shares_by_weight`).
 
@@ -266,7 +266,7 @@ def mvm_rec(
             r_next = N.Apply(fn=steps.mvm_next_radius, shape=())(clip, N.noise_scale(m), gk, nk)
         return N.Pack(names=MEAN_STATE)(m, r_next)
 
-    return N.recurse(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])
+    return N.repeat(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])
 
 
 def mvc_rec(
@@ -302,4 +302,4 @@ def mvc_rec(
         return N.Pack(names=COV_STATE)(N.Apply(fn=steps.mvc_update, shape=(d, d))(Z, A, e), A, Z)
 
     init = N.Pack(names=COV_STATE)(init_A, init_A, rows.builder.public(np.zeros((d, d))))
-    return N.recurse(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])
+    return N.repeat(rows, init, body, times=len(sched), round_weights=[float(s) for s in sched])

@@ -2,7 +2,7 @@
 
 * ``pme``: coarse per-coordinate centre (KV histograms), one l2 clip around it, one
   Gaussian release (gaussian.md 3.5).
-* ``ppc``: a ``Recurse`` over WeakPPC rounds (gaussian.md 3.2-3.3 [RECON]): round r maps the
+* ``ppc``: a ``Repeat`` over WeakPPC rounds (gaussian.md 3.2-3.3 [RECON]): round r maps the
   rows by the current preconditioner A, truncates them to ``sqrt(K_r) * gamma``, releases
   their second moment (Frobenius sensitivity ``sqrt(2) K_r gamma^2 / n``), and halves the
   scale of the noisy eigen-directions with eigenvalue >= K_r / 2; ``K_{r+1} = (5/8) K_r``.
@@ -81,7 +81,7 @@ def ppc(rows: Sensitive[Rows], n: int, d: int, kappa: float, weight: float, beta
         S = N.GaussianMech(weight=weight / R)(N.SecondMoment()(w))
         return N.Apply(fn=steps.weak_ppc_update, shape=(d, d))(S, A, kb, k)
 
-    return N.recurse(rows, eye, body, times=R), kappa * SHRINK**R
+    return N.repeat(rows, eye, body, times=R), kappa * SHRINK**R
 
 
 def pce(rows: Sensitive[Rows], n: int, d: int, kappa: float, weight_ppc: float, weight_final: float,
