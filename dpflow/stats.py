@@ -310,7 +310,7 @@ class Statistics:
 
         def record(b: PlanBuilder) -> None:
             for p in preds.values():
-                N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+                N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route, p.given)
             if why:
                 N.param(b, "route", float(ROUTES.index(route.name)), why)
             for line in self._enforce(n, preds):

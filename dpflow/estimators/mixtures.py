@@ -364,7 +364,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
                                      "public ball ||mu|| <= radius")
     if prediction is not None:
         N.predicted_error(b, prediction.output, prediction.metric, prediction.value, prediction.confidence,
-                          prediction.derivation, prediction.route)
+                          prediction.derivation, prediction.route, prediction.given)
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     starts: list[Any] = []
     given: list[Any] = []

@@ -357,7 +357,7 @@ def record_prediction(builder: PlanBuilder, prediction: Prediction | None) -> No
     """Add ``prediction`` to the plan being built (:func:`dpflow.nodes.predicted_error`); None adds nothing."""
     if prediction is not None:
         N.predicted_error(builder, prediction.output, prediction.metric, prediction.value, prediction.confidence,
-                          prediction.derivation, prediction.route)
+                          prediction.derivation, prediction.route, prediction.given)
 
 
 def intercept_model(centre: Any, d: Any) -> np.ndarray:

@@ -189,3 +189,35 @@ def test_predicted_errors_hold_on_seeds(bounded: bool) -> None:
                            else np.linalg.norm(f.covariance - Sig, 2))
                 hits.append(err <= p.value)
     assert hits and sum(hits) >= 0.9 * len(hits), (sum(hits), len(hits))
+
+
+def test_clip_bias_is_the_clipped_second_moment_lost() -> None:
+    """coinpress.clip_bias (issue 29): the relative second moment that clipping N(0, I_d) rows at
+    chi_radius(d, 0.1) loses, measured by Monte Carlo (2e6 rows), is within 10% of the predicted bias (its fixed
+    point, 3% above the loss at the identity); it falls with d."""
+    from dpflow.estimators.gaussian import coinpress
+    from dpflow.estimators.tails import chi_radius
+
+    for d in (1, 5):
+        Z = np.random.default_rng(d).normal(size=(2_000_000, d))
+        norms2 = np.sum(Z * Z, axis=1)
+        g2 = chi_radius(d, 0.1) ** 2
+        lost = float(np.mean(np.maximum(norms2 - g2, 0.0))) / d
+        assert lost == pytest.approx(coinpress.clip_bias(d), rel=0.1)
+    assert coinpress.clip_bias(50) < coinpress.clip_bias(5) < coinpress.clip_bias(1)
+
+
+@pytest.mark.slow
+def test_mahalanobis_covariance_prediction_covers_a_bias_dominated_cell() -> None:
+    """The cell that failed before (benchmarks/results/robustness.md: d = 1, n = 10^6, the kmssu+coinpress route,
+    measured 0.006 to 0.008 against a prediction of 0.003, the clipping bias left out): the Mahalanobis covariance
+    prediction covers the error against the sample covariance in at least 95% of 40 seeded runs."""
+    hits = []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(10**6, 1)) * 3.0 + 1e6
+        f = _fit(X, budget=dp.ApproxDP(1, 1e-6), noise=dp.SeededNoise(seed))
+        (p,) = [p for p in f.report.ledger.predictions if p.output == "covariance"]
+        assert p.metric.startswith("Mahalanobis") and f.route == "kmssu+coinpress"
+        hits.append(abs(float(f.covariance[0, 0]) / float(np.var(X)) - 1.0) <= p.value)
+    assert sum(hits) >= 38, sum(hits)

@@ -162,7 +162,8 @@ def mean(
         r = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, 0.01 if beta is None else beta)[-1]
         N.predicted_error(b, "mean", "l2", min(sigma * r, 2.0 * R), routes.CONFIDENCE,
                           f"CoinPress mean under Sigma at most {sigma * sigma:.4g} I, {t} rounds: last radius {r:.4g} "
-                          f"x {sigma:.4g} (coinpress.predicted_mean_radii), capped at 2R", "coinpress")
+                          f"x {sigma:.4g} (coinpress.predicted_mean_radii), capped at 2R", "coinpress",
+                          routes.GAUSSIAN_ROWS)
     elif method == "kv":
         out = kv.coordinate_mean(X, n, d, sigma, R, 1.0, 1.0, 0.1 if beta is None else beta)
     elif method == "pme":
@@ -296,7 +297,7 @@ def covariance(
         absolute, _ = coinpress.predicted_cov_errors(m, d, total_rho(budget), K, t or 1, 0.1 if beta is None else beta)
         N.predicted_error(b, "covariance", "spectral (absolute)", K * absolute, routes.CONFIDENCE,
                           f"CoinPress covariance, {t} rounds over {m} rows (coinpress.predicted_cov_errors), Sigma "
-                          f"at most {K:.4g} I", "coinpress")
+                          f"at most {K:.4g} I", "coinpress", routes.GAUSSIAN_ROWS)
     return b.build(covariance=cov)
 
 
@@ -467,7 +468,7 @@ def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None) -> None
     if note is not None:
         N.param(b, "routes", 0.0, note)
     for p in (forecast.mean, forecast.covariance):
-        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route, p.given)
 
 
 def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float, t_mean: int,
@@ -483,10 +484,11 @@ def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float,
         r = steps.mvm_next_radius_laplace(clip, 1.0 / (eps * (1.0 - split) * float(s_k)), gamma, n, d)
     mean = Prediction("mean", f"l2{units}", min(r * math.sqrt(K * (1.0 + cov_error)), 2.0 * R), routes.CONFIDENCE,
                       f"Laplace CoinPress mean, {t_mean} rounds at epsilon {eps * (1 - split):.4g}: last radius "
-                      f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress")
+                      f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress",
+                      routes.GAUSSIAN_ROWS)
     cov = Prediction("covariance", f"spectral (absolute){units}", K * cov_error, routes.CONFIDENCE,
                      "Laplace CoinPress covariance: coinpress.laplace_cov_schedule (relative error) times K",
-                     "coinpress")
+                     "coinpress", routes.GAUSSIAN_ROWS)
     return routes.Forecast("coinpress", mean, cov)
 
 
@@ -916,10 +918,11 @@ def _fit_unbounded(X: Any, budget: Measure, t_cov: int | None, t_mean: int | Non
                            f"({b_fit.describe()}, decided before data)", found, "kmssu->scaled")
     units = " (rows in units of the square root of the search's floor)"
     forecasts = bounded_forecasts(d, n, b_fit, sc.R, sc.K, split, t_cov, t_mean, units)
-    chosen = _choose(where, forecasts, cov_route or None)
     lower = None if pure else 1.0  # rows in units of the found floor: Sigma >= I there
-    shown = forecasts[chosen] if pure or chosen == "diagonal" else routes.joint(
-        n, d, total_rho(b_fit), sc.R, sc.K, split, t_cov, t_mean, lower)
+    if lower is not None:  # compared in the Mahalanobis metric: the diagonal's absolute error bounds its own there
+        forecasts["coinpress"] = routes.joint(n, d, total_rho(b_fit), sc.R, sc.K, split, t_cov, t_mean, lower)
+    chosen = _choose(where, forecasts, cov_route or None)
+    shown = forecasts[chosen]
     tol = (math.sqrt(d), 1.0) if lower is not None and chosen == "coinpress" else (math.sqrt(d * sc.K), sc.K)
     lines = _enforce(shown, tol, max_error, False, where)
     note = f"{outlook}; bounds from the search (rows in units of its floor): R = {sc.R:.4g}, K = {sc.K:.4g}; " + \
