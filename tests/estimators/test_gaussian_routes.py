@@ -221,3 +221,30 @@ def test_mahalanobis_covariance_prediction_covers_a_bias_dominated_cell() -> Non
         assert p.metric.startswith("Mahalanobis") and f.route == "kmssu+coinpress"
         hits.append(abs(float(f.covariance[0, 0]) / float(np.var(X)) - 1.0) <= p.value)
     assert sum(hits) >= 38, sum(hits)
+
+
+def _warned_fit(X: np.ndarray, seed: int) -> tuple[G.Fit, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = G.fit(X, budget=dp.ApproxDP(1, 1e-6), noise=dp.SeededNoise(seed))
+    return f, [str(w.message) for w in caught if issubclass(w.category, AccuracyWarning)]
+
+
+def test_scaled_coinpress_warns_when_the_standardised_covariance_is_not_learned() -> None:
+    """A silent bad cell before (benchmarks/results/robustness.md: condition number 1e4, d = 5, n = 10,000,
+    ApproxDP(1, 1e-6), the scaled+coinpress route, Mahalanobis error 1 to 32, no warning): the released
+    standardised covariance shows the condition the rounds could not undo, and fit warns; on condition-1 data
+    with the same public facts the route and the plan are the same (chosen before data) and no such warning is
+    given."""
+    d, n = 5, 10_000
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    ill = (rng.normal(size=(n, d)) * np.sqrt(np.logspace(-2.0, 2.0, d))) @ Q.T
+    well = rng.normal(size=(n, d))
+    f_ill, w_ill = _warned_fit(ill, 1)
+    f_well, w_well = _warned_fit(well, 1)
+    assert f_ill.route == f_well.route == "scaled+coinpress" and f_ill.plan.hash == f_well.plan.hash
+    assert any("standardised covariance" in w for w in w_ill)
+    assert not any("standardised covariance" in w for w in w_well)
+    W = np.linalg.inv(np.linalg.cholesky(np.cov(ill.T)))
+    assert np.linalg.norm(W @ f_ill.covariance @ W.T - np.eye(d), 2) > 1.0  # the warning is not a false alarm

@@ -549,6 +549,42 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
             for r, f in out.items()}
 
 
+SCALED_RELATIVE_TOLERANCE = 1.0
+"""``fit`` warns after a ``scaled+coinpress`` release whose :func:`scaled_relative_error` exceeds this: the
+spread of the Mahalanobis covariance metric (an error of 1 is that of estimating ``Sigma`` by 0)."""
+
+
+def scaled_relative_error(cov_z: Any, n: int, d: int, budget: Measure, split: float = 0.5) -> tuple[float, float]:
+    """After a :func:`scaled_gaussian` ``coinpress`` release: its predicted Mahalanobis (relative spectral) covariance
+    error and the smallest eigenvalue ``lam`` of the released standardised covariance ``cov_z`` (public:
+    post-processing of the release).  The route's public prediction is absolute, in the units of the column
+    scales (:func:`scaled_forecasts`): standardisation bounds ``Sigma_z <= 2d I`` but not from below, and the
+    Mahalanobis error of CoinPress grows with the condition number it has to undo
+    (:func:`coinpress.predicted_cov_errors` at ``K``).  So this evaluates that prediction at the condition the
+    release shows, ``K = 2d / lam`` (its rounds' count and budget as the plan ran them); ``lam <= 0`` (the
+    PSD projection removed a direction: the noise exceeded it) gives infinity.  A plug-in, not a bound: the
+    released ``lam`` is an estimate (noise and the preconditioner's ``eta`` tend to raise it).  Measured
+    (benchmarks/robustness.py cells, condition number 1e4, d = 5 and 20, n = 2,000 to 10^5): ``lam`` about 1e-16
+    where the Mahalanobis error was 1 to 73, so infinity; condition 1, d = 5 and 20: 0.26 to 1.1 where it was
+    0.12 to 0.52.
+
+    >>> import dpflow as dp
+    >>> bool(scaled_relative_error(np.eye(5), 10_000, 5, dp.ApproxDP(1, 1e-6))[0] < 1.0)
+    True
+    >>> scaled_relative_error(np.diag([1.0, 1.0, 0.0]), 10_000, 3, dp.ApproxDP(1, 1e-6))[0]
+    inf
+    """
+    lam = float(np.linalg.eigvalsh((cov_z + np.transpose(cov_z)) / 2.0)[0]) if np.all(np.isfinite(cov_z)) else 0.0
+    weight, _ = _scale_weight(n, d, budget)
+    R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
+    t_cov, t_mean = default_rounds(K, d, 3), default_rounds(R, d, 2)
+    rho = total_rho(budget) * Fraction(1.0 - weight)
+    rho_cov = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])[0]
+    if not lam > 0.0:
+        return math.inf, lam
+    return coinpress.predicted_cov_errors(n // 2, d, rho_cov, max(K / lam, 1.0), t_cov)[1], lam
+
+
 SCALE_WEIGHT_FACTOR = 2.0
 """:func:`scaled_gaussian`'s scale step gets this many times the share
 :func:`dpflow.estimators.scale.scale_weight` names (capped at its ``MAX_SCALE_WEIGHT``): that share sizes each
@@ -948,6 +984,19 @@ def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: st
                      strict, "gaussian.fit")
     plan = scaled_gaussian(d=d, n=n, budget=budget, split=split, route=cov_route, note=note, alerts=lines)
     res = plan.run({"X": X}, noise=noise)
+    if chosen == "coinpress":
+        with np.errstate(all="ignore"):  # post-processing of the released covariance and column scales
+            scale = np.asarray(res.released["scale"], dtype=float)
+            cov_z = np.asarray(res.released["covariance"], dtype=float) / np.outer(scale, scale)
+        relative, lam = scaled_relative_error(cov_z, n, d, budget, split)
+        if relative > SCALED_RELATIVE_TOLERANCE:
+            warnings.warn(f"gaussian.fit ({name}+coinpress): the released standardised covariance (the covariance "
+                          f"in units of the private column scales) has smallest eigenvalue {lam:.3g}; at that "
+                          f"condition the CoinPress rounds (run for K = {SCALED_K_PER_COORD * d:g}, d={d}, n={n}) are "
+                          f"predicted to err by {relative:.3g} in the Mahalanobis metric (relative; "
+                          "scaled_relative_error), above its spread 1: the covariance's small directions are not "
+                          "learned. Fix: more rows, a larger budget, or public bounds (mean_bound=, cov_bound=)",
+                          AccuracyWarning, stacklevel=_caller_level())
     return _finish(res.released["mean"], res.released["covariance"], res.report, plan, search, f"{name}+{chosen}")
 
 
