@@ -36,7 +36,7 @@ from dpflow.estimators.covariance import naive_pce
 from dpflow.estimators.gaussian import coinpress, klsu, kv, routes, steps, unbounded
 from dpflow.estimators.gaussian.coinpress import default_rounds
 from dpflow.estimators.mean import clipped_mean
-from dpflow.estimators.tolerance import choose_route, enforce
+from dpflow.estimators.tolerance import STEP_MAY_FAIL, choose_route, enforce
 from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import WARNING, _caller_level, accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
@@ -520,15 +520,18 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
     ``Sigma_z <= 2 I``, the variances of rows scaled by ``1 / sqrt 2``, the off-diagonal part left out
     bounded by ``K = 2d``), with the rho of the budget's CoinPress share.  When the scale step's default share
     is capped (n is too small for it: :func:`dpflow.estimators.scale.scale_weight`) its centres and scales may be
-    off by many orders of magnitude, so every prediction is infinite (measured: at n = 500, d = 2 .. 20 and at
-    n = 2,000, d = 20, errors up to 1e18 in about half the seeds).
+    off by many orders of magnitude (measured: at n = 500, d = 2 .. 20 and at n = 2,000, d = 20, errors up to
+    1e18 in about half the seeds), so every prediction is conditional on the step succeeding (its ``given``
+    says so, :data:`SCALE_STEP_GIVEN`; the plan warns, :func:`dpflow.estimators.scale.warn_if_capped`, and the
+    tolerance sees it as infinite: :func:`dpflow.estimators.tolerance.unconditional`).
 
     >>> import dpflow as dp
     >>> f = scaled_forecasts(50, 10_000, dp.ApproxDP(1, 1e-6))
     >>> f["coinpress"].covariance.value > f["diagonal"].covariance.value
     True
-    >>> scaled_forecasts(5, 500, dp.ApproxDP(1, 1e-6))["diagonal"].mean.value
-    inf
+    >>> f = scaled_forecasts(5, 500, dp.ApproxDP(1, 1e-6))["diagonal"].mean
+    >>> f.value < math.inf, SCALE_STEP_GIVEN in f.given
+    (True, True)
     """
     capped = False
     if weight is None:
@@ -541,12 +544,18 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
            "coinpress": routes.joint(n, d, rho, R, K, split, units=units)}  # diagonal first: it wins ties
     if not capped:
         return out
-    why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget (its share "
-           "is capped): the centres and scales may be far off; ")
-    return {r: attrs.evolve(f, mean=attrs.evolve(f.mean, value=math.inf, derivation=why + f.mean.derivation),
-                            covariance=attrs.evolve(f.covariance, value=math.inf,
-                                                    derivation=why + f.covariance.derivation))
+    given = (f"{SCALE_STEP_GIVEN}: n={n} rows are too few for a reliable step of {d} columns "
+             "under this budget (its share is capped), and when it fails the centres and scales may be off by many "
+             "orders of magnitude); {routes.GAUSSIAN_ROWS}")
+    return {r: attrs.evolve(f, mean=attrs.evolve(f.mean, given=given), covariance=attrs.evolve(f.covariance,
+                                                                                              given=given))
             for r, f in out.items()}
+
+
+SCALE_STEP_GIVEN = STEP_MAY_FAIL + (" (each column's centre within 4 standard deviations of its mean and its scale "
+                                    "within a factor 2 of its standard deviation")
+"""How the ``given`` of a :func:`scaled_forecasts` prediction continues after :data:`routes.GAUSSIAN_ROWS` when the
+scale step's share is capped (it is expected to fail): a conditional prediction (:func:`unconditional`)."""
 
 
 SCALED_RELATIVE_TOLERANCE = 1.0
@@ -980,8 +989,8 @@ def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: st
     n, d = np.shape(X)
     forecasts = scaled_forecasts(d, n, budget, split)
     chosen = _choose("gaussian.fit", forecasts, cov_route)
-    lines = _enforce(forecasts[chosen], (math.sqrt(SCALED_K_PER_COORD * d), SCALED_K_PER_COORD * d), max_error,
-                     strict, "gaussian.fit")
+    lines = _enforce(forecasts[chosen], (math.sqrt(SCALED_K_PER_COORD * d), SCALED_K_PER_COORD * d), max_error, strict,
+                     "gaussian.fit")
     plan = scaled_gaussian(d=d, n=n, budget=budget, split=split, route=cov_route, note=note, alerts=lines)
     res = plan.run({"X": X}, noise=noise)
     if chosen == "coinpress":
