@@ -102,17 +102,15 @@ class _Route:
 @attrs.frozen
 class _Step:
     """What the certified epsilons of one column's private scale step guarantee (Gaussian model), or why
-    they do not: ``r_hi``/``r_lo`` bound the released radius and ``delta`` the centre's distance from the
-    mean, all in units of the column's standard deviation."""
+    they do not (``r_hi`` infinite): ``r_hi``/``r_lo`` bound the released radius and ``delta`` the centre's
+    distance from the mean, all in units of the column's standard deviation; when the step is short of the
+    epsilon it needs, only under the condition ``given`` (:data:`STEP_SHORT` ...)."""
 
-    ok: bool
     text: str
     r_hi: float = math.inf
     r_lo: float = 0.0
     delta: float = math.inf
     given: str = ""
-    """When the step is short of the epsilon it needs (``ok`` false) but its epsilons are known: the condition
-    (:data:`STEP_SHORT` ...) under which ``r_hi``, ``r_lo``, ``delta`` hold."""
 
 
 @attrs.frozen
@@ -666,7 +664,7 @@ def _step(n: int, eps: Sequence[Any], level: float) -> _Step:
     failing = (f"the private scale step is short of the epsilon it needs at n={n} ({'; '.join(short)}): its "
                "released interval may be anywhere in the search range (up to 2^62), so no useful bound can be given")
     if len(eps) != 4 or any(e is None or not float(e) > 0 for e in eps):
-        return _Step(False, failing)
+        return _Step(failing)
     L = math.log(4.0 * max(n, 2)) + 2.0
     wide = L + math.log(LOCATION_SDS / 10)
     t_c, t_s = ((2.0 / float(e)) * (l_ + math.log(1.0 / STEP_BETA)) / n for e, l_ in ((eps[1], wide), (eps[3], L)))
@@ -677,8 +675,8 @@ def _step(n: int, eps: Sequence[Any], level: float) -> _Step:
     T = level * truncation_level(n)
     given = (f"{STEP_SHORT} at n={n}: {'; '.join(short)}; if its histograms miss their modal bin, its released "
              "interval may be anywhere in the search range, up to 2^62)") if short else ""
-    return _Step(not short, f"scale step (centre within {delta:.3g} sd, radius {T * s_lo:.3g}-{T * s_hi:.3g} sd, "
-                            f"Gaussian column, |median| <= {LOCATION_SDS:g} sd)", T * s_hi, T * s_lo, delta, given)
+    return _Step(f"scale step (centre within {delta:.3g} sd, radius {T * s_lo:.3g}-{T * s_hi:.3g} sd, "
+                 f"Gaussian column, |median| <= {LOCATION_SDS:g} sd)", T * s_hi, T * s_lo, delta, given)
 
 
 def _excess(k: float) -> float:
