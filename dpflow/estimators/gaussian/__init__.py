@@ -546,7 +546,7 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
         return out
     given = (f"{SCALE_STEP_GIVEN}: n={n} rows are too few for a reliable step of {d} columns "
              "under this budget (its share is capped), and when it fails the centres and scales may be off by many "
-             "orders of magnitude); {routes.GAUSSIAN_ROWS}")
+             f"orders of magnitude); {routes.GAUSSIAN_ROWS}")
     return {r: attrs.evolve(f, mean=attrs.evolve(f.mean, given=given), covariance=attrs.evolve(f.covariance,
                                                                                               given=given))
             for r, f in out.items()}
@@ -554,8 +554,8 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
 
 SCALE_STEP_GIVEN = STEP_MAY_FAIL + (" (each column's centre within 4 standard deviations of its mean and its scale "
                                     "within a factor 2 of its standard deviation")
-"""How the ``given`` of a :func:`scaled_forecasts` prediction continues after :data:`routes.GAUSSIAN_ROWS` when the
-scale step's share is capped (it is expected to fail): a conditional prediction (:func:`unconditional`)."""
+"""How the ``given`` of a :func:`scaled_forecasts` prediction begins when the scale step's share is capped (it
+is expected to fail): a conditional prediction (:func:`dpflow.estimators.tolerance.unconditional`)."""
 
 
 SCALED_RELATIVE_TOLERANCE = 1.0
