@@ -42,7 +42,8 @@ infinite in any seed (target 0); (2) among cells where diffprivlib's own error i
 fraction where dpflow's median error is at most diffprivlib's (target >= 90%); (3) every prediction a dpflow
 ledger carries (``report.ledger.predictions``, read generically by output name and metric, in the units of
 the plan that made it) against the measured error, against the non-private statistic on the same rows and,
-for synthetic data, against the population (target: within in >= 95% at the stated confidence); outputs
+for synthetic data, against the population (target: within in >= 95% at the stated confidence), also on
+the cells whose data meet the prediction's stated condition (``Prediction.given``: :func:`condition_met`); outputs
 without a prediction are listed; (4) heatmaps of the dpflow / non-private error ratio over (n, d) per
 epsilon and data kind.  AccuracyWarnings are counted per cell ("warned"); a cell is bad when an output is
 non-finite, the run raised, or the error is above the data's spread; silent-bad cells (bad, not warned) are
