@@ -49,7 +49,7 @@ from dpflow.estimators.scale import (
     times,
     truncation_level,
 )
-from dpflow.estimators.tolerance import choose_route, enforce
+from dpflow.estimators.tolerance import STEP_MAY_FAIL, choose_route, enforce, unconditional
 from dpflow.handles import Rows, Sensitive
 from dpflow.nodes.base import released_scalar
 from dpflow.nodes.postprocess import WARNING
@@ -102,14 +102,15 @@ class _Route:
 @attrs.frozen
 class _Step:
     """What the certified epsilons of one column's private scale step guarantee (Gaussian model), or why
-    they do not: ``r_hi``/``r_lo`` bound the released radius and ``delta`` the centre's distance from the
-    mean, all in units of the column's standard deviation."""
+    they do not (``r_hi`` infinite): ``r_hi``/``r_lo`` bound the released radius and ``delta`` the centre's
+    distance from the mean, all in units of the column's standard deviation; when the step is short of the
+    epsilon it needs, only under the condition ``given`` (:data:`STEP_SHORT` ...)."""
 
-    ok: bool
     text: str
     r_hi: float = math.inf
     r_lo: float = 0.0
     delta: float = math.inf
+    given: str = ""
 
 
 @attrs.frozen
@@ -322,7 +323,7 @@ class Statistics:
 
         def record(b: PlanBuilder) -> None:
             for p in preds.values():
-                N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+                N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route, p.given)
             if why:
                 N.param(b, "route", float(ROUTES.index(route.name)), why)
             for line in self._enforce(n, preds):
@@ -404,7 +405,7 @@ class Statistics:
             q = next(x for x in self.queries if name.startswith(x.name))
             tol = self._tolerance(name, p, n) if q.private_bounds else None
             if tol is not None and not name.endswith(" value"):
-                worst = max(worst, p.value / tol)
+                worst = max(worst, unconditional(p).value / tol)
         return Prediction("columns without bounds", "largest predicted error / tolerance", worst, CONFIDENCE,
                           "the statistics' predictions")
 
@@ -454,7 +455,8 @@ class Statistics:
             post = built.post.get(q.name, "")
             step = steps.get(q.col or "") if q.private_bounds else None
             for key, p in _predict_one(q, n, self.neighbors, ms, hw, eps, step, post).items():
-                out[key] = attrs.evolve(p, route=route.name if q.private_bounds else "")
+                out[key] = attrs.evolve(p, route=route.name if q.private_bounds else "",
+                                        given=step.given if step is not None and math.isfinite(p.value) else "")
         return out, built, ledger
 
     def _build(self, n: int, route: _Route, twin: bool, record: Any) -> _Built:
@@ -637,6 +639,11 @@ def _step_events(ledger: Any, ids: frozenset[str]) -> list[Any]:
     return [e.event for e in ledger.entries if e.event is not None and e.node in ids]
 
 
+STEP_SHORT = STEP_MAY_FAIL + " (it is short of the epsilon it needs"
+"""How a prediction's ``given`` begins when it assumes a scale step short of its epsilon: such a prediction is
+listed (finite, conditional) but scores and enforces as infinite (:func:`unconditional`: the route choice and the
+warnings are those of "no useful bound")."""
+
 STEP_BETA = 0.01
 """The failure probability of each of the scale step's four mechanisms in :func:`_step` (0.04 in all)."""
 
@@ -660,13 +667,15 @@ def _step(n: int, events: Sequence[Any], pure: bool, level: float) -> _Step:
     the step may fail: the interval may be anywhere in the search range (up to ``2^62``)."""
     labels = ("range of |x|", "median", "range of |x - c|", "spread")
     unit = "epsilon" if pure else "rho"
-    short = [f"{lab} {unit} {need / r if math.isfinite(r) else 0.0:.3g} < {need:.3g}"
-             for lab, r, need in zip(labels, _short_by(n, events, pure), _needs(n, pure), strict=True) if r > 1.0]
-    if len(events) != 4 or short:
-        return _Step(False, f"the private scale step is short of the {unit} it needs at n={n} ({'; '.join(short)}):"
-                            " its released interval may be anywhere in the search range (up to 2^62), so no useful "
-                            "bound can be given")
+    ratios = _short_by(n, events, pure) if len(events) == 4 else []
+    short = [f"{lab} {unit} {need / r if 0 < r < math.inf else 0.0:.3g} < {need:.3g}"
+             for lab, r, need in zip(labels, ratios, _needs(n, pure), strict=True) if r > 1.0]
+    failing = (f"the private scale step is short of the {unit} it needs at n={n} ({'; '.join(short)}): its "
+               "released interval may be anywhere in the search range (up to 2^62), so no useful bound can be given")
     eps = [e.cost.pure_eps for e in events]
+    if len(events) != 4 or not all(math.isfinite(r) for r in ratios) or any(
+            e is None or not float(e) > 0 for e in (eps[1], eps[3])):
+        return _Step(failing)
     L = math.log(4.0 * max(n, 2)) + 2.0
     wide = L + math.log(LOCATION_SDS / 10)
     t_c, t_s = ((2.0 / float(e)) * (l_ + math.log(1.0 / STEP_BETA)) / n for e, l_ in ((eps[1], wide), (eps[3], L)))
@@ -675,8 +684,10 @@ def _step(n: int, events: Sequence[Any], pure: bool, level: float) -> _Step:
     s_hi = (_abs_normal_quantile(min(SPREAD_Q + t_s, top)) + delta) / SPREAD_SIGMAS
     s_lo = max(_abs_normal_quantile(max(SPREAD_Q - t_s, 0.0)) - delta, 0.0) / SPREAD_SIGMAS
     T = level * truncation_level(n)
-    return _Step(True, f"scale step (centre within {delta:.3g} sd, radius {T * s_lo:.3g}-{T * s_hi:.3g} sd, "
-                       f"Gaussian column, |median| <= {LOCATION_SDS:g} sd)", T * s_hi, T * s_lo, delta)
+    given = (f"{STEP_SHORT} at n={n}: {'; '.join(short)}; if its histograms miss their modal bin, its released "
+             "interval may be anywhere in the search range, up to 2^62)") if short else ""
+    return _Step(f"scale step (centre within {delta:.3g} sd, radius {T * s_lo:.3g}-{T * s_hi:.3g} sd, "
+                 f"Gaussian column, |median| <= {LOCATION_SDS:g} sd)", T * s_hi, T * s_lo, delta, given)
 
 
 def _excess(k: float) -> float:
@@ -725,7 +736,7 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
         text = (f"exponential mechanism over gaps at epsilon {min(float(eps[m]) for m in ms):.3g} per level: rank "
                 f"error below (2 / epsilon)(L + ln({k}/{alpha * k:.3g})), L = {L:.3g} (a search range at most e^L "
                 f"gaps wide{wide})")
-        if step is not None and not step.ok:
+        if step is not None and not math.isfinite(step.r_hi):
             return {name: Prediction(name, "rank", math.inf, conf, step.text)}
         if step is not None:
             t += n * 2.0 * (1.0 - NormalDist().cdf(max(step.r_lo - step.delta, 0.0)))
@@ -737,7 +748,7 @@ def _predict_one(q: _Query, n: int, neighbors: str, ms: Sequence[str], hw: Any, 
                                               "a point of the public bounds: its value error depends on the data's "
                                               "density at the quantile (unknown before data), at most their width")
         return out
-    if step is not None and not step.ok:
+    if step is not None and not math.isfinite(step.r_hi):
         unit = SD_METRIC + ("^2" if q.kind == "variance" else "") + ")"
         return {name: Prediction(name, unit, math.inf, conf, step.text)}
     alpha = 1 - conf if step is None else 1 - conf - 4 * STEP_BETA

@@ -62,6 +62,7 @@ from dpflow.errors import AccuracyWarning, DomainError
 from dpflow.estimators.base import BOOLEAN, BUDGET, NOISE, Constraint, Estimator, one_of, optional, positive
 from dpflow.estimators.gaussian import steps
 from dpflow.estimators.scale import stack
+from dpflow.estimators.tolerance import STEP_MAY_FAIL
 from dpflow.nodes.base import released_scalar
 from dpflow.plan import Plan, PlanBuilder
 from dpflow.plan.graph import require_budget
@@ -152,7 +153,9 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
     ``gram_widen(d) sigma_max sqrt(chi2_d^-1(0.97))`` (l2 sensitivity twice that, Gaussian noise at the plan's
     certified rho) over at least ``t = w_min n / 2`` rows, plus the sampling error ``sigma_max chi_d / sqrt t``
     (a union bound over the k components).  Never above ``2 radius`` (the means are clamped into their ball).
-    Infinite when the scale step ran with a capped share (``scale_capped``: its units are unreliable).
+    ``given`` states the separation; when the scale step ran with a capped share (``scale_capped``: its units
+    may be far off) the prediction is conditional on the step succeeding
+    (:data:`dpflow.estimators.tolerance.STEP_MAY_FAIL`: the tolerance sees it as infinite).
     RPGMP and the warm-up: infinite when a terrific ball's radius search cannot run at this n and budget
     (:func:`_feasibility`), else the same per-part terms (their second mean is not widened).
     :class:`GaussianMixture` compares sample-and-aggregate's and RPGMP's predictions (``choose_route``) unless
@@ -170,10 +173,11 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
                f"holds about {CELL_SHARE:g} of them ({CELL_SHARE * groups:.3g}) and the cell histogram releases "
                f"only cells above {thr:.4g} groups: the components cannot be found at this n and budget")
         return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+    given = need
     if scale_capped:
-        why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget: the "
-               "standardised units, and so the centres, are not bounded")
-        return Prediction("means", "l2 (max over components)", math.inf, CONFIDENCE, why, method), why
+        given = (f"{STEP_MAY_FAIL} (n={n} rows are too few for a reliable step of {d} columns under this budget: "
+                 f"its share is capped, and when it fails the standardised units are off by orders of magnitude); "
+                 f"{need}")
     from scipy import stats
 
     q = 1.0 - (1.0 - CONFIDENCE) / (2 * k)
@@ -183,8 +187,8 @@ def predict_centres(plan: Plan, n: int, d: int, k: int, w_min: float, radius: fl
     noise = 2.0 * rg / math.sqrt(2.0 * rho_sum) * chi / t if rho_sum < math.inf else 0.0
     err = min(noise + sigma_max * chi / math.sqrt(t), clamp)
     return Prediction("means", "l2 (max over components)", err, CONFIDENCE,
-                      f"clipped ball mean noise + sampling over t={t:.0f} rows per part {units}, given {need}; "
-                      f"method={method!r}", method), ""
+                      f"clipped ball mean noise + sampling over t={t:.0f} rows per part {units}; method={method!r}",
+                      method, given), ""
 
 
 BETA = 0.05
@@ -380,7 +384,7 @@ def gaussian_mixture_plan(d: int, n: int, k: int, budget: Measure, radius: float
                                      "public ball ||mu|| <= radius")
     if prediction is not None:
         N.predicted_error(b, prediction.output, prediction.metric, prediction.value, prediction.confidence,
-                          prediction.derivation, prediction.route)
+                          prediction.derivation, prediction.route, prediction.given)
     radii_l = N.radius_grid(s_min * math.sqrt(d) / 2, 2 * Rc)
     starts: list[Any] = []
     given: list[Any] = []

@@ -333,6 +333,9 @@ METRIC = "R^2"
 """The predictions' metric: the in-sample R^2 the private fit loses against the non-private fit with the same
 clipping and ridge on the same rows (its excess mean squared error over Var(y)); 1 is the loss of predicting
 y's mean when the fit explains everything."""
+R2_OUTPUT = "r2"
+"""The output a :data:`METRIC` prediction is about: the fitted model's R^2 (``score``), not the coefficients
+themselves (an R^2 loss is a statement about the predictions ``X @ coef_ + intercept_``)."""
 SCALE_SLACK2, CENTRE_SLACK2, ROW_MEDIAN_SLACK = 1.5, 0.25, 1.5
 """What the ``"scaled"`` prediction assumes of the scale step when it has the share it needs
 (:func:`dpflow.estimators.scale.scale_weight` not capped) and of the data: each released scale within a factor
@@ -359,7 +362,7 @@ def record_prediction(builder: PlanBuilder, prediction: Prediction | None) -> No
     """Add ``prediction`` to the plan being built (:func:`dpflow.nodes.predicted_error`); None adds nothing."""
     if prediction is not None:
         N.predicted_error(builder, prediction.output, prediction.metric, prediction.value, prediction.confidence,
-                          prediction.derivation, prediction.route)
+                          prediction.derivation, prediction.route, prediction.given)
 
 
 def intercept_model(centre: Any, d: Any) -> np.ndarray:
@@ -649,12 +652,12 @@ class LinearRegression(Estimator):
         p = d + (1 if self.fit_intercept else 0)
         if route == "scaled":
             if not self._scale_share_ok(d, n):
-                return Prediction("coef", METRIC, math.inf, CONFIDENCE,
+                return Prediction(R2_OUTPUT, METRIC, math.inf, CONFIDENCE,
                                   f"n={n} rows are too few for the scale step of {d + 1} columns under this budget: "
                                   "its centres and scales carry no guarantee", route)
             mult = _gaussian_multiplier(self._build(route, d, n))
             value = scaled_prediction(d, n, mult, self.ridge, self.fit_intercept)
-            return Prediction("coef", METRIC, value, CONFIDENCE,
+            return Prediction(R2_OUTPUT, METRIC, value, CONFIDENCE,
                               f"SSP after the scale step: noise {mult:.4g} x sqrt(2) r^2 / n per entry of the "
                               f"second moment, ridge {self.ridge:g} sqrt(p+1) x that, excess risk <= ||v||^2 / "
                               "(4 lambda) over Var(y/s), scales within sqrt(1.5) of the columns' deviations, "
@@ -663,14 +666,14 @@ class LinearRegression(Estimator):
         if route == "intercept":
             plan = self._build(route, d, n)
             value = centre_prediction(n, range_met(plan, n), _pure_eps(plan, "Quantile"))
-            return Prediction("coef", METRIC, value, CONFIDENCE,
+            return Prediction(R2_OUTPUT, METRIC, value, CONFIDENCE,
                               "the intercept-only model loses the fit's R^2 (<= 1) plus the private median's "
                               "squared distance to y's mean in deviations (centre_prediction)", route)
         if route == "radius":
             mult = _gaussian_multiplier(self._build(route, d, n))
             noise = (f"radius {self.radius:g}: noise {math.sqrt(2.0) * self.radius**2 * mult / n:.4g}"
                      if self.radius is not None else f"a private radius r: noise sqrt(2) r^2 x {mult:.4g} / n")
-            return Prediction("coef", METRIC, math.inf, CONFIDENCE, _no_r2(
+            return Prediction(R2_OUTPUT, METRIC, math.inf, CONFIDENCE, _no_r2(
                 f"SSP on raw rows at {noise} per entry of the second moment, in y's units squared"), route)
         assert self.coef_bound is not None and self.x_bound is not None
         cx = max(self.x_bound, 1.0) if self.fit_intercept else self.x_bound

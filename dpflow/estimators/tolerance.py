@@ -24,12 +24,32 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
+import attrs
+
 from dpflow.errors import AccuracyError, AccuracyWarning
 from dpflow.nodes.postprocess import _caller_level
 from dpflow.planner.accuracy import Prediction
 
 MAX_ROWS = 10**12
 """The largest row count :func:`smallest_n` looks at (beyond it: "no number of rows")."""
+
+STEP_MAY_FAIL = "the private scale step succeeds"
+"""How the ``given`` of a prediction begins when it assumes a private scale step that is expected to fail at
+this n and budget (its share capped, or short of the epsilon it needs): the prediction is listed (finite,
+conditional) and the estimator warns; :func:`unconditional` is what the tolerance and a route score see."""
+
+
+def unconditional(p: Prediction) -> Prediction:
+    """``p`` as the tolerance sees it: a prediction conditional on a scale step expected to fail
+    (:data:`STEP_MAY_FAIL`) is infinite ("no useful bound"), its conditional value kept in the derivation.
+
+    >>> p = Prediction("mean", "absolute", 0.5, 0.9, "noise", given=STEP_MAY_FAIL + " (short)")
+    >>> unconditional(p).value, unconditional(p).derivation
+    (inf, '0.5 only if the private scale step succeeds (short); noise')
+    """
+    if not p.given.startswith(STEP_MAY_FAIL):
+        return p
+    return attrs.evolve(p, value=math.inf, derivation=f"{p.value:.4g} only if {p.given}; {p.derivation}", given="")
 
 
 def choose_route(predictions: Mapping[str, Prediction], forced: str | None) -> str:
@@ -71,7 +91,8 @@ def enforce(predictions: Sequence[Prediction], max_error: float | None, strict: 
     """Check every prediction against ``max_error`` before data is read.
 
     ``max_error=None`` means no tolerance beyond the estimator's own (an infinite prediction still
-    warns: the estimator can promise nothing).  Each prediction above the tolerance gives one line; with
+    warns: the estimator can promise nothing; so does one conditional on a scale step expected to fail,
+    :func:`unconditional`).  Each prediction above the tolerance gives one line; with
     ``strict`` they raise :class:`AccuracyError` (nothing read, nothing charged), otherwise each is
     emitted as an :class:`AccuracyWarning`.  Returns the lines (for the plan's ledger warnings).
 
@@ -86,7 +107,7 @@ def enforce(predictions: Sequence[Prediction], max_error: float | None, strict: 
     if max_error is not None and not max_error > 0:
         raise ValueError(f"max_error must be positive, got {max_error!r}")
     lines, problems = [], []
-    for p in predictions:
+    for p in map(unconditional, predictions):
         over = math.isinf(p.value) or (max_error is not None and p.value > max_error)
         if not over:
             continue

@@ -253,7 +253,7 @@ def _build(d: int, n: int, budget: Measure, radius: float | None, truncation_wei
     X = b.source("X", Vectors(d=d), n=n)
     if prediction is not None:
         p = prediction
-        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route, p.given)
     if percentile:
         warn_if_capped(b, n, d, capped)
         centre, scale = column_scales(X, d, truncation_weight)

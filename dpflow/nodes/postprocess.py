@@ -174,7 +174,9 @@ def _error_value(v: Any) -> float:
 class Prediction:
     """The error an estimator predicted for one output before any data was read (a
     :class:`dpflow.nodes.PredictedError` node of the plan): with probability at least ``confidence`` the
-    output is within ``value`` of the truth in ``metric``, by ``derivation``, on ``route``."""
+    output is within ``value`` of the truth in ``metric``, by ``derivation``, on ``route``.  ``given`` (empty:
+    none) is the condition the prediction assumes and the estimator cannot check before data (the data's model,
+    or that a private scale step succeeds): the prediction holds when it holds."""
 
     output: str
     metric: str
@@ -182,16 +184,20 @@ class Prediction:
     confidence: float = attrs.field(converter=_confidence)
     derivation: str
     route: str = ""
+    given: str = ""
 
     def describe(self) -> str:
         """One readable line.
 
         >>> Prediction("mean", "l2", 0.5, 0.9, "CoinPress bound", "coinpress").describe()
         'mean: l2 error <= 0.5 with probability >= 0.9 (CoinPress bound; route: coinpress)'
+        >>> Prediction("mean", "l2", 0.5, 0.9, "CoinPress bound", given="Gaussian rows").describe()
+        'mean: l2 error <= 0.5 with probability >= 0.9 (CoinPress bound; given Gaussian rows)'
         """
         route = f"; route: {self.route}" if self.route else ""
+        given = f"; given {self.given}" if self.given else ""
         return (f"{self.output}: {self.metric} error <= {self.value:.6g} with probability >= {self.confidence:g} "
-                f"({self.derivation}{route})")
+                f"({self.derivation}{route}{given})")
 
     def to_data(self) -> dict[str, Any]:
         """JSON data (the fields; an infinite value as the string ``"inf"``: strict JSON has no infinity)."""
@@ -227,29 +233,33 @@ class PredictedError(Node):
     confidence: float = attrs.field(converter=_confidence)
     derivation: str
     route: str = ""
+    given: str = ""
 
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
         if ins:
             raise PlanTypeError(ctx.node_id, "a predicted error has no inputs", "remove the inputs")
         return Inferred(ReleasedT(()), f"predicted error of {self.output}: {self.metric} <= {self.value:.6g} "
-                                       f"with probability >= {self.confidence:g} ({self.derivation})")
+                                       f"with probability >= {self.confidence:g} ({self.derivation}"
+                                       + (f"; given {self.given})" if self.given else ")"))
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:
         return self.value
 
     def prediction(self) -> Prediction:
         """What the ledger lists for this statement."""
-        return Prediction(self.output, self.metric, self.value, self.confidence, self.derivation, self.route)
+        return Prediction(self.output, self.metric, self.value, self.confidence, self.derivation, self.route,
+                          self.given)
 
 
 def predicted_error(builder: Any, output: str, metric: str, value: float, confidence: float, derivation: str,
-                    route: str = "") -> Any:
+                    route: str = "", given: str = "") -> Any:
     """Record on ``builder`` the error predicted for ``output`` before any data is read
-    (:class:`PredictedError`); returns its released handle (the predicted value, public)."""
+    (:class:`PredictedError`; ``given``: the condition it assumes, :class:`Prediction`); returns its released
+    handle (the predicted value, public)."""
     from dpflow.handles import Released
 
     node = PredictedError(output=output, metric=metric, value=value, confidence=confidence, derivation=derivation,
-                          route=route)
+                          route=route, given=given)
     return Released(builder.add(node, ()), builder)
 
 

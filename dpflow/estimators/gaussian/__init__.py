@@ -36,7 +36,7 @@ from dpflow.estimators.covariance import naive_pce
 from dpflow.estimators.gaussian import coinpress, klsu, kv, routes, steps, unbounded
 from dpflow.estimators.gaussian.coinpress import default_rounds
 from dpflow.estimators.mean import clipped_mean
-from dpflow.estimators.tolerance import choose_route, enforce
+from dpflow.estimators.tolerance import STEP_MAY_FAIL, choose_route, enforce
 from dpflow.handles import Released, Rows, Sensitive
 from dpflow.nodes.postprocess import WARNING, _caller_level, accuracy_warning
 from dpflow.plan import Plan, PlanBuilder
@@ -162,7 +162,8 @@ def mean(
         r = coinpress.predicted_mean_radii(n, d, R / sigma, rho, t, 0.01 if beta is None else beta)[-1]
         N.predicted_error(b, "mean", "l2", min(sigma * r, 2.0 * R), routes.CONFIDENCE,
                           f"CoinPress mean under Sigma at most {sigma * sigma:.4g} I, {t} rounds: last radius {r:.4g} "
-                          f"x {sigma:.4g} (coinpress.predicted_mean_radii), capped at 2R", "coinpress")
+                          f"x {sigma:.4g} (coinpress.predicted_mean_radii), capped at 2R", "coinpress",
+                          routes.GAUSSIAN_ROWS)
     elif method == "kv":
         out = kv.coordinate_mean(X, n, d, sigma, R, 1.0, 1.0, 0.1 if beta is None else beta)
     elif method == "pme":
@@ -296,7 +297,7 @@ def covariance(
         absolute, _ = coinpress.predicted_cov_errors(m, d, total_rho(budget), K, t or 1, 0.1 if beta is None else beta)
         N.predicted_error(b, "covariance", "spectral (absolute)", K * absolute, routes.CONFIDENCE,
                           f"CoinPress covariance, {t} rounds over {m} rows (coinpress.predicted_cov_errors), Sigma "
-                          f"at most {K:.4g} I", "coinpress")
+                          f"at most {K:.4g} I", "coinpress", routes.GAUSSIAN_ROWS)
     return b.build(covariance=cov)
 
 
@@ -467,7 +468,7 @@ def _record(b: PlanBuilder, forecast: routes.Forecast, note: str | None) -> None
     if note is not None:
         N.param(b, "routes", 0.0, note)
     for p in (forecast.mean, forecast.covariance):
-        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route)
+        N.predicted_error(b, p.output, p.metric, p.value, p.confidence, p.derivation, p.route, p.given)
 
 
 def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float, t_mean: int,
@@ -483,10 +484,11 @@ def _pure_forecast(n: int, d: int, eps: float, R: float, K: float, split: float,
         r = steps.mvm_next_radius_laplace(clip, 1.0 / (eps * (1.0 - split) * float(s_k)), gamma, n, d)
     mean = Prediction("mean", f"l2{units}", min(r * math.sqrt(K * (1.0 + cov_error)), 2.0 * R), routes.CONFIDENCE,
                       f"Laplace CoinPress mean, {t_mean} rounds at epsilon {eps * (1 - split):.4g}: last radius "
-                      f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress")
+                      f"{r:.4g} in whitened units, times sqrt(K (1 + covariance error))", "coinpress",
+                      routes.GAUSSIAN_ROWS)
     cov = Prediction("covariance", f"spectral (absolute){units}", K * cov_error, routes.CONFIDENCE,
                      "Laplace CoinPress covariance: coinpress.laplace_cov_schedule (relative error) times K",
-                     "coinpress")
+                     "coinpress", routes.GAUSSIAN_ROWS)
     return routes.Forecast("coinpress", mean, cov)
 
 
@@ -518,15 +520,18 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
     ``Sigma_z <= 2 I``, the variances of rows scaled by ``1 / sqrt 2``, the off-diagonal part left out
     bounded by ``K = 2d``), with the rho of the budget's CoinPress share.  When the scale step's default share
     is capped (n is too small for it: :func:`dpflow.estimators.scale.scale_weight`) its centres and scales may be
-    off by many orders of magnitude, so every prediction is infinite (measured: at n = 500, d = 2 .. 20 and at
-    n = 2,000, d = 20, errors up to 1e18 in about half the seeds).
+    off by many orders of magnitude (measured: at n = 500, d = 2 .. 20 and at n = 2,000, d = 20, errors up to
+    1e18 in about half the seeds), so every prediction is conditional on the step succeeding (its ``given``
+    says so, :data:`SCALE_STEP_GIVEN`; the plan warns, :func:`dpflow.estimators.scale.warn_if_capped`, and the
+    tolerance sees it as infinite: :func:`dpflow.estimators.tolerance.unconditional`).
 
     >>> import dpflow as dp
     >>> f = scaled_forecasts(50, 10_000, dp.ApproxDP(1, 1e-6))
     >>> f["coinpress"].covariance.value > f["diagonal"].covariance.value
     True
-    >>> scaled_forecasts(5, 500, dp.ApproxDP(1, 1e-6))["diagonal"].mean.value
-    inf
+    >>> f = scaled_forecasts(5, 500, dp.ApproxDP(1, 1e-6))["diagonal"].mean
+    >>> f.value < math.inf, SCALE_STEP_GIVEN in f.given
+    (True, True)
     """
     from dpflow.estimators.scale import scale_weight
 
@@ -541,12 +546,56 @@ def scaled_forecasts(d: int, n: int, budget: Measure, split: float = 0.5,
            "coinpress": routes.joint(n, d, rho, R, K, split, units=units)}  # diagonal first: it wins ties
     if not capped:
         return out
-    why = (f"n={n} rows are too few for a reliable private scale step of {d} columns under this budget (its share "
-           "is capped): the centres and scales may be far off; ")
-    return {r: attrs.evolve(f, mean=attrs.evolve(f.mean, value=math.inf, derivation=why + f.mean.derivation),
-                            covariance=attrs.evolve(f.covariance, value=math.inf,
-                                                    derivation=why + f.covariance.derivation))
+    given = (f"{SCALE_STEP_GIVEN}: n={n} rows are too few for a reliable step of {d} columns "
+             "under this budget (its share is capped), and when it fails the centres and scales may be off by many "
+             f"orders of magnitude); {routes.GAUSSIAN_ROWS}")
+    return {r: attrs.evolve(f, mean=attrs.evolve(f.mean, given=given), covariance=attrs.evolve(f.covariance,
+                                                                                              given=given))
             for r, f in out.items()}
+
+
+SCALE_STEP_GIVEN = STEP_MAY_FAIL + (" (each column's centre within 4 standard deviations of its mean and its scale "
+                                    "within a factor 2 of its standard deviation")
+"""How the ``given`` of a :func:`scaled_forecasts` prediction begins when the scale step's share is capped (it
+is expected to fail): a conditional prediction (:func:`dpflow.estimators.tolerance.unconditional`)."""
+
+
+SCALED_RELATIVE_TOLERANCE = 1.0
+"""``fit`` warns after a ``scaled+coinpress`` release whose :func:`scaled_relative_error` exceeds this: the
+spread of the Mahalanobis covariance metric (an error of 1 is that of estimating ``Sigma`` by 0)."""
+
+
+def scaled_relative_error(cov_z: Any, n: int, d: int, budget: Measure, split: float = 0.5) -> tuple[float, float]:
+    """After a :func:`scaled_gaussian` ``coinpress`` release: its predicted Mahalanobis (relative spectral) covariance
+    error and the smallest eigenvalue ``lam`` of the released standardised covariance ``cov_z`` (public:
+    post-processing of the release).  The route's public prediction is absolute, in the units of the column
+    scales (:func:`scaled_forecasts`): standardisation bounds ``Sigma_z <= 2d I`` but not from below, and the
+    Mahalanobis error of CoinPress grows with the condition number it has to undo
+    (:func:`coinpress.predicted_cov_errors` at ``K``).  So this evaluates that prediction at the condition the
+    release shows, ``K = 2d / lam`` (its rounds' count and budget as the plan ran them); ``lam <= 0`` (the
+    PSD projection removed a direction: the noise exceeded it) gives infinity.  A plug-in, not a bound: the
+    released ``lam`` is an estimate (noise and the preconditioner's ``eta`` tend to raise it).  Measured
+    (benchmarks/robustness.py cells, condition number 1e4, d = 5 and 20, n = 2,000 to 10^5): ``lam`` about 1e-16
+    where the Mahalanobis error was 1 to 73, so infinity; condition 1, d = 5 and 20: 0.26 to 1.1 where it was
+    0.12 to 0.52.
+
+    >>> import dpflow as dp
+    >>> bool(scaled_relative_error(np.eye(5), 10_000, 5, dp.ApproxDP(1, 1e-6))[0] < 1.0)
+    True
+    >>> scaled_relative_error(np.diag([1.0, 1.0, 0.0]), 10_000, 3, dp.ApproxDP(1, 1e-6))[0]
+    inf
+    """
+    lam = float(np.linalg.eigvalsh((cov_z + np.transpose(cov_z)) / 2.0)[0]) if np.all(np.isfinite(cov_z)) else 0.0
+    from dpflow.estimators.scale import scale_weight
+
+    weight, _ = scale_weight(n, d, budget)
+    R, K = SCALED_R_PER_COORD * math.sqrt(d), SCALED_K_PER_COORD * d
+    t_cov, t_mean = default_rounds(K, d, 3), default_rounds(R, d, 2)
+    rho = total_rho(budget) * Fraction(1.0 - weight)
+    rho_cov = coinpress.part_rhos(rho, [(split, t_cov), (1.0 - split, t_mean)])[0]
+    if not lam > 0.0:
+        return math.inf, lam
+    return coinpress.predicted_cov_errors(n // 2, d, rho_cov, max(K / lam, 1.0), t_cov)[1], lam
 
 
 def scaled_gaussian(d: int, n: int, budget: Measure, split: float = 0.5, weight: float | None = None,
@@ -772,6 +821,8 @@ def fit(
                    max_error, strict)
     if start.b_fit is None:  # one plan: the bounded routes, or the per-column scale route
         res = start.plan.run({"X": X}, noise=noise)
+        if start.route == "scaled+coinpress":
+            _warn_scaled_condition(res.released, start.route, n, d, budget, split)
         return _finish(res.released["mean"], res.released["covariance"], res.report, start.plan, None, start.route)
     return _fit_unbounded(X, start, t_cov, t_mean, split, noise, max_error)
 
@@ -1014,10 +1065,11 @@ def _fit_unbounded(X: Any, start: _Start, t_cov: int | None, t_mean: int | None,
                            f"({b_fit.describe()}, decided before data)", found, "kmssu->scaled")
     units = " (rows in units of the square root of the search's floor)"
     forecasts = bounded_forecasts(d, n, b_fit, sc.R, sc.K, split, t_cov, t_mean, units)
-    chosen = _choose(where, forecasts, cov_route or None)
     lower = None if pure else 1.0  # rows in units of the found floor: Sigma >= I there
-    shown = forecasts[chosen] if pure or chosen == "diagonal" else routes.joint(
-        n, d, total_rho(b_fit), sc.R, sc.K, split, t_cov, t_mean, lower)
+    if lower is not None:  # compared in the Mahalanobis metric: the diagonal's absolute error bounds its own there
+        forecasts["coinpress"] = routes.joint(n, d, total_rho(b_fit), sc.R, sc.K, split, t_cov, t_mean, lower)
+    chosen = _choose(where, forecasts, cov_route or None)
+    shown = forecasts[chosen]
     tol = (math.sqrt(d), 1.0) if lower is not None and chosen == "coinpress" else (math.sqrt(d * sc.K), sc.K)
     lines = _enforce(shown, tol, max_error, False, where)
     note = f"{outlook}; bounds from the search (rows in units of its floor): R = {sc.R:.4g}, K = {sc.K:.4g}; " + \
@@ -1056,7 +1108,26 @@ def _fit_scaled(X: Any, budget: Measure, split: float, noise: Any, cov_route: st
     n, d = np.shape(X)
     chosen, plan = _scaled_plan(d, n, budget, split, cov_route, max_error, strict, note)
     res = plan.run({"X": X}, noise=noise)
+    if chosen == "coinpress":
+        _warn_scaled_condition(res.released, f"{name}+coinpress", n, d, budget, split)
     return _finish(res.released["mean"], res.released["covariance"], res.report, plan, search, f"{name}+{chosen}")
+
+
+def _warn_scaled_condition(released: Any, route: str, n: int, d: int, budget: Measure, split: float) -> None:
+    """After a ``scaled+coinpress`` release: warn when :func:`scaled_relative_error` at the released standardised
+    covariance exceeds :data:`SCALED_RELATIVE_TOLERANCE` (post-processing of released values)."""
+    with np.errstate(all="ignore"):  # post-processing of the released covariance and column scales
+        scale = np.asarray(released["scale"], dtype=float)
+        cov_z = np.asarray(released["covariance"], dtype=float) / np.outer(scale, scale)
+    relative, lam = scaled_relative_error(cov_z, n, d, budget, split)
+    if relative > SCALED_RELATIVE_TOLERANCE:
+        warnings.warn(f"gaussian.fit ({route}): the released standardised covariance (the covariance "
+                      f"in units of the private column scales) has smallest eigenvalue {lam:.3g}; at that "
+                      f"condition the CoinPress rounds (run for K = {SCALED_K_PER_COORD * d:g}, d={d}, n={n}) are "
+                      f"predicted to err by {relative:.3g} in the Mahalanobis metric (relative; "
+                      "scaled_relative_error), above its spread 1: the covariance's small directions are not "
+                      "learned. Fix: more rows, a larger budget, or public bounds (mean_bound=, cov_bound=)",
+                      AccuracyWarning, stacklevel=_caller_level())
 
 
 __all__ = ["Fit", "ScaleSearch", "bounded_forecasts", "coinpress", "covariance", "default_rounds",
