@@ -20,7 +20,8 @@ from dpflow.estimators import (
     tolerance,
     truncation,
 )
-from dpflow.estimators.covariance import Covariance, naive_pce
+from dpflow.estimators.covariance import naive_pce
+from dpflow.estimators.gaussian_model import Covariance
 from dpflow.estimators.mean import clipped_mean
 from dpflow.estimators.mixtures import GaussianMixture
 from dpflow.estimators.pca import PCA

@@ -415,9 +415,9 @@ def _pure_eps(plan: Plan, kind: str) -> float:
 
 
 def _gaussian_multiplier(plan: Plan) -> float:
-    """The certified sigma per unit l2 sensitivity of the plan's main Gaussian release, the one with the largest
-    share (the second moment's; the scale step's range histograms are Gaussian too), no data read."""
-    return min(c.scale for c in plan.check().noise_calibrations if c.kind == "GaussianMech")
+    """The certified sigma per unit l2 sensitivity of the plan's release (its last Gaussian mechanism: the scale
+    step's range histograms come first), no data read."""
+    return [c.scale for c in plan.check().noise_calibrations if c.kind == "GaussianMech"][-1]
 
 
 def scaled_prediction(d: int, n: int, multiplier: float, ridge: float, fit_intercept: bool) -> float:

@@ -133,9 +133,10 @@ CONFIDENCE = 0.9
 
 
 def _noise_sigma(plan: Plan) -> tuple[float, bool]:
-    """The certified noise of the plan's one Gaussian mechanism (the mean's): sigma, or sigma per unit of its
-    sensitivity when that is a released value; read from the certificate (no data is read)."""
-    cal = next(c for c in plan.check().noise_calibrations if c.family == "gaussian")
+    """The certified noise of the plan's mean (its last Gaussian mechanism: the scale step's range histograms come
+    first): sigma, or sigma per unit of its sensitivity when that is a released value; read from the certificate
+    (no data is read)."""
+    cal = [c for c in plan.check().noise_calibrations if c.family == "gaussian"][-1]
     return cal.scale, cal.per_unit
 
 
