@@ -222,7 +222,8 @@ def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
     When that slack, over n (:func:`merr_round_slack`, beta = 0.1), is 1/2 or more, T is too large for
     n and the budget: the plan carries an accuracy warning (ledger ``warnings``, :class:`dpflow.errors.AccuracyWarning`)
     naming the largest T that avoids it.
-    Time per round O((m + D) L log n) (intervals with equal scores are grouped), after one sort.
+    Time per round O((m + D) L log n) (intervals with equal scores are grouped), after one sort; the weights are
+    counted in the sorted sample too (binary search, no pass over the rows).
     Source ``X`` (``Ordinal(N)``, values outside [0, N) clamped to the ends); output ``cdf`` (knots).
     Post-process with :func:`k_piece_histogram`.
 
@@ -251,7 +252,7 @@ def merr(N: int, n: int, budget: Measure, T: int = 20) -> Plan:
     cdf = None
     for _ in range(T):
         J = nodes.DyadicExpMech(cdf=cdf)(table)
-        w = nodes.LaplaceMech()(nodes.IntervalCounts(interval=J)(X))
+        w = nodes.LaplaceMech()(nodes.IntervalCounts(interval=J)(X, table))  # counted in the table's sorted sample
         cdf = nodes.AddKnots(N=N)(J, w) if cdf is None else nodes.AddKnots(N=N)(cdf, J, w)
     assert cdf is not None
     return b.build(cdf=nodes.Apply(fn=monotone_cdf)(cdf))

@@ -20,7 +20,6 @@ ends and NaN counts as 0 (:func:`~dpflow.nodes.ordinal.ordinal_values`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -28,16 +27,16 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from dpflow.domains import Sym, integral
+from dpflow.domains import integral
 from dpflow.errors import DomainError, UnboundedSensitivityError
 from dpflow.handles import Ref
-from dpflow.nodes.base import EvalContext, InferContext, Query, change_bound, need, released_type, text_of
+from dpflow.nodes.base import EvalContext, InferContext, Query, need, released_type, text_of
 from dpflow.nodes.expmech import EXACT_REFERENCE, DistanceScores, exact_choice, report_noisy_max
 from dpflow.nodes.mechanisms import EpsilonMechanism
 from dpflow.nodes.ordinal import MAX_N, cdf_knots, knots_cdf_at, ordinal_values, uniform_cdf
 from dpflow.nodes.params import optional_ref, positive
-from dpflow.nodes.rules import changes_text, one_dim, public_n
-from dpflow.nodes.types import Inferred, Mode, ReleasedT, RowsT, StatT, VType
+from dpflow.nodes.rules import changes_text, dyadic_sensitivities, one_dim, public_n
+from dpflow.nodes.types import DyadicT, Inferred, Mode, ReleasedT, RowsT, StatT, VType
 from dpflow.noise_protocol import NoiseSource
 from dpflow.privacy import BOUNDED_RANGE_REFERENCE, opt_exact
 from dpflow.references import Reference
@@ -62,7 +61,8 @@ class DyadicLevel:
 
     ``q`` (sorted) indexes the interval ``[q 2^j, (q+1) 2^j)``, ``count`` its points, ``start`` the index
     of its first point in the sorted sample, ``cum`` the prefix sums of ``count`` (leading 0),
-    ``keys`` = ``rank(count) << 32 | i`` sorted (group members by count), ``values`` the distinct counts.
+    ``keys`` = ``rank(count) << 32 | i`` sorted (group members by count), ``values`` the distinct counts,
+    ``rank`` (int32) the rank of each interval's count in ``values``.
     """
 
     q: np.ndarray
@@ -71,27 +71,47 @@ class DyadicLevel:
     cum: np.ndarray
     keys: np.ndarray
     values: np.ndarray
+    rank: np.ndarray
 
     @staticmethod
     def of(x: np.ndarray, j: int, start: np.ndarray, count: np.ndarray) -> DyadicLevel:
-        """The level from the start index and point count of each multi-point interval."""
+        """The level from the start index and point count (int64) of each multi-point interval."""
         if len(count) == 0:
             values = np.zeros(0, np.int64)
-            rank = np.zeros(0, np.int64)
+            rank = np.zeros(0, np.int32)
         elif int(count.max()) <= 4 * len(count) + 64:  # a histogram over the counts is no longer than they are
             hist = np.bincount(count)
             values = np.flatnonzero(hist)
-            rank = (np.cumsum(hist > 0) - 1)[count]
+            rank = (np.cumsum(hist > 0) - 1).astype(np.int32)[count]
         else:  # few intervals, one holding most points (high levels): never a histogram of length n
             values = np.unique(count)
-            rank = np.searchsorted(values, count)
-        idx = np.arange(len(count), dtype=np.int64)
-        if len(values) < 2**16:  # stable radix sort by rank keeps positions ordered within a rank
-            keys = (rank.astype(np.int64) << 32 | idx)[np.argsort(rank.astype(np.uint16), kind="stable")]
-        else:
-            keys = np.sort((rank.astype(np.int64) << 32) | idx)
-        cum = np.concatenate(([0], np.cumsum(count)))
-        return DyadicLevel(x[start] >> j, count, start, cum, keys, values.astype(np.int64))
+            rank = np.searchsorted(values, count).astype(np.int32)
+        # positions sorted by rank, in order within a rank (a stable sort; radix while ranks fit 16 bits), then
+        # keys = rank << 32 | position with the ranks laid out by their sizes (no gather of the ranks)
+        order = np.argsort(rank.astype(np.uint16) if len(values) < 2**16 else rank, kind="stable")
+        sizes = np.bincount(rank, minlength=len(values))
+        keys = np.repeat(np.arange(len(values), dtype=np.int64) << 32, sizes) | order
+        cum = np.zeros(len(count) + 1, np.int64)
+        np.cumsum(count, out=cum[1:])
+        q = x[start]
+        q >>= j
+        return DyadicLevel(q, count, start, cum, keys, values.astype(np.int64), rank)
+
+
+def _runs(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, count) of the runs of consecutive merged pairs ``m`` (sorted): pairs s..e-1 merged is points s..e."""
+    brk = np.flatnonzero(np.diff(m) != 1)
+    first = m[np.concatenate(([0], brk + 1))]
+    last = m[np.concatenate((brk, [len(m) - 1]))]
+    return first, last - first + 2
+
+
+def _segments(b: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, count) of the segments of n points between the breaks ``b`` (sorted pairs) that hold two or more."""
+    edges = np.concatenate(([-1], b, [n - 1]))  # segment k is points edges[k] + 1 .. edges[k + 1]
+    size = np.diff(edges)
+    multi = np.flatnonzero(size >= 2)
+    return edges[multi] + 1, size[multi]
 
 
 @attrs.frozen(eq=False)
@@ -99,7 +119,7 @@ class DyadicTable:
     """The counts of every dyadic interval of [0, 2^L), held implicitly: the sorted sample and, per
     level, the intervals with at least two points (an occupied interval not listed holds one point).
 
-    Built in one sort plus one pass per level over a byte array; no interval is enumerated.
+    Built from the sorted sample with no further sort of the points; no interval is enumerated.
     """
 
     N: int
@@ -112,9 +132,10 @@ class DyadicTable:
         """The table of the int64 sample ``values`` (in [0, N)).
 
         One sort; then adjacent sorted points share a level-j interval iff the bit length of their xor
-        is <= j, so each level's multi-point intervals are the runs of merged adjacent pairs, found from
-        one byte scan of those bit lengths: from the merged pairs while they are few (low levels), from
-        the breaks between intervals once those are fewer (high levels).  No per-level sort.
+        is <= j, so each level's multi-point intervals are the runs of merged adjacent pairs (low levels, while
+        they are at most half the pairs) or the segments between breaks (high levels).  The merged pairs of a
+        level are those of the next level up whose bit length is <= j, the breaks those of the level below whose
+        bit length is > j: each level filters the previous one's list (two scans of all pairs in all).
         """
         x = np.asarray(values, dtype=np.int64)
         if len(x) > 1 and not bool(np.all(x[1:] >= x[:-1])):  # the backend's sorted_values hands it sorted
@@ -123,30 +144,43 @@ class DyadicTable:
         n = len(x)
         merge = _bit_length(x[1:] ^ x[:-1]) if n > 1 else np.zeros(0, np.int8)
         upto = np.cumsum(np.bincount(merge, minlength=L + 1)) if n > 1 else np.zeros(L + 1, np.int64)
-        levels = []
-        for j in range(L):
-            c = int(upto[j])  # merged pairs at level j; the other n - 1 - c pairs are breaks
-            if c == 0:
-                s = e = np.zeros(0, np.int64)
-            elif 2 * c <= n - 1:  # runs of merged pairs: pairs s..e-1 merged is points s..e
-                m = np.flatnonzero(merge <= j)
-                brk = np.flatnonzero(np.diff(m) != 1)
-                s = m[np.concatenate(([0], brk + 1))]
-                e = m[np.concatenate((brk, [c - 1]))] + 1
-            else:  # intervals between breaks, keeping those of two or more points
-                b = np.flatnonzero(merge > j)
-                starts = np.concatenate(([0], b + 1))
-                ends = np.concatenate((b, [n - 1]))
-                multi = ends > starts
-                s, e = starts[multi], ends[multi]
-            levels.append(DyadicLevel.of(x, j, s.astype(np.int64), (e - s + 1).astype(np.int64)))
-        return DyadicTable(N, L, x, tuple(levels))
+        none = np.zeros(0, np.int64)
+        runs: list[tuple[np.ndarray, np.ndarray]] = [(none, none)] * L
+        low = [j for j in range(L) if 0 < 2 * int(upto[j]) <= n - 1]  # upto[j] merged pairs at level j
+        m: np.ndarray | None = None
+        for j in reversed(low):
+            m = np.flatnonzero(merge <= j) if m is None else m[merge[m] <= j]
+            runs[j] = _runs(m)
+        b: np.ndarray | None = None
+        for j in range(low[-1] + 1 if low else 0, L):
+            if upto[j] == 0:
+                continue
+            b = np.flatnonzero(merge > j) if b is None else b[merge[b] > j]
+            runs[j] = _segments(b, n)
+        return DyadicTable(N, L, x, tuple(DyadicLevel.of(x, j, s, c) for j, (s, c) in enumerate(runs)))
 
     def counts_at(self, j: int, q: np.ndarray) -> np.ndarray:
         """Counts of the level-j intervals ``q`` (any q in [0, 2^(L-j)))."""
         q = np.asarray(q, dtype=np.int64)
         out: np.ndarray = np.searchsorted(self.x, (q + 1) << j) - np.searchsorted(self.x, q << j)
         return out
+
+
+def _rank_counts(lev: DyadicLevel, i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
+    """``g[r, k]``: how many of the level's multi-point intervals ``i0[k] <= i < i1[k]`` hold ``values[r]`` points.
+    By binary search in ``keys`` (2 R m searches), or, when the ranges hold fewer intervals than that (they are
+    disjoint: one per piece of the CDF), from the ranks of those intervals in one histogram; the same counts."""
+    R, M = len(lev.values), len(i0)
+    width = i1 - i0
+    total = int(width.sum())
+    if total <= 8 * R * M:
+        piece = np.repeat(np.arange(M, dtype=np.int64), width)
+        pos = np.arange(total, dtype=np.int64) + np.repeat(i0 - (np.cumsum(width) - width), width)
+        out: np.ndarray = np.bincount(lev.rank[pos] * np.int64(M) + piece, minlength=R * M).reshape(R, M)
+        return out
+    rk = np.arange(R, dtype=np.int64)[:, None] << 32
+    found: np.ndarray = np.searchsorted(lev.keys, rk | i1[None, :]) - np.searchsorted(lev.keys, rk | i0[None, :])
+    return found
 
 
 def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
@@ -167,51 +201,56 @@ def _groups(table: DyadicTable, P: np.ndarray, F: np.ndarray, scale: float,
     span = (P[1:] - P[:-1]).astype(float)
     slope = (F[1:] - F[:-1]) / span
     inner = P[1:-1]
-    expected: list[np.ndarray] = []  # a: the public n A(J) of each group
-    counted: list[np.ndarray] = []   # c: its members' count
-    sizes: list[np.ndarray] = []     # its number of members
-    meta: list[np.ndarray] = []  # rows: (kind, j, piece or q, rank)
+    js = np.arange(table.L, dtype=np.int64)[:, None]
+    # the whole level-j intervals q = lo..hi inside each CDF piece k, every level at once, by level then piece
+    lo_all = (P[None, :-1] >> js) + 1
+    hi_all = ((P[None, 1:] + 1) >> js) - 1
+    jj, kk = np.nonzero(hi_all >= lo_all)
+    lo, hi = lo_all[jj, kk], hi_all[jj, kk]
+    a = (n * slope)[kk] * np.ldexp(1.0, jj)  # the public n A(J) of each of them: n slope 2^j
+    pts = np.searchsorted(table.x, (hi + 1) << jj) - np.searchsorted(table.x, lo << jj)
+    bounds = np.searchsorted(jj, np.arange(table.L + 1))
+    i0, i1, mass = np.empty_like(lo), np.empty_like(lo), np.empty_like(lo)
+    ranked: list[tuple[np.ndarray, ...]] = []  # per level: (a, count, size, j, piece, rank) of the count groups
     for j in range(table.L):
-        size = 1 << j
-        lo = (P[:-1] >> j) + 1
-        hi = ((P[1:] + 1) >> j) - 1
-        ok = hi >= lo
-        lo, hi, a = lo[ok], hi[ok], n * slope[ok] * float(size)
-        pieces = np.flatnonzero(ok)
+        s, e = int(bounds[j]), int(bounds[j + 1])
+        if s == e:
+            continue
         lev = table.levels[j]
-        pts = np.searchsorted(table.x, (hi + 1) << j) - np.searchsorted(table.x, lo << j)
-        i0 = np.searchsorted(lev.q, lo)
-        i1 = np.searchsorted(lev.q, hi + 1)
-        mass = lev.cum[i1] - lev.cum[i0]
-        singles = pts - mass
-        empties = (hi - lo + 1) - (i1 - i0) - singles
-        for kind, cnt, one in ((0, empties, 0.0), (1, singles, 1.0)):
-            has = cnt > 0
-            expected.append(a[has])
-            counted.append(np.full(int(has.sum()), one))
-            sizes.append(cnt[has])
-            meta.append(np.stack([np.full(int(has.sum()), kind), np.full(int(has.sum()), j), pieces[has],
-                                  np.zeros(int(has.sum()), np.int64)], axis=1))
+        i0[s:e] = np.searchsorted(lev.q, lo[s:e])
+        i1[s:e] = np.searchsorted(lev.q, hi[s:e] + 1)
+        mass[s:e] = lev.cum[i1[s:e]] - lev.cum[i0[s:e]]
         if len(lev.values):
-            rk = np.arange(len(lev.values), dtype=np.int64)[:, None] << 32
-            g = np.searchsorted(lev.keys, rk | i1[None, :]) - np.searchsorted(lev.keys, rk | i0[None, :])
-            rr, kk = np.nonzero(g > 0)
-            expected.append(a[kk])
-            counted.append(lev.values[rr].astype(float))
-            sizes.append(g[rr, kk])
-            meta.append(np.stack([np.full(len(rr), 2), np.full(len(rr), j), pieces[kk], rr], axis=1))
-        straddle = inner[(inner & (size - 1)) != size - 1]
-        if len(straddle):
-            qs = np.unique(straddle >> j)
-            c = table.counts_at(j, qs)
-            aj = knots_cdf_at(P, F, ((qs + 1) << j) - 1) - knots_cdf_at(P, F, (qs << j) - 1)
-            expected.append(n * aj)
-            counted.append(c.astype(float))
-            sizes.append(np.ones(len(qs), np.int64))
-            meta.append(np.stack([np.full(len(qs), 3), np.full(len(qs), j), qs, np.zeros(len(qs), np.int64)],
-                                 axis=1))
-    A, C, S = np.concatenate(expected), np.concatenate(counted), np.concatenate(sizes).astype(np.int64)
-    mt = np.concatenate(meta)
+            g = _rank_counts(lev, i0[s:e], i1[s:e])
+            rr, kr = np.nonzero(g > 0)
+            ranked.append((a[s:e][kr], lev.values[rr].astype(float), g[rr, kr], np.full(len(rr), j), kk[s:e][kr], rr))
+    singles = pts - mass
+    empties = (hi - lo + 1) - (i1 - i0) - singles
+    # the intervals holding an inner knot p and p + 1 (p not the last point of its level-j interval), by level
+    # then q, each once
+    sj, sk = np.nonzero((inner[None, :] & ((1 << js) - 1)) != (1 << js) - 1)
+    qv = inner[sk] >> sj
+    order = np.lexsort((qv, sj))
+    sj, qv = sj[order], qv[order]
+    first = np.ones(len(sj), bool)
+    first[1:] = (sj[1:] != sj[:-1]) | (qv[1:] != qv[:-1])
+    sj, qv = sj[first], qv[first]
+    straddling = np.searchsorted(table.x, (qv + 1) << sj) - np.searchsorted(table.x, qv << sj)
+    aj = knots_cdf_at(P, F, ((qv + 1) << sj) - 1) - knots_cdf_at(P, F, (qv << sj) - 1)
+    # the groups: per level, the empty intervals of each piece (kind 0), the one-point ones (1), the multi-point
+    # ones by count (2), the straddling ones (3)
+    parts: list[tuple[np.ndarray, ...]] = []  # (a, c, size, kind, j, piece or q, rank) of each group
+    for kind, cnt, c in ((0, empties, 0.0), (1, singles, 1.0)):
+        has = cnt > 0
+        lv = jj[has]
+        parts.append((a[has], np.full(len(lv), c), cnt[has], np.full(len(lv), kind), lv, kk[has], np.zeros_like(lv)))
+    parts += [(ar, cr, gr, np.full(len(jr), 2), jr, pr, rr) for ar, cr, gr, jr, pr, rr in ranked]
+    parts.append((n * aj, straddling.astype(float), np.ones(len(qv), np.int64), np.full(len(qv), 3), sj, qv,
+                  np.zeros_like(sj)))
+    A, C, S, kinds, levels, ks, ranks = (np.concatenate(col) for col in zip(*parts, strict=True))
+    by = np.argsort(levels * 4 + kinds, kind="stable")  # level by level, in that order of kinds
+    A, C, S = A[by], C[by], S[by].astype(np.int64)
+    mt = np.stack([kinds, levels, ks, ranks], axis=1)[by]
     if beta is not None:
         win, _ = exact_choice(DistanceScores(beta, A, C, 1), S, noise.uniform_words)
     else:
@@ -282,13 +321,11 @@ class DyadicCounts(Query):
         # the scores |n A(J) - c(J)| use the row count: with a private count (a value piece, add/remove)
         # one record moves them by up to max |A(J)|, which a released CDF does not bound by 1
         public_n(rows, ctx, "DyadicCounts (the MERR scores use n)")
-        L = float(self.levels())
-        l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(L))
-        l2 = change_bound(rows, Sym.const(math.sqrt(2.0 * L)), Sym.const(math.sqrt(L)))
-        linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
-        n_int = 2 ** (self.levels() + 1) - 2  # 2^(L - j) intervals at each level j < L
-        return Inferred(StatT((n_int,), rows.source, l1, l2, linf),
-                        f"DyadicCounts over [{self.N}], L={int(L)} levels, {changes_text(rows)}: "
+        L = self.levels()
+        l1, l2, linf = dyadic_sensitivities(rows, L)
+        n_int = 2 ** (L + 1) - 2  # 2^(L - j) intervals at each level j < L
+        return Inferred(DyadicT((n_int,), rows.source, l1, l2, linf),
+                        f"DyadicCounts over [{self.N}], L={L} levels, {changes_text(rows)}: "
                         f"linf {text_of(linf)}, l1 {text_of(l1)}")
 
     def evaluate(self, ins: Sequence[Any], ctx: EvalContext) -> Any:

@@ -26,11 +26,11 @@ import numpy as np
 
 from dpflow.domains import integral
 from dpflow.errors import DomainError, PlanTypeError
-from dpflow.handles import Ref, param
+from dpflow.handles import Ref, Rows, Sensitive, Stat, param
 from dpflow.nodes.base import EvalContext, InferContext, PostProcess, Query, need, released_type, text_of
 from dpflow.nodes.floaterr import FloatError
-from dpflow.nodes.rules import changes_text, count_sensitivities, one_dim, public_n
-from dpflow.nodes.types import Inferred, RowsT, StatT, VType
+from dpflow.nodes.rules import changes_text, count_sensitivities, dyadic_sensitivities, one_dim, public_n
+from dpflow.nodes.types import DyadicT, Inferred, RowsT, StatT, VType
 from dpflow.references import Reference
 
 MAX_N = 2**62
@@ -134,6 +134,19 @@ class OrdinalCounts(Query):
         return counts / ctx.backend.nrows(ins[0]) if self.normalize else counts
 
 
+def _check_table(rows: RowsT, tables: Sequence[VType], ctx: InferContext) -> None:
+    """Refuse a second input of IntervalCounts that is not one DyadicCounts of rows like ``rows``: a table of
+    2^(L+1) - 2 dyadic counts from the same source with the sensitivities those rows give them."""
+    t = tables[0]
+    size = t.shape[0] if isinstance(t, DyadicT) and len(t.shape) == 1 else 0
+    L = (size + 2).bit_length() - 2
+    if len(tables) != 1 or not isinstance(t, DyadicT) or L < 1 or size != 2 ** (L + 1) - 2 \
+            or (t.source, t.l1, t.l2, t.linf) != (rows.source, *dyadic_sensitivities(rows, L)):
+        raise PlanTypeError(ctx.node_id, "IntervalCounts reads its counts from a second input only when it is "
+                                         "DyadicCounts(N) of its rows",
+                            "pass (X, DyadicCounts(N)(X)) or only the rows X")
+
+
 @attrs.frozen(kw_only=True)
 class IntervalCounts(Query):
     """The counts of ``[0, a)`` and ``[a, b]`` for a released interval ``[a, b]`` (MERR's Update).
@@ -141,6 +154,12 @@ class IntervalCounts(Query):
     A replaced record can leave one of the two cells and enter the other: l1 2 (DHS's code assumed 1,
     valid only under add/remove: spec issue U1), linf 1; add/remove: 1.  ``normalize`` (default)
     divides by the public n.  Values outside [0, N) were clamped by the source.
+
+    ``IntervalCounts(interval=J)(X)`` counts in a pass over the rows; ``IntervalCounts(interval=J)(X, table)``,
+    ``table = DyadicCounts(N)(X)``, reads the same counts from the table's sorted sample by binary search
+    (MERR's rounds: one sort, no pass per round).  The planner checks that ``table`` has the type DyadicCounts
+    gives these rows (same source, same changes and stability): the counts of its sample then have the
+    sensitivities above whichever rows of that type it was built from (each rule is the dyadic one over L).
 
     Floating-point error (for the exact lattice release of MERR's weights): the two counts are
     ``count_nonzero`` integers, exact as floats (at most the number of rows, far below 2**53): error
@@ -158,9 +177,14 @@ class IntervalCounts(Query):
     interval: Ref = attrs.field(converter=param)
     normalize: bool = True
 
+    def __call__(self, x: Sensitive[Rows], table: Sensitive[Stat] | None = None) -> Sensitive[Stat]:
+        return Sensitive(x.builder.add(self, (x.id,) if table is None else (x.id, table.id)), x.builder)
+
     def infer(self, ins: Sequence[VType], ctx: InferContext) -> Inferred:
-        rows: RowsT = need(ins, RowsT, ctx, "sensitive rows")
+        rows: RowsT = need(ins[:1], RowsT, ctx, "sensitive rows")
         one_dim(rows, ctx, "IntervalCounts")
+        if len(ins) > 1:
+            _check_table(rows, ins[1:], ctx)
         t = released_type(self.interval, ctx, "interval")
         if t.shape is not None and t.shape != (2,):
             raise DomainError(ctx.node_id, f"interval has shape {t.shape}", "pass a released [a, b] pair")
@@ -181,7 +205,10 @@ class IntervalCounts(Query):
             x = first_column(Z)
             return np.stack([x < a, x <= b], axis=1).astype(float)
 
-        below, upto = (float(v) for v in ctx.backend.tree_sum(ctx.backend.row_map(X, cells)))  # exact counts
+        if len(ins) > 1:  # the table's sorted sample: x < a and x < b + 1, integers in [0, 2**62)
+            below, upto = (float(np.searchsorted(ins[1].x, min(max(v, 0), MAX_N))) for v in (a, b + 1))
+        else:
+            below, upto = (float(v) for v in ctx.backend.tree_sum(ctx.backend.row_map(X, cells)))  # exact counts
         out = np.array([below, max(upto - below, 0.0)])
         return out / ctx.backend.nrows(X) if self.normalize else out
 

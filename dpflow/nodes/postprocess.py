@@ -290,8 +290,11 @@ def _eigh(x: Any) -> tuple[np.ndarray, np.ndarray]:
     """The eigendecomposition of the symmetric part of a released matrix, its non-finite entries as 0
     (:func:`~dpflow.nodes.base.finite_or_zero`: a release with infinite noise is NaN, on which ``eigh`` raises),
     halved before the sum so that entries near the float range do not overflow."""
+    from dpflow.interpreter.numpy_backend import serial_blas
+
     S = finite_or_zero(x)
-    w, V = np.linalg.eigh(S / 2.0 + S.T / 2.0)
+    with serial_blas():
+        w, V = np.linalg.eigh(S / 2.0 + S.T / 2.0)
     return w, V
 
 

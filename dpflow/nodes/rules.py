@@ -3,6 +3,7 @@
 * :func:`public_n` / :func:`has_public_n`: dividing by (or pairing, splitting, scoring with) the row
   count n is a public operation only for replace-one neighbours with a public count.
 * :func:`count_sensitivities`: l1, l2, linf of a vector of counts where a record lies in exactly one cell.
+* :func:`dyadic_sensitivities`: l1, l2, linf of the counts of every dyadic interval (one cell per level).
 * :func:`sum_sensitivities`: l1, l2, linf of a sum of rows (Sum, Mean), one-hot groups typed as simplices.
 * :func:`changes_text`: the neighbour relation as shown in a node's derivation text.
 * :func:`finite_edges`: converter for public bin edges.
@@ -80,6 +81,24 @@ def count_sensitivities(rows: RowsT) -> tuple[Sym | None, Sym | None, Sym | None
     """
     l1 = change_bound(rows, Sym.const(2.0), Sym.const(1.0))
     l2 = change_bound(rows, Sym.const(math.sqrt(2.0)), Sym.const(1.0))
+    linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
+    return l1, l2, linf
+
+
+def dyadic_sensitivities(rows: RowsT, L: int) -> tuple[Bound, Bound, Bound]:
+    """(l1, l2, linf) of the counts of every dyadic interval of ``L`` levels (``DyadicCounts``): a record lies
+    in one interval per level, so a replaced one moves one unit between two intervals of each level (l1 2L,
+    l2 sqrt(2L)) and an added or removed one changes one interval per level (l1 L, l2 sqrt(L)); linf 1.  Both
+    scaled by the stability.
+
+    >>> from dpflow.nodes.types import RowsT, Size
+    >>> from dpflow.domains import Ordinal, RowCount
+    >>> rows = RowsT(Ordinal(N=8), "X", Size(True, 3, RowCount("X")), 1, REPLACE_ONE)
+    >>> [round(b.value(), 6) for b in dyadic_sensitivities(rows, 3)]
+    [6.0, 2.44949, 1.0]
+    """
+    l1 = change_bound(rows, Sym.const(2.0 * L), Sym.const(float(L)))
+    l2 = change_bound(rows, Sym.const(math.sqrt(2.0 * L)), Sym.const(math.sqrt(L)))
     linf = change_bound(rows, Sym.const(1.0), Sym.const(1.0))
     return l1, l2, linf
 

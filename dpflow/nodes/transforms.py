@@ -519,14 +519,20 @@ class Precondition(Transform):
         if A.ndim != 2 or A.shape[1] != X.shape[1]:
             raise DataError(ctx.node_id, f"the released matrix has shape {A.shape}, rows have d={X.shape[1]}",
                             f"release a (k, {X.shape[1]}) matrix")
-        return ctx.backend.row_map(X, lambda Z: _affine(Z, A, c))
+        square = A.shape[0] == A.shape[1]
+        diag = np.diagonal(A).copy() if square and not np.any(A[~np.eye(len(A), dtype=bool)] != 0) else None
+        return ctx.backend.row_map(X, lambda Z: _affine(Z, A, c, diag))
 
 
-def _affine(Z: np.ndarray, A: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+def _affine(Z: np.ndarray, A: np.ndarray, c: np.ndarray | None, diag: np.ndarray | None = None) -> np.ndarray:
+    """Rows ``A (z - c)``; ``diag``: A's diagonal when every other entry is 0 (CoinPress's first round, I / sqrt(K)),
+    which scales the coordinates: each entry is the one product ``a_ii z_i`` the matrix product rounds too (its
+    other terms are exact zeros), with no d x d product per row."""
     with np.errstate(all="ignore"):  # non-finite rows stay non-finite; nothing may warn on private values
+        W = Z if c is None else Z - c
         # (A W^T)^T: the same rows as W A^T, as a Fortran-ordered array; BLAS is ~30% faster this way
         # round for tall data, and the column-wise reductions that follow are too
-        out: np.ndarray = (A @ (Z if c is None else Z - c).T).T
+        out: np.ndarray = W * diag if diag is not None else (A @ W.T).T
     return out
 
 

@@ -128,6 +128,12 @@ class StatT:
 
 
 @attrs.frozen
+class DyadicT(StatT):
+    """Static type of ``DyadicCounts``: the counts of every dyadic interval, held as a ``DyadicTable`` (the sorted
+    sample and its levels), in which ``IntervalCounts`` may count instead of a pass over the rows."""
+
+
+@attrs.frozen
 class ReleasedT:
     """Static type of a released value (``shape`` ``None`` when not known statically)."""
 
@@ -163,4 +169,5 @@ class Allocation:
     """True when the certificate rests on the exact Gaussian-DP profile, which is proven for
     continuous Gaussian noise: the mechanism then samples continuous noise, not the lattice form."""
 
-__all__ = ["Allocation", "Inferred", "Mode", "PiecesT", "Relation", "ReleasedT", "RowsT", "Size", "StatT", "VType"]
+__all__ = ["Allocation", "DyadicT", "Inferred", "Mode", "PiecesT", "Relation", "ReleasedT", "RowsT", "Size", "StatT",
+           "VType"]

@@ -410,8 +410,9 @@ def _ridge(b: dp.PlanBuilder, X: Any) -> Fragment:
 
 @example("AddKnots", domain=dp.Ordinal(N=8), budget=dp.PureDP(1))
 def _add_knots(b: dp.PlanBuilder, X: Any) -> Fragment:
-    J = N.DyadicExpMech()(N.DyadicCounts(N=8)(X))
-    cdf = N.AddKnots(N=8)(J, N.LaplaceMech()(N.IntervalCounts(interval=J)(X)))
+    table = N.DyadicCounts(N=8)(X)
+    J = N.DyadicExpMech()(table)
+    cdf = N.AddKnots(N=8)(J, N.LaplaceMech()(N.IntervalCounts(interval=J)(X, table)))  # MERR's round
     return Fragment({"cdf": cdf}, cdf.id)
 
 

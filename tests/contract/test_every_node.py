@@ -40,7 +40,7 @@ from dpflow.interpreter.run import _Ctx, _Run, prepare_data
 from dpflow.nodes.dyadic import DyadicTable
 from dpflow.nodes.fixedpoint import FixedPoint
 from dpflow.nodes.stability import SparseCounts
-from dpflow.nodes.types import PiecesT, ReleasedT, RowsT, StatT
+from dpflow.nodes.types import DyadicT, PiecesT, ReleasedT, RowsT, StatT
 from dpflow.planner.certify import Certified, certify
 
 REL_TOL = 1e-9
@@ -108,7 +108,7 @@ def test_json_round_trip(kind):
 
 # --------------------------------------------------------------------------- refusals of wrong types
 
-TYPE_NAMES = {RowsT: "rows", StatT: "stat", PiecesT: "pieces", ReleasedT: "released"}
+TYPE_NAMES = {RowsT: "rows", StatT: "stat", DyadicT: "stat", PiecesT: "pieces", ReleasedT: "released"}
 
 
 def rewired(plan: dp.Plan, node_id: str, inputs: tuple[str, ...] | None = None, node: Any = None) -> dp.Plan:

@@ -9,6 +9,7 @@ from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from conftest import ZeroNoise, bound_value, run_zero
@@ -270,6 +271,94 @@ def test_interval_counts_neighbours() -> None:
     x = RNG.integers(0, N_, 30)
     for y in neighbours(x, N_, RNG):
         _assert_within(run_zero(cert, {"X": y})["w"], run_zero(cert, {"X": x})["w"], _stat(cert, q.id))
+
+
+def _interval_sample(N_: int, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Ordinal rows with ties, the domain's ends and values outside it (clamped), and intervals whose ends sit on
+    sample values, next to them, at the domain's ends, reversed (b < a) or outside [0, N).  Above 2^53 the sample
+    values are multiples of 2^12, which a float holds."""
+    v = rng.integers(0, N_, 40) if N_ < 2**53 else rng.integers(0, N_ >> 12, 40) << 12
+    x = np.concatenate([v, v[:10], [0, 0, N_ - 1, N_ - 1, -5, N_ + 3]]).astype(np.int64)
+    u = np.unique(np.clip(x, 0, N_ - 1))
+    ends = [int(t) for t in (0, 1, N_ - 2, N_ - 1, -3, N_ + 7, *u[:6], *(u[:6] - 1), *(u[:6] + 1))]
+    return x, [(a, b) for a in ends[::2] for b in ends[1::2]]
+
+
+@pytest.mark.parametrize("N_", [2, 64, 10**18, 2**62])
+def test_interval_counts_from_the_table_equal_a_pass_over_rows(N_: int) -> None:
+    """IntervalCounts(J)(X, DyadicCounts(N)(X)) counts by binary search in the table's sorted sample what the pass
+    over the rows counts (brute force here): ties, values on the ends, clamped values, reversed intervals."""
+    rng = np.random.default_rng(N_ % 1000)
+    x, intervals = _interval_sample(N_, rng)
+    clamped = np.clip(x, 0, N_ - 1)
+    for a, b_ in intervals[:: max(1, len(intervals) // 40)]:
+        b = dp.PlanBuilder(budget=dp.PureDP(1))
+        X = b.source("X", dp.Ordinal(N=N_), n=len(x))
+        J = b.public([a, b_])
+        table = N.DyadicCounts(N=N_)(X)
+        plan = b.build(rows=N.LaplaceMech()(N.IntervalCounts(interval=J, normalize=False)(X)),
+                       table=N.LaplaceMech()(N.IntervalCounts(interval=J, normalize=False)(X, table)),
+                       share=N.LaplaceMech()(N.IntervalCounts(interval=J)(X, table)))
+        got = run_zero(certify(plan), {"X": x})
+        lo, hi = (int(float(t)) for t in (a, b_))  # a public constant is held as a float
+        below = int(np.count_nonzero(clamped < lo))
+        want = [below, max(int(np.count_nonzero(clamped <= hi)) - below, 0)]
+        assert got["table"].tolist() == got["rows"].tolist() == want, (a, b_)
+        assert got["share"].tolist() == [w / len(x) for w in want]
+
+
+def _merr_by_passes(N_: int, n: int, budget: Any, T: int) -> dp.Plan:
+    """MERR as it was before its rounds counted in the table: each round's weights from a pass over the rows."""
+    from dpflow.estimators.discrete import monotone_cdf
+
+    b = dp.PlanBuilder(budget=budget, neighbors="replace", name="merr")
+    X = b.source("X", dp.Ordinal(N=N_), n=n)
+    table = N.DyadicCounts(N=N_)(X)
+    cdf = None
+    for _ in range(T):
+        J = N.DyadicExpMech(cdf=cdf)(table)
+        w = N.LaplaceMech()(N.IntervalCounts(interval=J)(X))
+        cdf = N.AddKnots(N=N_)(J, w) if cdf is None else N.AddKnots(N=N_)(cdf, J, w)
+    assert cdf is not None
+    return b.build(cdf=N.Apply(fn=monotone_cdf)(cdf))
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_merr_release_is_that_of_a_pass_per_round(exact: bool) -> None:
+    """merr (weights counted in the sorted sample) releases exactly what the pass-per-round plan releases under the
+    same seeds, on samples with ties and clamped values (continuous and exact noise)."""
+    N_, n, T = 10**18, 600, 6
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        x = np.concatenate([rng.integers(0, N_ // 10**6, n // 2) * 10**6, rng.integers(4 * 10**17, 5 * 10**17, n // 4),
+                            np.full(n // 4 - 2, 7 * 10**17), [-1, N_ + 1]]).astype(np.int64)
+        got = merr(N=N_, n=n, budget=dp.PureDP(20), T=T).run({"X": x}, noise=SeededNoise(seed, exact=exact))
+        want = _merr_by_passes(N_, n, dp.PureDP(20), T).run({"X": x}, noise=SeededNoise(seed, exact=exact))
+        (P, F), (Q, G) = got.released["cdf"], want.released["cdf"]
+        assert len(P) > 2 and P.tolist() == Q.tolist() and F.tolist() == G.tolist()
+
+
+def test_interval_counts_reads_only_the_dyadic_table_of_its_rows() -> None:
+    """A second input that is not DyadicCounts of rows like the first (another source, another statistic, two
+    tables) is refused at planning, naming the node."""
+    for other in ("Y", "OrdinalCounts"):
+        b = dp.PlanBuilder(budget=dp.PureDP(1))
+        X = b.source("X", dp.Ordinal(N=64), n=10)
+        Y = b.source("Y", dp.Ordinal(N=64), n=10)
+        stat = N.DyadicCounts(N=64)(Y) if other == "Y" else N.OrdinalCounts(edges=[0, 8, 64])(X)
+        q = N.IntervalCounts(interval=b.public([2, 5]))(X, stat)
+        with pytest.raises(PlanTypeError, match="DyadicCounts") as e:
+            b.build(w=N.LaplaceMech()(q)).check()
+        assert e.value.node == q.id
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    X = b.source("X", dp.Ordinal(N=64), n=10)
+    J = b.public([2, 5])
+    table = N.DyadicCounts(N=64)(X)
+    q = N.IntervalCounts(interval=J)(X, table)
+    plan = b.build(w=N.LaplaceMech()(q))
+    recs = tuple(attrs.evolve(r, inputs=(X.id, table.id, table.id)) if r.id == q.id else r for r in plan.records)
+    with pytest.raises(PlanTypeError, match="DyadicCounts"):
+        attrs.evolve(plan, records=recs).check()
 
 
 def test_merr_ledger_per_iteration_costs() -> None:

@@ -1,13 +1,14 @@
-"""``DyadicTable.build`` (one sort, every level from one byte scan) against a per-level reference that
-sorts nothing clever: the multi-point intervals of level j are the repeated values of ``x >> j``.
-Both paths (merged-pair runs at low levels, breaks at high levels) and their switch are exercised."""
+"""``DyadicTable.build`` (one sort, each level's pairs filtered from the next one's) against a per-level reference
+that sorts nothing clever: the multi-point intervals of level j are the repeated values of ``x >> j``, their count
+groups the sorted ``(rank << 32 | i)``.  Both paths (merged-pair runs at low levels, breaks at high levels) and their
+switch are exercised; so are both ways the exponential mechanism counts a level's intervals by count."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpflow.nodes.dyadic import DyadicTable
+from dpflow.nodes.dyadic import DyadicTable, _rank_counts
 
 
 def _reference(x: np.ndarray, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -41,3 +42,26 @@ def test_every_level_matches_the_reference(k: int) -> None:
         assert lev.start.tolist() == start.tolist(), j
         assert lev.count.tolist() == count.tolist(), j
         assert lev.cum.tolist() == [0, *np.cumsum(count).tolist()], j
+        values = np.unique(count)
+        rank = np.searchsorted(values, count)
+        assert lev.values.tolist() == values.tolist() and lev.rank.tolist() == rank.tolist(), j
+        assert lev.keys.tolist() == np.sort((rank.astype(np.int64) << 32) | np.arange(len(count))).tolist(), j
+
+
+@pytest.mark.parametrize("k", range(6))
+def test_rank_counts_by_histogram_and_by_search_agree_with_brute_force(k: int) -> None:
+    """``_rank_counts`` (per count value and range of intervals, as the exponential mechanism groups them) is the
+    brute-force count on both of its ways: narrow ranges (a histogram of their ranks) and wide ones (binary search
+    in the keys), empty and single ranges included."""
+    x, N = _samples()[k]
+    t = DyadicTable.build(x, N)
+    rng = np.random.default_rng(k)
+    for lev in t.levels:
+        K = len(lev.count)
+        for width in (0, 1, 3, K):
+            cuts = np.sort(rng.integers(0, K + 1, 2 * int(rng.integers(1, 6))))
+            i0, i1 = cuts[::2], np.minimum(cuts[::2] + width, cuts[1::2])
+            g = _rank_counts(lev, i0, i1)
+            want = [[int(np.count_nonzero(lev.count[a:b] == v)) for a, b in zip(i0, i1, strict=True)]
+                    for v in lev.values]
+            assert g.tolist() == want or (len(lev.values) == 0 and g.size == 0)

@@ -27,7 +27,7 @@ from dpflow.handles import Ref
 from dpflow.nodes import dyadic
 from dpflow.nodes.dyadic import DyadicCounts, DyadicExpMech, DyadicTable, _groups
 from dpflow.nodes.ordinal import knots_cdf_at
-from dpflow.nodes.types import Allocation, ReleasedT, RowsT, Size, StatT
+from dpflow.nodes.types import Allocation, DyadicT, ReleasedT, RowsT, Size, StatT
 from dpflow.privacy import Cost
 
 X = np.array([0, 0, 3, 5, 5, 5, 9, 12, 13, 13, 15, 15, 20, 21, 21, 30, 31], dtype=np.int64)  # {13}, {15}: one group
@@ -154,7 +154,7 @@ def test_dyadic_counts_sensitivities(N: int, L: int) -> None:
     node = DyadicCounts(N=N)
     assert node.levels() == L
     stat = node.infer([_rows("replace")], _Infer()).out  # type: ignore[arg-type]
-    assert stat == StatT((2 ** (L + 1) - 2,), "X", Sym.const(2.0 * L), Sym.const(math.sqrt(2.0 * L)), Sym.const(1.0))
+    assert stat == DyadicT((2 ** (L + 1) - 2,), "X", Sym.const(2.0 * L), Sym.const(math.sqrt(2.0 * L)), Sym.const(1.0))
     stat = node.infer([_rows("replace", stability=3)], _Infer()).out  # type: ignore[arg-type]
     assert (stat.l1, stat.l2, stat.linf) == (Sym.const(6.0 * L), Sym.const(3 * math.sqrt(2.0 * L)), Sym.const(3.0))
 

@@ -122,6 +122,30 @@ def test_precondition_values() -> None:
     assert np.array_equal(_affine(X[:2], M, None), X[:2] @ M.T)
 
 
+def test_precondition_by_a_diagonal_matrix_scales_the_coordinates() -> None:
+    """A diagonal matrix (CoinPress's first round) gives exactly the matrix product's rows on finite rows, tiny and
+    huge entries included, without one; a row with a non-finite entry stays non-finite; a single nonzero entry off
+    the diagonal (or a NaN there) takes the matrix product."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(64, 5)) * rng.choice([1e-300, 1.0, 1e300], size=(64, 5))
+    X[::9, 1] = 0.0
+    c = rng.normal(size=5)
+    for M in (np.diag(rng.normal(size=5) * 3), np.eye(5) / math.sqrt(7.0), np.zeros((5, 5))):
+        for centre in (None, c):
+            got = Precondition(matrix=Ref("M"), center=None if centre is None else Ref("c")).evaluate(
+                [X], _eval({"M": M, "c": c}))  # type: ignore[arg-type]
+            want = (M @ (X if centre is None else X - c).T).T
+            assert np.array_equal(got, want) and got.flags.c_contiguous
+    bad = np.array([[np.inf, 1.0, 0.0, 0.0, 0.0], [np.nan, 0.0, 0.0, 0.0, 0.0]])
+    got = Precondition(matrix=Ref("M")).evaluate([bad], _eval({"M": np.eye(5)}))  # type: ignore[arg-type]
+    assert not np.isfinite(got).all(axis=1).any()
+    for k in (1.0, np.nan):
+        M = np.eye(5)
+        M[3, 1] = k
+        got = Precondition(matrix=Ref("M")).evaluate([X[:4]], _eval({"M": M}))  # type: ignore[arg-type]
+        assert got.flags.f_contiguous and not got.flags.c_contiguous
+
+
 def test_pair_difference_values() -> None:
     Z = np.array([[1.0, 5.0, 3.0, 1.0], [np.inf, 0.0, np.inf, 2.0]])
     with np.errstate(all="raise"):

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from dpflow.interpreter.numpy_backend import serial_blas
+
 _TINY = 1e-300
 
 
@@ -40,7 +42,8 @@ def inv_sqrt_psd(S: Any, floor: float = 0.0) -> np.ndarray:
     """``(S + floor I)^{-1/2}`` of a symmetric matrix via ``eigh``; eigenvalues are clipped at a tiny
     positive value first so the result is always defined."""
     S = _finite(S)
-    w, V = np.linalg.eigh((S + S.T) / 2.0)
+    with serial_blas():
+        w, V = np.linalg.eigh((S + S.T) / 2.0)
     w = np.maximum(w + floor, 1e-12 * max(1.0, float(np.max(np.abs(w)))) + _TINY)
     out: np.ndarray = (V / np.sqrt(w)) @ V.T
     return out
@@ -125,7 +128,8 @@ def into_ball(mean: Any, radius: Any) -> np.ndarray:
 
 def unmap_mean(A: Any, c: Any) -> np.ndarray:
     """``A^{-1} c`` (least squares when A is singular): the mean back in the original coordinates."""
-    out: np.ndarray = np.linalg.lstsq(_finite(A), _finite(c), rcond=None)[0]
+    with serial_blas():
+        out: np.ndarray = np.linalg.lstsq(_finite(A), _finite(c), rcond=None)[0]
     return out
 
 
@@ -155,8 +159,9 @@ def laplace_noise_edge(b: float, d: int) -> float:
 def unwhiten(A: Any, Z: Any) -> np.ndarray:
     """``A^{-1} Z A^{-T}`` (gaussian.md 1.3: the last Z with the A that produced it), symmetrised."""
     A, Z = _finite(A), _finite(Z)
-    left = np.linalg.lstsq(A, Z, rcond=None)[0]
-    out = np.linalg.lstsq(A, left.T, rcond=None)[0]
+    with serial_blas():
+        left = np.linalg.lstsq(A, Z, rcond=None)[0]
+        out = np.linalg.lstsq(A, left.T, rcond=None)[0]
     sym: np.ndarray = (out + out.T) / 2.0
     return sym
 
