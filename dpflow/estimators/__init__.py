@@ -32,6 +32,7 @@ from dpflow.estimators.tails import chi_radius
 
 __all__ = [
     "Covariance", "GaussianMixture", "LinearRegression", "PCA", "StandardScaler", "base", "chi_radius", "clipped_mean",
-    "covariance", "discrete", "gaussian", "heavy_tailed", "mean", "mixtures", "naive_pce", "pca", "product",
+    "covariance", "discrete", "gaussian", "gaussian_model", "heavy_tailed", "mean", "mixtures", "naive_pce", "pca",
+    "product",
     "regression", "scale", "sparse", "sparse_mean", "tails", "tolerance", "truncation",
 ]

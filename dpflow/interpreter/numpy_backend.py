@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
-from functools import cache
 from typing import Any, TypeVar
 
 import numpy as np
+
+from dpflow.blas import blas_controller, one_blas_thread
 
 BLOCK_BYTES = 1 << 23
 """Rows of a fused row map are evaluated in blocks of about this many input bytes (8 MiB: in cache-sized
@@ -22,38 +22,6 @@ one-thread BLAS; set it to 1 for passes on the calling thread.  Threads are used
 threads of its own and oversubscribe the cores."""
 
 T = TypeVar("T")
-
-
-@cache
-def _blas_controller() -> Any:
-    """threadpoolctl's controller of the loaded BLAS libraries (built once), or ``None`` without it."""
-    try:
-        from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    return ThreadpoolController()
-
-
-def one_blas_thread() -> AbstractContextManager[Any] | None:
-    """A context in which BLAS runs on one thread, or ``None`` when ``threadpoolctl`` is not installed.
-
-    Many small BLAS calls each on several threads are slow on a busy machine (OpenBLAS's threads wait for
-    each other at every call); blocks spread over threads with one BLAS thread each are not.  The limit is
-    process-wide while a pass runs (as in scikit-learn), so BLAS calls made meanwhile by other threads of the
-    process also run on one thread.
-    """
-    ctl = _blas_controller()
-    return None if ctl is None else ctl.limit(limits=1, user_api="blas")
-
-
-def serial_blas() -> AbstractContextManager[Any]:
-    """A context for the driver's small dense linear algebra on released matrices (d x d eigendecompositions and
-    least squares between the passes): BLAS on one thread (:func:`one_blas_thread`; nothing without
-    ``threadpoolctl``).  On a busy machine a multi-threaded BLAS makes each small call wait for its threads: a
-    50 x 50 ``eigh`` took 10 to 30 ms on two shared cores, 0.2 ms on one thread (the same values up to d = 200;
-    above, one thread makes them the same on every machine)."""
-    limit = one_blas_thread()
-    return nullcontext() if limit is None else limit
 
 
 def in_threads(work: Callable[[slice], T], slices: list[slice]) -> list[T]:
@@ -259,7 +227,7 @@ class NumpyBackend:
         return A[: 2 * m].reshape(m, 2 * A.shape[1])  # a view of C-ordered rows
 
     def settings(self) -> dict[str, Any]:
-        threads = WORKERS if _blas_controller() is not None else 1
+        threads = WORKERS if blas_controller() is not None else 1
         return {"backend": self.name, "workers": 1, "threads": threads,
                 "chunking": f"in memory; row maps fused into reductions in blocks of {BLOCK_BYTES >> 20} MiB, "
                             f"on {threads} thread{'s' if threads > 1 else ''}"}

@@ -290,7 +290,7 @@ def _eigh(x: Any) -> tuple[np.ndarray, np.ndarray]:
     """The eigendecomposition of the symmetric part of a released matrix, its non-finite entries as 0
     (:func:`~dpflow.nodes.base.finite_or_zero`: a release with infinite noise is NaN, on which ``eigh`` raises),
     halved before the sum so that entries near the float range do not overflow."""
-    from dpflow.interpreter.numpy_backend import serial_blas
+    from dpflow.blas import serial_blas
 
     S = finite_or_zero(x)
     with serial_blas():

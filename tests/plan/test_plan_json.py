@@ -332,6 +332,8 @@ def test_an_old_plan_naming_recurse_loads_and_certifies_to_the_same_ledger() -> 
         plan = dp.Plan.from_json(json.dumps(doc["plan"]))
         assert any(isinstance(r.node, N.Repeat) for r in plan.records)
         new = json.loads(certify(plan).ledger.to_json())
+        for p in new.get("predictions", []):  # a field added after 568d9a4 (issue 29), empty for these plans
+            assert p.pop("given") == ""
         old = json.loads(json.dumps(doc["ledger"]).replace('"Recurse"', '"Repeat"').replace("Recurse:", "Repeat:"))
         assert (old.pop("schema_version"), new.pop("schema_version")) == (5, 6)
         assert old.pop("plan_hash") != new.pop("plan_hash")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpflow.interpreter.numpy_backend import serial_blas
+from dpflow.blas import serial_blas
 
 _TINY = 1e-300
 
