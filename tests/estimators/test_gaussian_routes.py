@@ -290,12 +290,12 @@ def test_scaled_coinpress_warns_when_the_standardised_covariance_is_not_learned(
 @pytest.mark.slow
 def test_capped_scale_step_prediction_is_conditional_warned_and_covers() -> None:
     """A cell with no useful bound before (the per-column route with the scale step's share capped, d = 2,
-    n = 1,500: 'inf'): the predictions are finite and conditional on the step (``given``), every run warns, and
+    n = 1,000: 'inf'): the predictions are finite and conditional on the step (``given``), every run warns, and
     where the released centres and scales meet the stated condition they cover the errors (in the units of the
     released scales) in at least 95% of 40 seeded runs."""
     from dpflow.estimators.tolerance import STEP_MAY_FAIL
 
-    d, n, met, covered = 2, 1500, 0, 0
+    d, n, met, covered = 2, 1000, 0, 0
     for seed in range(40):
         rng = np.random.default_rng(seed)
         X = rng.normal(size=(n, d)) * [0.1, 10.0] + [-100.0, 1e4]

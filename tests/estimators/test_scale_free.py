@@ -68,16 +68,16 @@ def test_column_scales_pins_its_rule() -> None:
     assert S.HIST_Z == pytest.approx(3.9366, abs=1e-4)  # Phi^-1(1 - 0.01 / 242)
     assert S.SPREAD_SIGMAS == pytest.approx(1.1503493803760079, abs=1e-15)
     assert S.truncation_level(10_000) == pytest.approx(math.sqrt(2 * math.log(10_000)))
-    assert S.SHARES == (0.25, 0.25, 0.25, 0.25)  # benchmarks/results/scale_step.md
+    assert S.SHARES == (0.25, 0.25, 0.25, 0.25) and S.PRECISION_MARGIN == 2.0  # benchmarks/results/scale_step.md
     # the scale step's share: d columns' largest cost / share (rho of a Gaussian histogram, epsilon^2 / 8 of a
     # quantile; epsilons under PureDP) over the budget's, within [0.02, 0.5]
     n, d = 5000, 3
     Ln = math.log(4 * n) + 2
-    rho = d * 4 * max((8 * 3.9366 / n) ** 2, (4 * Ln / n) ** 2 / 8, (8 * Ln / n) ** 2 / 8)
+    rho = 2 * d * 4 * max((8 * 3.9366 / n) ** 2, (4 * Ln / n) ** 2 / 8, (8 * Ln / n) ** 2 / 8)
     assert S.scale_weight(n, d, dp.ZCDP(0.01)) == (pytest.approx(rho / 0.01, rel=1e-4), False)
     assert S.scale_weight(n, d, dp.ZCDP(10.0)) == (0.02, False)
     assert S.scale_weight(n, d, dp.ZCDP(0.001)) == (0.5, True)
-    eps = d * 4 * max(16 * math.log(12_100), 4 * Ln, 8 * Ln) / n
+    eps = 2 * d * 4 * max(16 * math.log(12_100), 4 * Ln, 8 * Ln) / n
     assert S.scale_weight(n, d, dp.PureDP(10.0)) == (pytest.approx(eps / 10, rel=1e-12), False)
     b = dp.PlanBuilder(budget=dp.ZCDP(1.0))
     X = b.source("X", dp.Vectors(d=3), n=1000)
