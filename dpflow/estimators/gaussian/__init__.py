@@ -901,7 +901,7 @@ The scale route's error follows the data's own scale, which bounds may overstate
 most this factor when the bounds are tight and gains their slack when they are not.  Measured (issue 29's case:
 d = 50, n = 10,000, ApproxDP(1, 1e-6), R = 1e4 sqrt(d), K = 1e4, Sigma = I): the bounded ``diagonal`` route's mean
 error was 125-137 times the non-private one (4 seeds), the scale route's about 3 times; its worst-case mean
-prediction is 1.73 times the bounded route's."""
+prediction is 1.52 times the bounded route's (1.42 for the covariance)."""
 
 
 def _scaled_instead(d: int, n: int, budget: Measure, split: float, bounds: tuple[float, float],
