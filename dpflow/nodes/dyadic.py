@@ -375,9 +375,9 @@ class DyadicExpMech(EpsilonMechanism):
         return Inferred(ReleasedT((2,)), f"{stat.shape[0]} dyadic candidates")
 
     def check_input(self, stat: StatT, ctx: InferContext) -> str:
-        if stat.linf is None or not stat.linf.is_const or len(stat.shape) != 1:
-            raise UnboundedSensitivityError(ctx.node_id, "the scores need the constant linf bound of DyadicCounts",
-                                            "feed it DyadicCounts(N)(rows)")
+        if not isinstance(stat, DyadicT) or stat.linf is None or not stat.linf.is_const or len(stat.shape) != 1:
+            raise UnboundedSensitivityError(ctx.node_id, "the scores need DyadicCounts' table and its constant linf "
+                                            "bound", "feed it DyadicCounts(N)(rows)")
         return f"score sensitivity = linf of the counts = {stat.linf.text()}"
 
     def noise_text(self, stat: StatT, share: Fraction, mode: Mode) -> str:

@@ -16,7 +16,7 @@ from conftest import ZeroNoise, bound_value, run_zero
 
 import dpflow as dp
 from dpflow import nodes as N
-from dpflow.errors import BudgetError, DomainError, PlanTypeError
+from dpflow.errors import BudgetError, DomainError, PlanTypeError, UnboundedSensitivityError
 from dpflow.estimators.discrete import (
     cdf_at,
     histogram_cdf,
@@ -336,6 +336,17 @@ def test_merr_release_is_that_of_a_pass_per_round(exact: bool) -> None:
         want = _merr_by_passes(N_, n, dp.PureDP(20), T).run({"X": x}, noise=SeededNoise(seed, exact=exact))
         (P, F), (Q, G) = got.released["cdf"], want.released["cdf"]
         assert len(P) > 2 and P.tolist() == Q.tolist() and F.tolist() == G.tolist()
+
+
+def test_dyadic_expmech_is_refused_at_planning_on_counts_that_are_not_the_dyadic_table() -> None:
+    """OrdinalCounts has a constant linf bound too, but no dyadic table to score: refused at planning (it failed
+    at run time, after the data was read, before DyadicT was required)."""
+    b = dp.PlanBuilder(budget=dp.PureDP(1))
+    X = b.source("X", dp.Ordinal(N=64), n=10)
+    J = N.DyadicExpMech()(N.OrdinalCounts(edges=[0, 8, 64])(X))
+    with pytest.raises(UnboundedSensitivityError, match="DyadicCounts") as e:
+        b.build(j=J).check()
+    assert e.value.node == J.id
 
 
 def test_interval_counts_reads_only_the_dyadic_table_of_its_rows() -> None:

@@ -193,18 +193,19 @@ def test_dyadic_exp_mech_noise_text() -> None:
 
 
 def test_dyadic_exp_mech_refusals() -> None:
-    stat = StatT((63,), "X", Sym.const(10.0), Sym.const(3.0), Sym.const(1.0))
+    stat = DyadicT((63,), "X", Sym.const(10.0), Sym.const(3.0), Sym.const(1.0))
     with pytest.raises(DomainError) as e:
         DyadicExpMech().infer([stat], _Infer("add_remove"))  # type: ignore[arg-type]
     assert (e.value.node, e.value.problem, e.value.fix) == (
         "J", "the score n A(J) - c(J) needs the public n of replace-one neighbours", "declare neighbors='replace'")
     assert DyadicExpMech(cdf=Ref("c")).infer([stat], _Infer()).out == ReleasedT((2,))  # type: ignore[arg-type]
-    for bad in (StatT((63,), "X", None, None, None), StatT((63,), "X", None, None, Sym.ref(RowCount("X"))),
-                StatT((63, 2), "X", None, None, Sym.const(1.0))):
+    for bad in (DyadicT((63,), "X", None, None, None), DyadicT((63,), "X", None, None, Sym.ref(RowCount("X"))),
+                DyadicT((63, 2), "X", None, None, Sym.const(1.0)),
+                StatT((63,), "X", Sym.const(10.0), Sym.const(3.0), Sym.const(1.0))):  # counts with no table
         with pytest.raises(UnboundedSensitivityError) as u:
             DyadicExpMech().check_input(bad, _Infer())  # type: ignore[arg-type]
         assert (u.value.node, u.value.problem, u.value.fix) == (
-            "J", "the scores need the constant linf bound of DyadicCounts", "feed it DyadicCounts(N)(rows)")
+            "J", "the scores need DyadicCounts' table and its constant linf bound", "feed it DyadicCounts(N)(rows)")
     assert DyadicExpMech().check_input(stat, _Infer()) == "score sensitivity = linf of the counts = 1"  # type: ignore[arg-type]
 
 
