@@ -46,6 +46,7 @@ from dpflow.estimators.scale import (
     _column_costs,
     column_scales,
     missing_as_zero,
+    short_by,
     times,
     truncation_level,
 )
@@ -192,11 +193,7 @@ def _short_by(n: int, events: Sequence[Any], pure: bool) -> list[float]:
     """For each of a scale step's four cost events, its need (:func:`_needs`) over its certified cost (epsilon
     under a pure budget, rho otherwise): at most 1 when met; the factor its share must grow by otherwise
     (infinite when the cost is not known)."""
-    out = []
-    for need, e in zip(_needs(n, pure), events, strict=True):
-        cost = e.cost.pure_eps if pure else e.cost.rho
-        out.append(math.inf if cost is None or cost <= 0 else need / float(cost))
-    return out
+    return [short_by(need, e.cost, pure) for need, e in zip(_needs(n, pure), events, strict=True)]
 
 
 class Statistics:

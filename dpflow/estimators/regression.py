@@ -34,7 +34,7 @@ from dpflow.estimators.scale import _range as magnitude_range
 from dpflow.estimators.scale import column_scales, missing_as_zero, negate, standardize, warn_if_capped
 from dpflow.estimators.scale import scale_weight as auto_scale_weight
 from dpflow.estimators.tolerance import choose_route, enforce, smallest_n
-from dpflow.estimators.truncation import gaussian_factor, private_radius
+from dpflow.estimators.truncation import gaussian_factor, private_radius, release_noise
 from dpflow.handles import Released, Rows, Sensitive, Value
 from dpflow.nodes.base import finite_or_zero, released_scalar
 from dpflow.nodes.regression import l1_bound
@@ -415,9 +415,8 @@ def _pure_eps(plan: Plan, kind: str) -> float:
 
 
 def _gaussian_multiplier(plan: Plan) -> float:
-    """The certified sigma per unit l2 sensitivity of the plan's release (its last Gaussian mechanism: the scale
-    step's range histograms come first), no data read."""
-    return [c.scale for c in plan.check().noise_calibrations if c.kind == "GaussianMech"][-1]
+    """The certified sigma per unit l2 sensitivity of the plan's release (:func:`release_noise`), no data read."""
+    return release_noise(plan)[0]
 
 
 def scaled_prediction(d: int, n: int, multiplier: float, ridge: float, fit_intercept: bool) -> float:
@@ -471,13 +470,12 @@ def centre_prediction(n: int, range_found: bool, median_eps: float) -> float:
 def range_met(plan: Plan, n: int) -> bool:
     """Whether the (single) range histogram of ``plan`` is certified at least what the scale step needs for n
     rows (:func:`dpflow.estimators.scale._column_costs`: epsilon under a pure budget, rho otherwise)."""
-    from dpflow.estimators.scale import _column_costs
+    from dpflow.estimators.scale import _column_costs, short_by
 
     pure = isinstance(plan.budget, PureDP)
     cost = next(e.event.cost for e in plan.check().entries
                 if e.kind in ("LaplaceMech", "GaussianMech") and e.event is not None)
-    have = cost.pure_eps if pure else cost.rho
-    return have is not None and float(have) >= _column_costs(n, pure)[0]
+    return short_by(_column_costs(n, pure)[0], cost, pure) <= 1.0
 
 
 def _no_r2(bound: str) -> str:

@@ -101,6 +101,20 @@ its median then missed in up to 58 of 60 seeds.  Measured over one column of N(m
 162/960 by that split, 1/960 equal, 10/960 with 0.3 for the ranges (benchmarks/results/scale_step.md)."""
 
 
+def short_by(need: float, cost: Any, pure: bool) -> float:
+    """A step mechanism's need (:func:`_column_costs`) over its certified ``cost`` (a ledger ``Cost``) in the
+    step's currency: epsilon under a pure budget, rho otherwise.  At most 1 when the need is met; the factor its
+    share must grow by otherwise; infinite when the cost is not known (a Gaussian event has no pure epsilon).
+
+    >>> from fractions import Fraction
+    >>> from dpflow.privacy import Cost
+    >>> short_by(0.5, Cost.pure(Fraction(1, 4)), pure=True), short_by(0.01, Cost.gaussian_zcdp(Fraction(1, 50)), False)
+    (2.0, 0.5)
+    """
+    have = cost.pure_eps if pure else cost.rho
+    return math.inf if have is None or have <= 0 else need / float(have)
+
+
 PRECISION_MARGIN = 2.0
 """The step is sized for this many times what each mechanism needs for a reliable answer (:func:`_column_costs`):
 at exactly its need the spread's rank error can reach ``(2 / epsilon)(L + ln 100) / n = 0.35`` (the 75% quantile

@@ -132,7 +132,7 @@ CONFIDENCE = 0.9
 """The probability at which :func:`truncated_mean` states its predicted error."""
 
 
-def _noise_sigma(plan: Plan) -> tuple[float, bool]:
+def release_noise(plan: Plan) -> tuple[float, bool]:
     """The certified noise of the plan's mean (its last Gaussian mechanism: the scale step's range histograms come
     first): sigma, or sigma per unit of its sensitivity when that is a released value; read from the certificate
     (no data is read)."""
@@ -162,7 +162,7 @@ def _route_predictions(d: int, n: int, budget: Measure, truncation_weight: float
     out: dict[str, Prediction] = {}
     for route in ("percentile", "magnitude"):
         plan = _build(d, n, budget, None, truncation_weight, None, accounting, route)
-        sigma, per_unit = _noise_sigma(plan)
+        sigma, per_unit = release_noise(plan)
         if route == "percentile":
             _, capped = truncation_share(truncation_weight, True, n, d, budget)
             value = math.inf if capped else _l2_quantile(d, math.hypot(sigma, 1.0 / math.sqrt(n)))

@@ -244,14 +244,15 @@ def clamp(x: Any, bounds: Any) -> float:
 
 def into_spectrum(C: Any, K: Any) -> np.ndarray:
     """A symmetric covariance estimate with its eigenvalues clipped into the public ``[0, K]`` (``Sigma <= K I`` is
-    declared: post-processing into what is public); non-finite entries count as 0 (NaN) or +-1e300.
+    declared: post-processing into what is public); non-finite entries count as 0 (the released-matrix
+    eigendecomposition of :class:`dpflow.nodes.PSDProject`).
 
     >>> into_spectrum([[5.0, 0.0], [0.0, -1.0]], 4.0).tolist()
     [[4.0, 0.0], [0.0, 0.0]]
     """
-    S = _finite(C)
-    S = (S + S.T) / 2.0
-    w, V = np.linalg.eigh(S)
+    from dpflow.nodes.postprocess import _eigh
+
+    w, V = _eigh(C)
     out: np.ndarray = (V * np.clip(w, 0.0, float(K))) @ V.T
     return out
 
